@@ -1,0 +1,3 @@
+module github.com/ratemonitor/ratemonitor
+
+go 1.26

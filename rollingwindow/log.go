@@ -1,0 +1,162 @@
+package rollingwindow
+
+import "time"
+
+// bucket is the requests recorded in one granule [index·g, (index+1)·g): how many, and the latest
+// instant among them (Unix nanoseconds). The bucket counts until latest+W, so none of its
+// requests is released before its own s+W (never early), and one that shares its granule
+// with later ones is held at most g too long.
+type bucket struct {
+	index  int64
+	latest int64
+	count  int64
+}
+
+// bucketBytes is the size of one bucket in memory, for Cost.
+const bucketBytes = 24
+
+// Log is the rolling-window Counter for one rule and one key: a deque of time buckets ordered
+// by granule, oldest first. It holds at most W/g + 1 buckets (the +1 is the bucket that
+// straddles the trailing edge of the window), whatever the request rate.
+//
+// The zero Log is not usable; make one with NewLog. A Log is not safe for concurrent use.
+type Log struct {
+	window int64 // effective window, ns
+	gran   int64 // bucket width, ns
+	max    int   // most buckets kept: window/gran + 1
+	ring   []bucket
+	head   int   // index of the oldest bucket in ring
+	size   int   // buckets in use
+	total  int64 // sum of counts of the buckets in use
+}
+
+// NewLog returns an empty log for a window of w with buckets of width g. w must be a positive
+// whole multiple of g (Rule.Validate checks this).
+func NewLog(w, g time.Duration) *Log {
+	return &Log{window: int64(w), gran: int64(g), max: int(w/g) + 1}
+}
+
+func (l *Log) at(i int) *bucket { return &l.ring[(l.head+i)%len(l.ring)] }
+
+// prune drops the buckets whose latest request no longer counts at t (latest+W ≤ t).
+func (l *Log) prune(t int64) {
+	for l.size > 0 {
+		b := l.at(0)
+		if b.latest+l.window > t {
+			return
+		}
+		l.total -= b.count
+		l.head = (l.head + 1) % len(l.ring)
+		l.size--
+	}
+}
+
+// grow makes room for one more bucket, doubling the ring up to max; it reports false when the
+// ring is already at max.
+func (l *Log) grow() bool {
+	if l.size < len(l.ring) {
+		return true
+	}
+	if len(l.ring) >= l.max {
+		return false
+	}
+	n := min(max(4, 2*len(l.ring)), l.max)
+	ring := make([]bucket, n)
+	for i := 0; i < l.size; i++ {
+		ring[i] = *l.at(i)
+	}
+	l.ring, l.head = ring, 0
+	return true
+}
+
+// Add records n requests at instant now. Entries may arrive out of order; the result depends
+// only on which instants were recorded.
+func (l *Log) Add(now time.Time, n int) {
+	t := now.UnixNano()
+	l.prune(t)
+	idx := floorDiv(t, l.gran)
+	l.total += int64(n)
+	// Walk back from the newest bucket: in-order writes stop at the first step.
+	i := l.size - 1
+	for ; i >= 0; i-- {
+		b := l.at(i)
+		if b.index == idx {
+			b.count += int64(n)
+			b.latest = max(b.latest, t)
+			return
+		}
+		if b.index < idx {
+			break
+		}
+	}
+	if !l.grow() {
+		// Only writes dated ahead of the window can get here. Fold the oldest bucket into
+		// its neighbour: its requests are then held a little longer, never released early.
+		if i < 0 {
+			l.at(0).count += int64(n)
+			return
+		}
+		second := l.at(1)
+		second.count += l.at(0).count
+		l.head = (l.head + 1) % len(l.ring)
+		l.size--
+		i--
+	}
+	// Insert after position i, shifting newer buckets one place towards the back.
+	for j := l.size; j > i+1; j-- {
+		*l.at(j) = *l.at(j - 1)
+	}
+	*l.at(i + 1) = bucket{index: idx, latest: t, count: int64(n)}
+	l.size++
+}
+
+// Used returns how many recorded requests count at now: those recorded at s with
+// s+W > now, counting each bucket until its latest instant + W.
+func (l *Log) Used(now time.Time) int {
+	l.prune(now.UnixNano())
+	return int(l.total)
+}
+
+// WaitTime returns the smallest d ≥ 0 such that Used(now+d)+n ≤ limit if nothing more is
+// recorded: the time until enough of the oldest buckets have expired.
+func (l *Log) WaitTime(now time.Time, n, limit int) time.Duration {
+	t := now.UnixNano()
+	l.prune(t)
+	excess := l.total + int64(n) - int64(limit)
+	if excess <= 0 {
+		return 0
+	}
+	var freed int64
+	for i := 0; i < l.size; i++ {
+		b := l.at(i)
+		freed += b.count
+		if freed >= excess {
+			return time.Duration(b.latest + l.window - t)
+		}
+	}
+	// n > limit: never reached through Strategy, which refuses such bursts.
+	return time.Duration(l.window)
+}
+
+// Expiry returns the instant at which the newest bucket stops counting, or the zero time when
+// the log is empty.
+func (l *Log) Expiry() time.Time {
+	if l.size == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, l.at(l.size-1).latest+l.window)
+}
+
+// Cost returns the approximate bytes held by the log.
+func (l *Log) Cost() int { return 80 + bucketBytes*len(l.ring) }
+
+// Buckets returns the number of buckets held, for tests of the memory bound.
+func (l *Log) Buckets() int { return l.size }
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}

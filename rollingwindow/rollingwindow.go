@@ -1,0 +1,37 @@
+// Package rollingwindow is the rolling-window (sliding-log) strategy of DESIGN.md §4: a request
+// recorded at instant s counts at instant t if and only if s ≤ t < s+W.
+//
+// Requests are grouped in time buckets of the rule's granularity (1 s by default), each keeping
+// its count and the latest instant among its requests, so a slot is never reported free before
+// s+W for the real send instant s, and at most one granule late. The package is pure: it reads
+// no clock and holds no lock.
+package rollingwindow
+
+import (
+	"strconv"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// Algorithm is the rolling-window strategy.Algorithm. Its zero value is ready to use.
+type Algorithm struct{}
+
+// Name returns "rollingwindow".
+func (Algorithm) Name() string { return "rollingwindow" }
+
+// CounterID identifies the log by effective window and granularity: what is recorded does not
+// depend on the limit, so rules that differ only in limit or headroom share one log.
+func (Algorithm) CounterID(r strategy.Rule) string {
+	return "rw:" + strconv.FormatInt(int64(r.EffectiveWindow()), 10) + ":" + strconv.FormatInt(int64(r.Bucket()), 10)
+}
+
+// NewCounter returns an empty Log for r.
+func (Algorithm) NewCounter(r strategy.Rule) strategy.Counter {
+	return NewLog(r.EffectiveWindow(), r.Bucket())
+}
+
+// New layers rules under the rolling window. Errors are strategy.New's: ErrNoRules, or one
+// wrapping ErrInvalidRule.
+func New(rules ...strategy.Rule) (*strategy.Strategy, error) {
+	return strategy.New(Algorithm{}, rules...)
+}

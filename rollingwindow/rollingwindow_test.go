@@ -1,0 +1,396 @@
+package rollingwindow
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// sec turns a whole number of seconds into an instant.
+func sec(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
+
+type key struct {
+	t  *testing.T
+	s  *strategy.Strategy
+	cs []strategy.Counter
+}
+
+func newKey(t *testing.T, rules ...strategy.Rule) *key {
+	t.Helper()
+	s, err := New(rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := make([]strategy.Counter, s.Slots())
+	for j := range cs {
+		cs[j] = s.NewCounter(j)
+	}
+	return &key{t: t, s: s, cs: cs}
+}
+
+func (k *key) record(at float64, n int) { k.s.Record(k.cs, sec(at), n) }
+
+func (k *key) used(at float64) []int {
+	k.t.Helper()
+	snap, err := k.s.Peek(k.cs, sec(at), 0)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	var u []int
+	for _, x := range snap.Usage {
+		u = append(u, x.Used)
+	}
+	return u
+}
+
+func (k *key) wait(n int, at float64) time.Duration {
+	k.t.Helper()
+	snap, err := k.s.Peek(k.cs, sec(at), n)
+	if err != nil {
+		k.t.Fatalf("wait(%d) at %v: %v", n, at, err)
+	}
+	return snap.Wait
+}
+
+var minute = strategy.Rule{Limit: 60, Window: time.Minute}
+
+// TestWorkedValues is DESIGN.md §4's table, row by row.
+func TestWorkedValues(t *testing.T) {
+	type query struct {
+		at   float64
+		used int // -1: not asked
+		n    int // burst for wait; 0: not asked
+		wait time.Duration
+	}
+	s := time.Second
+	rows := []struct {
+		name    string
+		rule    strategy.Rule
+		history func(k *key)
+		queries []query
+	}{
+		{"empty", minute, func(k *key) {}, []query{
+			{1000, 0, 1, 0}, {1000, -1, 60, 0},
+		}},
+		{"60 at 1000", minute, func(k *key) { k.record(1000, 60) }, []query{
+			{1000, 60, 1, 60 * s}, {1030, -1, 1, 30 * s}, {1059, -1, 1, 1 * s}, {1060, 0, 0, 0},
+		}},
+		{"1 each second 1000..1059", minute, func(k *key) {
+			for i := 1000; i <= 1059; i++ {
+				k.record(float64(i), 1)
+			}
+		}, []query{
+			{1059, 60, 1, 1 * s}, {1059, -1, 10, 10 * s}, {1059, -1, 60, 60 * s},
+			{1060, 59, 1, 0}, {1060, -1, 2, 1 * s},
+		}},
+		{"5 at 1000, 50 at 1020", minute, func(k *key) { k.record(1000, 5); k.record(1020, 50) }, []query{
+			{1030, 55, 5, 0}, {1030, -1, 6, 30 * s}, {1030, -1, 10, 30 * s},
+		}},
+		{"W=10 N=5: 3 at 990, 5 at 995", strategy.Rule{Limit: 5, Window: 10 * s}, func(k *key) {
+			k.record(990, 3)
+			k.record(995, 5)
+		}, []query{{1000, 5, 1, 5 * s}}},
+		{"W=10 N=5: 8 at 1000", strategy.Rule{Limit: 5, Window: 10 * s}, func(k *key) { k.record(1000, 8) }, []query{
+			{1000, 8, 1, 10 * s}, {1003, -1, 5, 7 * s},
+		}},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			k := newKey(t, row.rule)
+			row.history(k)
+			for _, q := range row.queries {
+				if q.used >= 0 {
+					if got := k.used(q.at)[0]; got != q.used {
+						t.Errorf("used at %v = %d, want %d", q.at, got, q.used)
+					}
+				}
+				if q.n > 0 {
+					if got := k.wait(q.n, q.at); got != q.wait {
+						t.Errorf("wait(%d) at %v = %v, want %v", q.n, q.at, got, q.wait)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestBurstErrors(t *testing.T) {
+	k := newKey(t, minute)
+	if _, err := k.s.Peek(k.cs, sec(1000), -1); !errors.Is(err, strategy.ErrInvalidBurst) {
+		t.Errorf("peek burst -1: err = %v, want ErrInvalidBurst", err)
+	}
+	if _, err := k.s.Reserve(k.cs, sec(1000), 0); !errors.Is(err, strategy.ErrInvalidBurst) {
+		t.Errorf("reserve burst 0: err = %v, want ErrInvalidBurst", err)
+	}
+	_, err := k.s.Peek(k.cs, sec(1000), 61)
+	if !errors.Is(err, strategy.ErrBurstTooLarge) {
+		t.Fatalf("burst 61: err = %v, want ErrBurstTooLarge", err)
+	}
+	if want := "burst exceeds limit: a burst of 61 can never fit rule 60/1m0s, which allows 60 per window"; err.Error() != want {
+		t.Errorf("burst 61: message %q, want %q", err, want)
+	}
+	if _, err := k.s.Reserve(k.cs, sec(1000), 61); !errors.Is(err, strategy.ErrBurstTooLarge) {
+		t.Errorf("reserve 61: err = %v", err)
+	}
+	if got := k.used(1000)[0]; got != 0 {
+		t.Errorf("a refused burst recorded %d", got)
+	}
+}
+
+// TestEdge checks s ≤ t < s+W at the nanosecond around s+W.
+func TestEdge(t *testing.T) {
+	k := newKey(t, minute)
+	s := sec(1000)
+	k.s.Record(k.cs, s, 1)
+	for _, c := range []struct {
+		at   time.Time
+		used int
+		wait time.Duration
+	}{
+		{s, 1, 0},
+		{s.Add(time.Minute - time.Nanosecond), 1, 0},
+		{s.Add(time.Minute), 0, 0},
+		{s.Add(time.Minute + time.Nanosecond), 0, 0},
+	} {
+		snap, _ := k.s.Peek(k.cs, c.at, 1)
+		if snap.Usage[0].Used != c.used {
+			t.Errorf("used at s+%v = %d, want %d", c.at.Sub(s), snap.Usage[0].Used, c.used)
+		}
+	}
+	// With the limit reached, the wait lands exactly on s+W.
+	k = newKey(t, strategy.Rule{Limit: 1, Window: time.Minute})
+	k.s.Record(k.cs, s, 1)
+	for _, c := range []struct {
+		at   time.Time
+		wait time.Duration
+	}{
+		{s.Add(time.Minute - time.Nanosecond), time.Nanosecond},
+		{s.Add(time.Minute), 0},
+		{s.Add(time.Minute + time.Nanosecond), 0},
+	} {
+		if snap, _ := k.s.Peek(k.cs, c.at, 1); snap.Wait != c.wait {
+			t.Errorf("wait(1) at s+%v = %v, want %v", c.at.Sub(s), snap.Wait, c.wait)
+		}
+	}
+}
+
+// TestBucketKeepsLatest: requests that share a granule are held until the latest of them + W,
+// never released at the earliest's.
+func TestBucketKeepsLatest(t *testing.T) {
+	k := newKey(t, strategy.Rule{Limit: 2, Window: 10 * time.Second})
+	k.record(100.1, 1)
+	k.record(100.9, 1)
+	if got := k.wait(1, 110.1); got != 800*time.Millisecond {
+		t.Errorf("wait at 110.1 = %v, want 800ms (held to 100.9+10)", got)
+	}
+	if got := k.used(110.9); got[0] != 0 {
+		t.Errorf("used at 110.9 = %d, want 0", got[0])
+	}
+}
+
+func TestOutOfOrder(t *testing.T) {
+	times := []float64{1000, 1005, 1010, 1010.5, 1020, 1030, 1059}
+	orders := [][]int{{0, 1, 2, 3, 4, 5, 6}, {6, 5, 4, 3, 2, 1, 0}, {3, 0, 6, 1, 5, 2, 4}}
+	var want []int
+	var wantWait []time.Duration
+	for oi, order := range orders {
+		k := newKey(t, strategy.Rule{Limit: 7, Window: time.Minute}, strategy.Rule{Limit: 5, Window: 30 * time.Second})
+		for _, i := range order {
+			k.record(times[i], 1)
+		}
+		var got []int
+		var gotWait []time.Duration
+		for _, at := range []float64{1059, 1060, 1064, 1070.5, 1071, 1089, 1090} {
+			got = append(got, k.used(at)...)
+			gotWait = append(gotWait, k.wait(3, at))
+		}
+		if oi == 0 {
+			want, wantWait = got, gotWait
+			// In order, at 1059: 7 in the minute, 2 in the last 30 s (1030, 1059);
+			// 3 more fit the 30 s rule but not the minute until 1000, 1005 and the bucket
+			// of 1010 expire; that bucket also holds 1010.5, so it is held to 1070.5.
+			if got[0] != 7 || got[1] != 2 || gotWait[0] != 11500*time.Millisecond {
+				t.Fatalf("in order: used %v wait %v", got[:2], gotWait[0])
+			}
+			continue
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("order %v: used %v, want %v", order, got, want)
+				break
+			}
+		}
+		for i := range wantWait {
+			if gotWait[i] != wantWait[i] {
+				t.Errorf("order %v: waits %v, want %v", order, gotWait, wantWait)
+				break
+			}
+		}
+	}
+}
+
+func TestOverAllocation(t *testing.T) {
+	k := newKey(t, strategy.Rule{Limit: 5, Window: 10 * time.Second})
+	k.record(1000, 4)
+	k.record(1002, 4)
+	k.record(1004, 4) // 12 used against 5
+	if got := k.used(1004)[0]; got != 12 {
+		t.Fatalf("used = %d, want 12", got)
+	}
+	// Room for 1 needs used ≤ 4: the 1000 and 1002 buckets must go (8 freed): at 1012.
+	if got := k.wait(1, 1005); got != 7*time.Second {
+		t.Errorf("wait(1) = %v, want 7s", got)
+	}
+	if got := k.wait(5, 1005); got != 9*time.Second {
+		t.Errorf("wait(5) = %v, want 9s", got)
+	}
+}
+
+// TestLayered: one request counts once in each rule; the wait is the maximum over the rules.
+func TestLayered(t *testing.T) {
+	k := newKey(t,
+		strategy.Rule{Limit: 60, Window: time.Minute},
+		strategy.Rule{Limit: 100, Window: time.Hour},
+		strategy.Rule{Limit: 50, Window: time.Minute}, // same window: shares the minute log
+	)
+	if k.s.Slots() != 2 {
+		t.Fatalf("slots = %d, want 2 (the two minute rules share a log)", k.s.Slots())
+	}
+	k.record(0, 40)
+	k.record(30, 40)
+	if got := k.used(30); got[0] != 80 || got[1] != 80 || got[2] != 80 {
+		t.Fatalf("used = %v, want [80 80 80]", got)
+	}
+	// At 70: minute rules see 40 (from 30), hour sees 80.
+	if got := k.used(70); got[0] != 40 || got[1] != 80 || got[2] != 40 {
+		t.Fatalf("used at 70 = %v, want [40 80 40]", got)
+	}
+	// Burst of 20 at 70: the hour rule allows exactly 20 more, the 50/min rule needs the
+	// 30-second bucket gone: wait until 90.
+	if got := k.wait(20, 70); got != 20*time.Second {
+		t.Errorf("wait(20) at 70 = %v, want 20s", got)
+	}
+	// Burst of 21: the hour rule needs the first 40 gone, at 3600.
+	if got := k.wait(21, 70); got != 3530*time.Second {
+		t.Errorf("wait(21) at 70 = %v, want 3530s", got)
+	}
+	snap, _ := k.s.Peek(k.cs, sec(70), 0)
+	if r := snap.Usage[2]; r.Remaining != 10 || r.Rule.Limit != 50 {
+		t.Errorf("usage of rule 3 = %+v", r)
+	}
+}
+
+func TestReserve(t *testing.T) {
+	k := newKey(t, strategy.Rule{Limit: 3, Window: 10 * time.Second})
+	for i := 0; i < 3; i++ {
+		if res, err := k.s.Reserve(k.cs, sec(100), 1); err != nil || !res.Allowed {
+			t.Fatalf("reserve %d: %+v %v", i, res, err)
+		}
+	}
+	res, _ := k.s.Reserve(k.cs, sec(104), 1)
+	if res.Allowed || res.Wait != 6*time.Second {
+		t.Fatalf("4th reserve = %+v, want refused with 6s", res)
+	}
+	if got := k.used(104)[0]; got != 3 {
+		t.Fatalf("a refused reserve recorded: used %d", got)
+	}
+	if res, _ := k.s.Reserve(k.cs, sec(110), 3); !res.Allowed {
+		t.Fatalf("reserve 3 at 110 = %+v", res)
+	}
+}
+
+// TestBoundedState: state stays within W/g + 1 buckets at any rate, and in-order writes at a
+// steady rate reuse the ring without growing it.
+func TestBoundedState(t *testing.T) {
+	l := NewLog(10*time.Second, time.Second)
+	for i := 0; i < 100_000; i++ {
+		l.Add(time.Unix(0, int64(i)*int64(7*time.Millisecond)), 1)
+		if l.Buckets() > 11 {
+			t.Fatalf("after %d adds: %d buckets, want ≤ 11", i, l.Buckets())
+		}
+	}
+	if l.Cost() > 80+bucketBytes*11 {
+		t.Errorf("cost %d: ring grew past W/g+1 buckets", l.Cost())
+	}
+	// Writes dated far ahead of each other still cannot grow the log past the bound, and fold
+	// counts instead of dropping them.
+	l = NewLog(3*time.Second, time.Second)
+	for i := 0; i < 10; i++ {
+		l.Add(sec(float64(100+i)), 1)
+	}
+	l.Add(sec(50), 1) // late write, already expired relative to the log: still counted until pruned
+	if l.Buckets() > 4 {
+		t.Errorf("%d buckets, want ≤ 4", l.Buckets())
+	}
+}
+
+func TestRuleValidation(t *testing.T) {
+	cases := []struct {
+		r    strategy.Rule
+		want string
+	}{
+		{strategy.Rule{}, "limit is 0"},
+		{strategy.Rule{Limit: 1, Window: 500 * time.Millisecond}, "shorter than the granularity"},
+		{strategy.Rule{Limit: 1, Window: 1500 * time.Millisecond}, "not a whole multiple"},
+		{strategy.Rule{Limit: 5, Window: time.Minute, Headroom: 5}, "headroom 5"},
+		{strategy.Rule{Limit: 5, Window: time.Minute, Margin: -time.Second}, "margin -1s is negative"},
+		{strategy.Rule{Limit: 5, Window: time.Minute, Granularity: -1}, "negative"},
+	}
+	for _, c := range cases {
+		err := c.r.Validate()
+		if !errors.Is(err, strategy.ErrInvalidRule) || !contains(err.Error(), c.want) {
+			t.Errorf("%+v: err %v, want one containing %q", c.r, err, c.want)
+		}
+		if _, err := New(minute, c.r); !errors.Is(err, strategy.ErrInvalidRule) {
+			t.Errorf("New accepted %+v", c.r)
+		}
+	}
+	if _, err := New(); !errors.Is(err, strategy.ErrNoRules) {
+		t.Errorf("New() err = %v", err)
+	}
+	ok := strategy.Rule{Limit: 1, Window: 1500 * time.Millisecond, Granularity: 500 * time.Millisecond}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("%v", err)
+	}
+}
+
+func TestMarginAndHeadroom(t *testing.T) {
+	k := newKey(t, strategy.Rule{Limit: 5, Window: 10 * time.Second, Margin: 2 * time.Second, Headroom: 1})
+	k.record(100, 4)
+	if got := k.wait(1, 100); got != 12*time.Second {
+		t.Errorf("wait = %v, want 12s (window 10s + margin 2s, limit 5 − headroom 1)", got)
+	}
+	snap, _ := k.s.Peek(k.cs, sec(100), 0)
+	if snap.Usage[0].Remaining != 0 {
+		t.Errorf("remaining = %d, want 0", snap.Usage[0].Remaining)
+	}
+	if err := k.s.CheckBurst(5); !errors.Is(err, strategy.ErrBurstTooLarge) {
+		t.Errorf("burst 5 against effective limit 4: %v", err)
+	}
+}
+
+func TestParseRule(t *testing.T) {
+	r, err := strategy.ParseRule("5000/24h")
+	if err != nil || r.Limit != 5000 || r.Window != 24*time.Hour {
+		t.Fatalf("ParseRule = %+v, %v", r, err)
+	}
+	if got := r.String(); got != "5000/24h0m0s" {
+		t.Errorf("String = %q", got)
+	}
+	for _, bad := range []string{"", "60", "x/1m", "60/soon", "0/1m", "60/0s"} {
+		if _, err := strategy.ParseRule(bad); !errors.Is(err, strategy.ErrInvalidRule) {
+			t.Errorf("ParseRule(%q) err = %v", bad, err)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,111 @@
+// Package strategy holds what every rate-limit algorithm in ratemonitor shares: the Rule a limit
+// is written as, the Counter one rule keeps per key, the Algorithm that makes counters, and the
+// layering that applies several rules to one key (DESIGN.md §2–§4).
+//
+// Nothing here reads a clock or touches a store: every operation takes the instant it happens
+// at, and stores serialise access per key. That keeps the rate math testable to the nanosecond.
+package strategy
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultGranularity is the time-bucket width used when Rule.Granularity is zero.
+const DefaultGranularity = time.Second
+
+// ErrInvalidRule is wrapped by every error Rule.Validate and ParseRule return.
+var ErrInvalidRule = errors.New("invalid rule")
+
+// Rule is one limit: at most Limit requests per Window.
+//
+// The zero Rule is invalid (Validate reports it); a Rule is a plain value, safe to copy.
+type Rule struct {
+	// Limit is the number of requests the upstream allows per Window. It must be at least 1.
+	Limit int
+	// Window is the length of the window, e.g. time.Minute for "60 per minute".
+	Window time.Duration
+	// Granularity is the width of the time buckets counts are grouped in (zero means
+	// DefaultGranularity, 1 s). Window+Margin must be a whole multiple of it. Coarser buckets
+	// use less memory and free slots up to one bucket later; they never free a slot early.
+	Granularity time.Duration
+	// Margin is time added to Window when counting: a request recorded at s is held until
+	// s+Window+Margin. It absorbs the delay between recording a request and the upstream
+	// counting it (DESIGN.md §4.8). Zero by default; never negative.
+	Margin time.Duration
+	// Headroom is the number of slots held back from Limit, for requests this monitor does
+	// not see (another tool sharing the tenant). Zero by default; less than Limit.
+	Headroom int
+}
+
+// Validate reports whether r can be enforced. The error wraps ErrInvalidRule and names the
+// field at fault.
+func (r Rule) Validate() error {
+	g := r.Bucket()
+	switch {
+	case r.Limit < 1:
+		return fmt.Errorf("%w %s: limit is %d, it must be at least 1", ErrInvalidRule, r, r.Limit)
+	case r.Granularity < 0:
+		return fmt.Errorf("%w %s: granularity %v is negative", ErrInvalidRule, r, r.Granularity)
+	case r.Margin < 0:
+		return fmt.Errorf("%w %s: margin %v is negative", ErrInvalidRule, r, r.Margin)
+	case r.Headroom < 0 || r.Headroom >= r.Limit:
+		return fmt.Errorf("%w %s: headroom %d must be at least 0 and less than the limit %d",
+			ErrInvalidRule, r, r.Headroom, r.Limit)
+	case r.Window < g:
+		return fmt.Errorf("%w %s: window %v is shorter than the granularity %v", ErrInvalidRule, r, r.Window, g)
+	case r.EffectiveWindow()%g != 0:
+		return fmt.Errorf("%w %s: window+margin %v is not a whole multiple of the granularity %v",
+			ErrInvalidRule, r, r.EffectiveWindow(), g)
+	}
+	return nil
+}
+
+// Bucket returns the granularity in force: Granularity, or DefaultGranularity when it is zero.
+func (r Rule) Bucket() time.Duration {
+	if r.Granularity == 0 {
+		return DefaultGranularity
+	}
+	return r.Granularity
+}
+
+// EffectiveWindow is how long a recorded request is held: Window + Margin.
+func (r Rule) EffectiveWindow() time.Duration { return r.Window + r.Margin }
+
+// EffectiveLimit is how many requests the monitor lets into one window: Limit − Headroom.
+func (r Rule) EffectiveLimit() int { return r.Limit - r.Headroom }
+
+// String formats r as "limit/window", the form ParseRule reads, e.g. "60/1m0s".
+func (r Rule) String() string {
+	s := strconv.Itoa(r.Limit) + "/" + r.Window.String()
+	if r.Margin != 0 {
+		s += "+" + r.Margin.String()
+	}
+	if r.Headroom != 0 {
+		s += "-" + strconv.Itoa(r.Headroom)
+	}
+	return s
+}
+
+// ParseRule reads "LIMIT/WINDOW", where WINDOW is a time.ParseDuration string ("60/1m",
+// "5000/24h", "10/1.5s"). The rule it returns has the default granularity and no margin; the
+// error wraps ErrInvalidRule.
+func ParseRule(s string) (Rule, error) {
+	limit, window, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return Rule{}, fmt.Errorf("%w %q: want LIMIT/WINDOW, e.g. 60/1m", ErrInvalidRule, s)
+	}
+	n, err := strconv.Atoi(limit)
+	if err != nil {
+		return Rule{}, fmt.Errorf("%w %q: limit %q is not a whole number", ErrInvalidRule, s, limit)
+	}
+	w, err := time.ParseDuration(window)
+	if err != nil {
+		return Rule{}, fmt.Errorf("%w %q: window %q is not a duration such as 1m or 24h", ErrInvalidRule, s, window)
+	}
+	r := Rule{Limit: n, Window: w}
+	return r, r.Validate()
+}

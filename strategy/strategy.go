@@ -1,0 +1,218 @@
+package strategy
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidBurst is returned for a burst below 1.
+var ErrInvalidBurst = errors.New("burst must be at least 1")
+
+// ErrBurstTooLarge is wrapped when a burst is larger than a rule's effective limit: such a
+// burst can never fit, so it is refused instead of waiting forever (DESIGN.md §4.5).
+var ErrBurstTooLarge = errors.New("burst exceeds limit")
+
+// ErrNoRules is returned by New when it is given no rule.
+var ErrNoRules = errors.New("strategy needs at least one rule")
+
+// Counter is the state one rule keeps for one key under one algorithm.
+//
+// A Counter is not safe for concurrent use: stores serialise the operations on a key. Instants
+// are passed in; a Counter never reads a clock.
+type Counter interface {
+	// Add records n requests at instant now.
+	Add(now time.Time, n int)
+	// Used returns how many recorded requests count at instant now. It may drop state that
+	// no longer counts, so instants passed to one Counter should not go backwards.
+	Used(now time.Time) int
+	// WaitTime returns the smallest d ≥ 0 such that, with nothing more recorded,
+	// Used(now+d)+n ≤ limit. Callers guarantee 1 ≤ n ≤ limit.
+	WaitTime(now time.Time, n, limit int) time.Duration
+	// Expiry returns the first instant at which nothing recorded counts any more; the zero
+	// time when nothing was ever recorded.
+	Expiry() time.Time
+	// Cost is the approximate number of bytes the counter holds, for a store's memory bound.
+	Cost() int
+}
+
+// Algorithm makes the Counters of one kind of strategy (rolling window, fixed window, …).
+type Algorithm interface {
+	// Name is a short lowercase name such as "rollingwindow".
+	Name() string
+	// CounterID names the counter rule r is kept in. Rules with equal IDs share one counter,
+	// so one request counts once in it even when two strategies layer the same window on a
+	// key (DESIGN.md §4.7). Stores use the ID as part of the state's address.
+	CounterID(r Rule) string
+	// NewCounter returns an empty counter for r.
+	NewCounter(r Rule) Counter
+}
+
+// Usage is how much of one rule's allocation a key has used at an instant.
+type Usage struct {
+	Rule Rule
+	// Used is the number of requests that count now. It may exceed the limit after
+	// recording in monitoring mode.
+	Used int
+	// Remaining is Rule.EffectiveLimit() − Used, never below 0.
+	Remaining int
+}
+
+// Result is the answer to a reservation.
+type Result struct {
+	// Allowed is true when the burst fitted in every rule and was recorded.
+	Allowed bool
+	// Wait is how long until the burst fits in every rule; 0 when Allowed.
+	Wait time.Duration
+}
+
+// Snapshot is a read-only view of one key: usage per rule, in rule order, and the wait for the
+// burst asked about (0 when the burst asked about is 0).
+type Snapshot struct {
+	Usage []Usage
+	Wait  time.Duration
+}
+
+// Strategy layers one or more validated rules on a key under one Algorithm. It is immutable
+// and safe for concurrent use; the Counters it works on are not, and must be guarded by the
+// store.
+//
+// Counters are addressed by slot: slot j holds the counter CounterID(j) names. Two rules whose
+// counters have the same ID share a slot (one request counts once in it).
+type Strategy struct {
+	alg     Algorithm
+	rules   []Rule
+	slotOf  []int    // rule index -> slot
+	ids     []string // slot -> counter ID
+	firstOf []int    // slot -> first rule index using it
+	longest time.Duration
+}
+
+// New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
+// error wrapping ErrInvalidRule for the first invalid one.
+func New(alg Algorithm, rules ...Rule) (*Strategy, error) {
+	if alg == nil {
+		return nil, errors.New("strategy: nil Algorithm")
+	}
+	if len(rules) == 0 {
+		return nil, ErrNoRules
+	}
+	s := &Strategy{alg: alg, rules: append([]Rule(nil), rules...)}
+	for i, r := range s.rules {
+		if err := r.Validate(); err != nil {
+			return nil, err
+		}
+		id := alg.CounterID(r)
+		slot := -1
+		for j, have := range s.ids {
+			if have == id {
+				slot = j
+				break
+			}
+		}
+		if slot < 0 {
+			slot = len(s.ids)
+			s.ids = append(s.ids, id)
+			s.firstOf = append(s.firstOf, i)
+		}
+		s.slotOf = append(s.slotOf, slot)
+		s.longest = max(s.longest, r.EffectiveWindow())
+	}
+	return s, nil
+}
+
+// Name returns the algorithm's name.
+func (s *Strategy) Name() string { return s.alg.Name() }
+
+// Rules returns a copy of the rules, in the order given to New.
+func (s *Strategy) Rules() []Rule { return append([]Rule(nil), s.rules...) }
+
+// Slots returns the number of distinct counters a key holds under s.
+func (s *Strategy) Slots() int { return len(s.ids) }
+
+// CounterID returns the ID of the counter in slot j (0 ≤ j < Slots()).
+func (s *Strategy) CounterID(j int) string { return s.ids[j] }
+
+// NewCounter returns an empty counter for slot j.
+func (s *Strategy) NewCounter(j int) Counter { return s.alg.NewCounter(s.rules[s.firstOf[j]]) }
+
+// Longest returns the longest effective window among the rules: after that long without a
+// request, a key's state is empty.
+func (s *Strategy) Longest() time.Duration { return s.longest }
+
+// CheckBurst returns nil when a burst of n can ever fit; otherwise ErrInvalidBurst (n < 1) or
+// an error wrapping ErrBurstTooLarge that names the rule it can never fit in.
+func (s *Strategy) CheckBurst(n int) error {
+	if n < 1 {
+		return fmt.Errorf("%w, got %d", ErrInvalidBurst, n)
+	}
+	for _, r := range s.rules {
+		if n > r.EffectiveLimit() {
+			return fmt.Errorf("%w: a burst of %d can never fit rule %s, which allows %d per window",
+				ErrBurstTooLarge, n, r, r.EffectiveLimit())
+		}
+	}
+	return nil
+}
+
+// Record adds n requests at now to every counter, once each, whatever the limits say
+// (monitoring). cs holds one counter per slot.
+func (s *Strategy) Record(cs []Counter, now time.Time, n int) {
+	for _, c := range cs {
+		c.Add(now, n)
+	}
+}
+
+// Wait returns the smallest d ≥ 0 after which a burst of n fits in every rule: the maximum of
+// the rules' own waits (each rule's wait only shrinks as time passes, so the maximum is
+// where they all hold). n must have passed CheckBurst.
+func (s *Strategy) Wait(cs []Counter, now time.Time, n int) time.Duration {
+	var d time.Duration
+	for i, r := range s.rules {
+		d = max(d, cs[s.slotOf[i]].WaitTime(now, n, r.EffectiveLimit()))
+	}
+	return d
+}
+
+// Reserve records n at now if the burst fits in every rule now, and otherwise records
+// nothing and says how long until it fits. It is the pacing primitive (DESIGN.md §5); the store
+// makes it atomic. Errors are CheckBurst's.
+func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
+	if err := s.CheckBurst(n); err != nil {
+		return Result{}, err
+	}
+	if d := s.Wait(cs, now, n); d > 0 {
+		return Result{Wait: d}, nil
+	}
+	s.Record(cs, now, n)
+	return Result{Allowed: true}, nil
+}
+
+// Peek reports usage per rule and, for n ≥ 1, the wait for a burst of n, changing nothing that
+// counts. n == 0 asks for usage only. Errors are CheckBurst's for n ≠ 0.
+func (s *Strategy) Peek(cs []Counter, now time.Time, n int) (Snapshot, error) {
+	var snap Snapshot
+	if n != 0 {
+		if err := s.CheckBurst(n); err != nil {
+			return snap, err
+		}
+		snap.Wait = s.Wait(cs, now, n)
+	}
+	snap.Usage = make([]Usage, len(s.rules))
+	for i, r := range s.rules {
+		used := cs[s.slotOf[i]].Used(now)
+		snap.Usage[i] = Usage{Rule: r, Used: used, Remaining: max(0, r.EffectiveLimit()-used)}
+	}
+	return snap, nil
+}
+
+// Expiry returns the instant from which none of cs holds anything that counts.
+func Expiry(cs []Counter) time.Time {
+	var t time.Time
+	for _, c := range cs {
+		if e := c.Expiry(); e.After(t) {
+			t = e
+		}
+	}
+	return t
+}
