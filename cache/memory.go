@@ -1,0 +1,344 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+	gocachestore "github.com/eko/gocache/lib/v4/store"
+	ristrettostore "github.com/eko/gocache/store/ristretto/v4"
+
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// Defaults of MemoryConfig.
+const (
+	DefaultMaxCost = 64 << 20 // bytes
+	DefaultMaxKeys = 100_000
+)
+
+// entryOverhead approximates the bytes an entry holds besides its key and counters.
+const entryOverhead = 160
+
+// MemoryConfig configures NewMemory. Its zero value gives the defaults.
+type MemoryConfig struct {
+	// MaxCost bounds the memory held for keys' state, in approximate bytes (default 64 MiB).
+	// A key with one minute rule at 1 s granularity costs a few hundred bytes to ~1.7 KiB.
+	MaxCost int64
+	// MaxKeys is how many keys are expected to be live at once (default 100 000); ristretto
+	// tracks the access frequency of ten times as many.
+	MaxKeys int64
+	// Clock is consulted when ristretto evicts a key, to decide whether the state it drops
+	// still counted. Give the store the clock its callers pass instants from (default
+	// clock.Real()).
+	Clock clock.Clock
+	// OnEvictLive is called when state that still counted had to be evicted to stay within
+	// MaxCost: that key's counts restart from zero, so its usage is under-reported until its
+	// longest window has passed. It runs on ristretto's goroutine: keep it short, and do not
+	// call the store from it or wait on anything that does.
+	OnEvictLive func(key string)
+	// Logger receives a warning for each live eviction (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// MemoryStats counts the events that make the memory store's answers less than exact.
+type MemoryStats struct {
+	// EvictedLive is the number of keys whose live state was evicted (see OnEvictLive).
+	EvictedLive int64
+	// Rejected is the number of new keys ristretto refused to admit (each returned ErrFull).
+	Rejected int64
+}
+
+// Memory is the default Store: state per key in process memory, in a gocache store over
+// ristretto.
+//
+// ristretto buffers new keys and may drop or reject a write; Memory makes every update exact:
+// a key's state is one object admitted once with a synchronous set and then updated in place
+// under the key's own mutex, so no count is lost and a read right after a write sees it.
+// A TTL (refreshed as the state's newest request moves) lets ristretto drop keys whose windows
+// have all passed. Use NewMemory; the zero Memory is not usable.
+type Memory struct {
+	store   *ristrettostore.RistrettoStore[string, any]
+	client  *ristretto.Cache[string, any]
+	clock   clock.Clock
+	onEvict func(string)
+	logger  *slog.Logger
+	seed    maphash.Seed
+
+	// life is held for reading around every call that can reach ristretto's write buffer,
+	// which panics once closed; Close holds it for writing.
+	life   sync.RWMutex
+	closed atomic.Bool
+	insert [64]sync.Mutex // serialises the admission of new keys, by key hash
+
+	evictedLive atomic.Int64
+	rejected    atomic.Int64
+}
+
+// entry is one key's state: a counter per counter ID, guarded by mu.
+type entry struct {
+	mu       sync.Mutex
+	key      string
+	evicted  bool // set by ristretto's eviction; an evicted entry must not be updated
+	ids      []string
+	counters []strategy.Counter
+	strat    *strategy.Strategy // the strategy scratch was built for
+	scratch  []strategy.Counter // counters of strat's slots, in slot order
+	ttlUntil int64              // instant (caller's clock, ns) up to which ristretto keeps the entry
+	cost     int                // cost last given to ristretto
+}
+
+// NewMemory returns a memory store. Close it to stop ristretto's goroutines.
+func NewMemory(cfg MemoryConfig) (*Memory, error) {
+	if cfg.MaxCost == 0 {
+		cfg.MaxCost = DefaultMaxCost
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
+	if cfg.MaxCost < 0 || cfg.MaxKeys < 0 {
+		return nil, fmt.Errorf("ratemonitor: memory store: MaxCost %d and MaxKeys %d must not be negative", cfg.MaxCost, cfg.MaxKeys)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m := &Memory{clock: cfg.Clock, onEvict: cfg.OnEvictLive, logger: cfg.Logger, seed: maphash.MakeSeed()}
+	client, err := ristretto.NewCache(&ristretto.Config[string, any]{
+		NumCounters:        10 * cfg.MaxKeys,
+		MaxCost:            cfg.MaxCost,
+		BufferItems:        64,
+		IgnoreInternalCost: true, // cost is our own byte estimate, so MaxCost is in bytes
+		OnEvict:            m.evicted,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ratemonitor: memory store: %w", err)
+	}
+	m.client = client
+	m.store = ristrettostore.NewRistretto[string, any](client)
+	return m, nil
+}
+
+// Record implements Store.
+func (m *Memory) Record(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) error {
+	return m.do(ctx, s, key, now, func(cs []strategy.Counter) { s.Record(cs, now, n) })
+}
+
+// Reserve implements Store.
+func (m *Memory) Reserve(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) (strategy.Result, error) {
+	if s != nil {
+		if err := s.CheckBurst(n); err != nil {
+			return strategy.Result{}, err
+		}
+	}
+	var res strategy.Result
+	err := m.do(ctx, s, key, now, func(cs []strategy.Counter) { res, _ = s.Reserve(cs, now, n) })
+	return res, err
+}
+
+// Peek implements Store.
+func (m *Memory) Peek(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) (strategy.Snapshot, error) {
+	if s != nil && n != 0 {
+		if err := s.CheckBurst(n); err != nil {
+			return strategy.Snapshot{}, err
+		}
+	}
+	var snap strategy.Snapshot
+	peek := func(cs []strategy.Counter) { snap, _ = s.Peek(cs, now, n) }
+	if s != nil && !m.closed.Load() {
+		if _, ok := m.get(ctx, key); !ok {
+			// Nothing recorded: answer from empty counters rather than admit a key for a read.
+			cs := make([]strategy.Counter, s.Slots())
+			for j := range cs {
+				cs[j] = s.NewCounter(j)
+			}
+			peek(cs)
+			return snap, nil
+		}
+	}
+	err := m.do(ctx, s, key, now, peek)
+	return snap, err
+}
+
+// Stats returns the counts of live evictions and rejected keys so far.
+func (m *Memory) Stats() MemoryStats {
+	return MemoryStats{EvictedLive: m.evictedLive.Load(), Rejected: m.rejected.Load()}
+}
+
+// Close stops ristretto's goroutines and drops all state. It is safe to call more than once;
+// operations after Close return ErrClosed.
+func (m *Memory) Close() error {
+	if m.closed.Swap(true) {
+		return nil
+	}
+	m.life.Lock()
+	defer m.life.Unlock()
+	m.client.Close()
+	return nil
+}
+
+// do runs fn on the counters of key's slots under s, with the key's lock held.
+func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, now time.Time, fn func([]strategy.Counter)) error {
+	if s == nil {
+		return errors.New("ratemonitor: memory store: nil strategy")
+	}
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	var stale *entry
+	for range 3 {
+		e, err := m.lookup(ctx, s, key, now, stale)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		if e.evicted {
+			e.mu.Unlock()
+			stale = e
+			continue
+		}
+		fn(e.countersFor(s))
+		cost, ttl, refresh := e.maintain(s, now)
+		e.mu.Unlock()
+		if refresh {
+			m.set(ctx, e, cost, ttl)
+		}
+		return nil
+	}
+	return fmt.Errorf("ratemonitor: memory store: the state of key %q was evicted three times while being updated; raise MaxCost", key)
+}
+
+// lookup returns key's entry, admitting a new one when there is none or only stale is there.
+func (m *Memory) lookup(ctx context.Context, s *strategy.Strategy, key string, now time.Time, stale *entry) (*entry, error) {
+	if stale == nil {
+		if e, ok := m.get(ctx, key); ok {
+			return e, nil
+		}
+	}
+	mu := &m.insert[maphash.String(m.seed, key)%uint64(len(m.insert))]
+	mu.Lock()
+	defer mu.Unlock()
+	if e, ok := m.get(ctx, key); ok && e != stale {
+		return e, nil // admitted by another caller meanwhile
+	}
+	m.life.RLock()
+	defer m.life.RUnlock()
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	e := &entry{key: key, cost: entryOverhead + len(key)}
+	ttl := slack(s)
+	e.ttlUntil = now.UnixNano() + int64(ttl)
+	opts := []gocachestore.Option{gocachestore.WithCost(int64(e.cost)), gocachestore.WithExpiration(ttl), gocachestore.WithSynchronousSet()}
+	if err := m.store.Set(ctx, key, e, opts...); err != nil {
+		// ristretto drops a set when its buffer is full; after a flush there is room.
+		m.client.Wait()
+		if err := m.store.Set(ctx, key, e, opts...); err != nil {
+			return nil, fmt.Errorf("ratemonitor: memory store: writing key %q: %w", key, err)
+		}
+	}
+	if got, ok := m.get(ctx, key); !ok || got != e {
+		m.rejected.Add(1)
+		return nil, fmt.Errorf("%w: ristretto did not admit key %q within MaxCost; nothing was recorded", ErrFull, key)
+	}
+	return e, nil
+}
+
+// get reads key's entry from the gocache store.
+func (m *Memory) get(ctx context.Context, key string) (*entry, bool) {
+	v, err := m.store.Get(ctx, key)
+	if err != nil {
+		return nil, false
+	}
+	e, ok := v.(*entry)
+	// ristretto identifies keys by two 64-bit hashes; the stored key settles a collision.
+	return e, ok && e.key == key
+}
+
+// set rewrites e in ristretto with a new cost and TTL (an update in place: not buffered).
+func (m *Memory) set(ctx context.Context, e *entry, cost int, ttl time.Duration) {
+	m.life.RLock()
+	defer m.life.RUnlock()
+	if m.closed.Load() {
+		return
+	}
+	_ = m.store.Set(ctx, e.key, e, gocachestore.WithCost(int64(cost)), gocachestore.WithExpiration(ttl))
+}
+
+// evicted is ristretto's OnEvict: it marks the entry so no caller updates it any more, and
+// reports it when it still held counts.
+func (m *Memory) evicted(item *ristretto.Item[any]) {
+	e, ok := item.Value.(*entry)
+	if !ok || m.closed.Load() {
+		return
+	}
+	e.mu.Lock()
+	e.evicted = true
+	live := strategy.Expiry(e.counters).After(m.clock.Now())
+	e.mu.Unlock()
+	if !live {
+		return
+	}
+	m.evictedLive.Add(1)
+	m.logger.Warn("ratemonitor: live rate-limit state evicted from the memory store; its counts restart at zero. Raise MaxCost.",
+		"key", e.key)
+	if m.onEvict != nil {
+		m.onEvict(e.key)
+	}
+}
+
+// countersFor returns the counters of s's slots, creating the missing ones.
+func (e *entry) countersFor(s *strategy.Strategy) []strategy.Counter {
+	if e.strat == s {
+		return e.scratch
+	}
+	e.scratch = e.scratch[:0]
+	for j := range s.Slots() {
+		id := s.CounterID(j)
+		var c strategy.Counter
+		for i, have := range e.ids {
+			if have == id {
+				c = e.counters[i]
+				break
+			}
+		}
+		if c == nil {
+			c = s.NewCounter(j)
+			e.ids = append(e.ids, id)
+			e.counters = append(e.counters, c)
+		}
+		e.scratch = append(e.scratch, c)
+	}
+	e.strat = s
+	return e.scratch
+}
+
+// maintain decides whether ristretto must be told a new cost (the counters grew) or a later TTL
+// (the newest request now counts past the current one).
+func (e *entry) maintain(s *strategy.Strategy, now time.Time) (cost int, ttl time.Duration, refresh bool) {
+	cost = entryOverhead + len(e.key)
+	for _, c := range e.counters {
+		cost += c.Cost()
+	}
+	expiry := strategy.Expiry(e.counters).UnixNano()
+	if cost <= e.cost && expiry <= e.ttlUntil {
+		return 0, 0, false
+	}
+	ttl = time.Duration(expiry-now.UnixNano()) + slack(s)
+	e.cost, e.ttlUntil = cost, now.UnixNano()+int64(ttl)
+	return cost, ttl, true
+}
+
+// slack is how long past its last counted instant an entry is kept: at least a minute, so that
+// the TTL is refreshed about once per window and ristretto's wall-clock TTL cannot drop state
+// that a caller's clock still counts.
+func slack(s *strategy.Strategy) time.Duration { return max(s.Longest(), time.Minute) }

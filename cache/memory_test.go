@@ -1,0 +1,301 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+func newMemory(t testing.TB, cfg MemoryConfig) *Memory {
+	t.Helper()
+	if cfg.Clock == nil {
+		cfg.Clock = clock.NewManual(t0)
+	}
+	m, err := NewMemory(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func mustStrategy(t testing.TB, rules ...strategy.Rule) *strategy.Strategy {
+	t.Helper()
+	s, err := rollingwindow.New(rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func used(t testing.TB, st Store, s *strategy.Strategy, key string, now time.Time) []int {
+	t.Helper()
+	snap, err := st.Peek(context.Background(), s, key, now, 0)
+	if err != nil {
+		t.Fatalf("peek %q: %v", key, err)
+	}
+	var u []int
+	for _, x := range snap.Usage {
+		u = append(u, x.Used)
+	}
+	return u
+}
+
+// TestNoLostCounts: 32 goroutines × 10 000 records on one key and on 1 000 keys; every count
+// is there at the end.
+func TestNoLostCounts(t *testing.T) {
+	const goroutines, each = 32, 10_000
+	s := mustStrategy(t, strategy.Rule{Limit: 1, Window: time.Hour}, strategy.Rule{Limit: 1, Window: 24 * time.Hour})
+	for _, keys := range []int{1, 1000} {
+		t.Run(strconv.Itoa(keys)+" keys", func(t *testing.T) {
+			m := newMemory(t, MemoryConfig{})
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for i := range each {
+						key := "tenant-" + strconv.Itoa((g*each+i)%keys)
+						if err := m.Record(ctx, s, key, t0.Add(time.Duration(i)*time.Millisecond), 1); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			total := 0
+			now := t0.Add(each * time.Millisecond)
+			for k := range keys {
+				u := used(t, m, s, "tenant-"+strconv.Itoa(k), now)
+				if u[0] != u[1] {
+					t.Fatalf("key %d: hour %d ≠ day %d", k, u[0], u[1])
+				}
+				if want := goroutines * each / keys; u[0] != want {
+					t.Errorf("key %d: used %d, want %d", k, u[0], want)
+				}
+				total += u[0]
+			}
+			if total != goroutines*each {
+				t.Errorf("total %d, want %d", total, goroutines*each)
+			}
+			if st := m.Stats(); st != (MemoryStats{}) {
+				t.Errorf("stats %+v, want none", st)
+			}
+		})
+	}
+}
+
+// TestReadAfterWrite: a new key is readable the moment Record returns (ristretto buffers new
+// keys; the store must not).
+func TestReadAfterWrite(t *testing.T) {
+	m := newMemory(t, MemoryConfig{})
+	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
+	for i := range 2000 {
+		key := "k" + strconv.Itoa(i)
+		if err := m.Record(context.Background(), s, key, t0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if u := used(t, m, s, key, t0); u[0] != 1 {
+			t.Fatalf("key %s: used %d right after recording, want 1", key, u[0])
+		}
+	}
+	if u := used(t, m, s, "", t0); u[0] != 0 {
+		t.Fatalf("empty key used %d", u[0])
+	}
+	if err := m.Record(context.Background(), s, "", t0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if u := used(t, m, s, "", t0); u[0] != 2 {
+		t.Fatalf("the empty key is a key like any other: used %d, want 2", u[0])
+	}
+}
+
+// TestReserveAtomic: concurrent reservations never admit more than the limit.
+func TestReserveAtomic(t *testing.T) {
+	m := newMemory(t, MemoryConfig{})
+	s := mustStrategy(t, strategy.Rule{Limit: 1000, Window: time.Minute}, strategy.Rule{Limit: 1500, Window: time.Hour})
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for range 100 {
+				res, err := m.Reserve(context.Background(), s, "k", t0, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					allowed.Add(1)
+				} else if res.Wait != time.Minute {
+					t.Errorf("refused with wait %v, want 1m", res.Wait)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 1000 {
+		t.Errorf("allowed %d, want exactly 1000", allowed.Load())
+	}
+	if u := used(t, m, s, "k", t0); u[0] != 1000 || u[1] != 1000 {
+		t.Errorf("used %v, want [1000 1000]", u)
+	}
+	if _, err := m.Reserve(context.Background(), s, "k", t0, 1001); !errors.Is(err, strategy.ErrBurstTooLarge) {
+		t.Errorf("reserve 1001: %v", err)
+	}
+}
+
+// TestSharedCounters: two strategies that layer the same window on a key share its count.
+func TestSharedCounters(t *testing.T) {
+	m := newMemory(t, MemoryConfig{})
+	minute := strategy.Rule{Limit: 60, Window: time.Minute}
+	a := mustStrategy(t, minute)
+	b := mustStrategy(t, minute, strategy.Rule{Limit: 5000, Window: 24 * time.Hour})
+	ctx := context.Background()
+	_ = m.Record(ctx, a, "t", t0, 10)
+	_ = m.Record(ctx, b, "t", t0, 5)
+	if u := used(t, m, a, "t", t0); u[0] != 15 {
+		t.Errorf("minute seen by a: %d, want 15", u[0])
+	}
+	if u := used(t, m, b, "t", t0); u[0] != 15 || u[1] != 5 {
+		t.Errorf("b sees %v, want [15 5]: the day rule counts only b's requests, once", u)
+	}
+}
+
+// TestEvictionIsNeverSilent: with a store far too small, every key written is either counted,
+// refused with ErrFull, or reported as evicted.
+func TestEvictionIsNeverSilent(t *testing.T) {
+	var mu sync.Mutex
+	evicted := map[string]bool{}
+	m := newMemory(t, MemoryConfig{MaxCost: 8 << 10, MaxKeys: 100, OnEvictLive: func(k string) {
+		mu.Lock()
+		evicted[k] = true
+		mu.Unlock()
+	}})
+	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
+	refused := map[string]bool{}
+	const keys = 2000
+	for i := range keys {
+		key := "k" + strconv.Itoa(i)
+		err := m.Record(context.Background(), s, key, t0, 1)
+		if errors.Is(err, ErrFull) {
+			refused[key] = true
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.client.Wait()
+	mu.Lock()
+	reported := maps.Clone(evicted)
+	mu.Unlock()
+	counted := 0
+	for i := range keys {
+		key := "k" + strconv.Itoa(i)
+		u := used(t, m, s, key, t0)[0]
+		switch {
+		case u == 1:
+			counted++
+		case refused[key] || reported[key]:
+		default:
+			t.Fatalf("key %s: used %d, neither refused nor reported evicted: a silent undercount", key, u)
+		}
+	}
+	st := m.Stats()
+	if st.EvictedLive == 0 && st.Rejected == 0 {
+		t.Fatalf("8 KiB cannot hold %d keys, yet nothing was evicted or refused", keys)
+	}
+	if int(st.EvictedLive) != len(reported) || int(st.Rejected) != len(refused) {
+		t.Errorf("stats %+v, callbacks %d, refusals %d", st, len(reported), len(refused))
+	}
+	t.Logf("counted %d, refused %d, evicted live %d", counted, len(refused), len(reported))
+}
+
+// TestExpiredStateIsNotReported: dropping a key whose windows have all passed is no loss.
+func TestExpiredStateIsNotReported(t *testing.T) {
+	clk := clock.NewManual(t0)
+	m := newMemory(t, MemoryConfig{MaxCost: 8 << 10, MaxKeys: 100, Clock: clk})
+	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
+	for i := range 2000 {
+		at := t0.Add(time.Duration(i) * time.Minute) // each key's state is dead before the next is written
+		clk.Set(at)
+		err := m.Record(context.Background(), s, "k"+strconv.Itoa(i), at, 1)
+		if err != nil && !errors.Is(err, ErrFull) {
+			t.Fatal(err)
+		}
+	}
+	m.client.Wait()
+	if st := m.Stats(); st.EvictedLive != 0 {
+		t.Errorf("%d expired keys reported as live evictions", st.EvictedLive)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	m, err := NewMemory(MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	if err := m.Record(context.Background(), s, "k", t0, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("Record after Close: %v", err)
+	}
+	if _, err := m.Peek(context.Background(), s, "k", t0, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("Peek after Close: %v", err)
+	}
+	if _, err := m.Reserve(context.Background(), nil, "k", t0, 1); err == nil {
+		t.Error("nil strategy accepted")
+	}
+	goleak.VerifyNone(t, goleak.IgnoreCurrent())
+}
+
+// TestCloseDuringUse: closing while other goroutines write neither panics nor deadlocks.
+func TestCloseDuringUse(t *testing.T) {
+	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
+	for range 20 {
+		m, err := NewMemory(MemoryConfig{MaxCost: 4 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 500 {
+					err := m.Record(context.Background(), s, strconv.Itoa(g*1000+i), t0, 1)
+					if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFull) {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(time.Millisecond)
+		m.Close()
+		wg.Wait()
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	if _, err := NewMemory(MemoryConfig{MaxCost: -1}); err == nil {
+		t.Error("negative MaxCost accepted")
+	}
+}
