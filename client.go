@@ -1,0 +1,297 @@
+// Package ratemonitor keeps count of the requests a program sends to rate-limited HTTP APIs and
+// tells it how long to wait before the next burst.
+//
+// Transport is an http.RoundTripper decorator: it records every attempt under a key (tenant,
+// host, client id) in a cache.Store under one or more rules (layered rolling windows, say 60 per
+// minute and 5000 per day), and answers AllocationUsed, WaitTime, WaitSeconds and Wait for any
+// key. The semantics are those of DESIGN.md §4: a request recorded at instant s counts at t
+// when s ≤ t < s+W, and waits are never early.
+package ratemonitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// ErrNotConfigured is returned by the methods of a Transport not made by New.
+var ErrNotConfigured = errors.New("ratemonitor: Transport has no rules; create it with ratemonitor.New")
+
+// ErrorPolicy says what RoundTrip does when the store fails to record a request.
+type ErrorPolicy int
+
+const (
+	// FailOpen sends the request anyway and reports the error to the error handler and the
+	// logger. The count for that request is lost, so waits may come out early. The default.
+	FailOpen ErrorPolicy = iota
+	// FailClosed sends nothing and returns a *StoreError from RoundTrip.
+	FailClosed
+)
+
+// StoreError is returned by RoundTrip under FailClosed when the store could not record the
+// request. Nothing was sent.
+type StoreError struct {
+	Key string
+	Err error
+}
+
+func (e *StoreError) Error() string {
+	return fmt.Sprintf("ratemonitor: not sent: recording the request under key %q failed: %v", e.Key, e.Err)
+}
+
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// Transport is an http.RoundTripper that records each attempt in a Store before passing it to
+// its base RoundTripper. It never modifies the request, and returns the base's response and
+// error untouched (DESIGN.md §4.6: every attempt that reaches the base is recorded once per
+// rule, whether it then fails, returns 429, is a retry or a redirect hop).
+//
+// Make one with New. The zero Transport records nothing: its RoundTrip passes every request to
+// http.DefaultTransport and its methods return ErrNotConfigured. A Transport is safe for
+// concurrent use.
+type Transport struct {
+	base     http.RoundTripper
+	strat    *strategy.Strategy
+	store    cache.Store
+	ownStore bool
+	keyFunc  KeyFunc
+	clock    clock.Clock
+	policy   ErrorPolicy
+	onError  func(req *http.Request, key string, err error)
+	logger   *slog.Logger
+}
+
+// Option configures New.
+type Option func(*Transport) error
+
+// WithRules sets the rules, layered under the rolling window on every key. New fails when a
+// rule is invalid (see strategy.Rule.Validate).
+func WithRules(rules ...strategy.Rule) Option {
+	return func(t *Transport) error {
+		s, err := rollingwindow.New(rules...)
+		t.strat = s
+		return err
+	}
+}
+
+// WithStrategy sets a ready-made layered strategy, as an alternative to WithRules.
+func WithStrategy(s *strategy.Strategy) Option {
+	return func(t *Transport) error {
+		if s == nil {
+			return errors.New("ratemonitor: WithStrategy(nil)")
+		}
+		t.strat = s
+		return nil
+	}
+}
+
+// WithStore sets where counts live. Without it, New makes a cache.Memory store with the
+// Transport's clock, and Close closes it; a store given here is the caller's to close.
+func WithStore(s cache.Store) Option {
+	return func(t *Transport) error {
+		if s == nil {
+			return errors.New("ratemonitor: WithStore(nil)")
+		}
+		t.store = s
+		return nil
+	}
+}
+
+// WithKeyFunc sets how a request's key is found when its context carries none (see WithKey).
+// The default is KeyByHost.
+func WithKeyFunc(f KeyFunc) Option {
+	return func(t *Transport) error {
+		if f == nil {
+			return errors.New("ratemonitor: WithKeyFunc(nil)")
+		}
+		t.keyFunc = f
+		return nil
+	}
+}
+
+// WithClock sets the clock instants are read from (default clock.Real(), the monotonic clock).
+func WithClock(c clock.Clock) Option {
+	return func(t *Transport) error {
+		if c == nil {
+			return errors.New("ratemonitor: WithClock(nil)")
+		}
+		t.clock = c
+		return nil
+	}
+}
+
+// WithErrorPolicy sets what RoundTrip does when the store fails (default FailOpen).
+func WithErrorPolicy(p ErrorPolicy) Option {
+	return func(t *Transport) error {
+		if p != FailOpen && p != FailClosed {
+			return fmt.Errorf("ratemonitor: unknown ErrorPolicy %d", p)
+		}
+		t.policy = p
+		return nil
+	}
+}
+
+// WithErrorHandler sets a function called with every store error RoundTrip meets, under
+// either policy, before the request is sent or refused. It must be safe for concurrent use.
+func WithErrorHandler(f func(req *http.Request, key string, err error)) Option {
+	return func(t *Transport) error {
+		t.onError = f
+		return nil
+	}
+}
+
+// WithLogger sets the logger store errors are reported to at Warn level (default
+// slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(t *Transport) error {
+		if l == nil {
+			return errors.New("ratemonitor: WithLogger(nil)")
+		}
+		t.logger = l
+		return nil
+	}
+}
+
+// New returns a Transport that records requests before passing them to base (nil means
+// http.DefaultTransport). WithRules or WithStrategy is required. Errors name the option at
+// fault; no store is left open when New fails.
+func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
+	t := &Transport{base: base, keyFunc: KeyByHost, clock: clock.Real(), logger: slog.Default()}
+	for _, o := range opts {
+		if err := o(t); err != nil {
+			return nil, err
+		}
+	}
+	if t.strat == nil {
+		return nil, errors.New("ratemonitor: New needs WithRules or WithStrategy")
+	}
+	if t.store == nil {
+		m, err := cache.NewMemory(cache.MemoryConfig{Clock: t.clock, Logger: t.logger})
+		if err != nil {
+			return nil, err
+		}
+		t.store, t.ownStore = m, true
+	}
+	return t, nil
+}
+
+// Close closes the store if New created it. It does not close the base RoundTripper's idle
+// connections.
+func (t *Transport) Close() error {
+	if t.ownStore {
+		return t.store.Close()
+	}
+	return nil
+}
+
+// Rules returns the rules the Transport counts against.
+func (t *Transport) Rules() []strategy.Rule {
+	if t.strat == nil {
+		return nil
+	}
+	return t.strat.Rules()
+}
+
+// Store returns the store counts live in (nil for the zero Transport).
+func (t *Transport) Store() cache.Store { return t.store }
+
+// RoundTrip records the request under its key, then sends it through the base RoundTripper.
+// When the store fails it follows the ErrorPolicy; under FailClosed it closes the request body
+// and returns a *StoreError.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if t.strat == nil {
+		return base.RoundTrip(req)
+	}
+	key := t.Key(req)
+	if err := t.store.Record(req.Context(), t.strat, key, t.clock.Now(), 1); err != nil {
+		t.storeFailed(req, key, err)
+		if t.policy == FailClosed {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, &StoreError{Key: key, Err: err}
+		}
+	}
+	return base.RoundTrip(req)
+}
+
+func (t *Transport) storeFailed(req *http.Request, key string, err error) {
+	action := "sent anyway (fail open); this request is not counted"
+	if t.policy == FailClosed {
+		action = "not sent (fail closed)"
+	}
+	t.logger.LogAttrs(req.Context(), slog.LevelWarn, "ratemonitor: store error",
+		slog.String("key", key), slog.String("request", req.Method+" "+req.URL.Redacted()),
+		slog.String("action", action), slog.Any("error", err))
+	if t.onError != nil {
+		t.onError(req, key, err)
+	}
+}
+
+// AllocationUsed returns, for each rule in order, how many requests recorded under key count
+// now and how many remain (DESIGN.md §4.4). Errors come from the store.
+func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.Usage, error) {
+	if t.strat == nil {
+		return nil, ErrNotConfigured
+	}
+	snap, err := t.store.Peek(ctx, t.strat, key, t.clock.Now(), 0)
+	return snap.Usage, err
+}
+
+// WaitTime returns the smallest duration after which burst more requests under key fit in
+// every rule, assuming nothing else is recorded meanwhile (DESIGN.md §4.5). It is 0 when they
+// fit now. burst < 1 returns strategy.ErrInvalidBurst; a burst larger than a rule's limit
+// returns an error wrapping strategy.ErrBurstTooLarge, since it can never fit.
+func (t *Transport) WaitTime(ctx context.Context, key string, burst int) (time.Duration, error) {
+	if t.strat == nil {
+		return 0, ErrNotConfigured
+	}
+	if err := t.strat.CheckBurst(burst); err != nil {
+		return 0, err
+	}
+	snap, err := t.store.Peek(ctx, t.strat, key, t.clock.Now(), burst)
+	return snap.Wait, err
+}
+
+// WaitSeconds is WaitTime in whole seconds, rounded up so that sleeping that long is never
+// early. Errors are WaitTime's.
+func (t *Transport) WaitSeconds(ctx context.Context, key string, burst int) (int, error) {
+	d, err := t.WaitTime(ctx, key, burst)
+	if err != nil {
+		return 0, err
+	}
+	return int((d + time.Second - 1) / time.Second), nil
+}
+
+// Wait sleeps until a burst of burst requests under key fits in every rule, then returns nil.
+// It does not reserve the slots: another sender on the same key can take them between Wait and
+// the send. When ctx has a deadline that the needed wait would pass, Wait returns at once with
+// an error wrapping context.DeadlineExceeded; when ctx is cancelled while waiting it returns
+// ctx.Err() promptly. Burst errors are WaitTime's. It leaves no timer or goroutine behind.
+func (t *Transport) Wait(ctx context.Context, key string, burst int) error {
+	for {
+		d, err := t.WaitTime(ctx, key, burst)
+		if err != nil || d == 0 {
+			return err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+			return fmt.Errorf("ratemonitor: a burst of %d on key %q needs a wait of %v, past the context's deadline: %w",
+				burst, key, d, context.DeadlineExceeded)
+		}
+		if err := t.clock.Sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package ratemonitor
+
+import (
+	"context"
+	"net/http"
+)
+
+// KeyFunc returns the key a request is counted under. Every string is a valid key, the empty
+// string included: no request is ever left uncounted because of its key (DESIGN.md §4.6).
+type KeyFunc func(*http.Request) string
+
+// KeyByHost keys a request by the host it is sent to, as in its URL ("api.xero.com",
+// "127.0.0.1:8080"), falling back to req.Host when the URL has none.
+func KeyByHost(req *http.Request) string {
+	if req.URL != nil && req.URL.Host != "" {
+		return req.URL.Host
+	}
+	return req.Host
+}
+
+// KeyByHeader keys a request by the value of header name, such as "Xero-Tenant-Id". A request
+// without the header is keyed by fallback (nil means KeyByHost), so it is still counted.
+func KeyByHeader(name string, fallback KeyFunc) KeyFunc {
+	name = http.CanonicalHeaderKey(name)
+	if fallback == nil {
+		fallback = KeyByHost
+	}
+	return func(req *http.Request) string {
+		if v := req.Header[name]; len(v) > 0 && v[0] != "" {
+			return v[0]
+		}
+		return fallback(req)
+	}
+}
+
+type keyContext struct{}
+
+// WithKey returns a copy of ctx that makes a Transport count the request carrying it under key,
+// whatever its KeyFunc says.
+func WithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, keyContext{}, key)
+}
+
+// KeyFromContext returns the key set by WithKey, if any.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(keyContext{}).(string)
+	return k, ok
+}
+
+// Key returns the key t counts req under: the one set with WithKey on its context, or else
+// the KeyFunc's.
+func (t *Transport) Key(req *http.Request) string {
+	if k, ok := KeyFromContext(req.Context()); ok {
+		return k
+	}
+	if t.keyFunc == nil {
+		return KeyByHost(req)
+	}
+	return t.keyFunc(req)
+}
