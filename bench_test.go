@@ -1,0 +1,61 @@
+package ratemonitor
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+type noop struct{ resp *http.Response }
+
+func (n noop) RoundTrip(*http.Request) (*http.Response, error) { return n.resp, nil }
+
+// BenchmarkTransport measures what the Transport adds to a request over a base RoundTripper
+// that does nothing, with the default memory store and a minute and a day rule.
+func BenchmarkTransport(b *testing.B) {
+	base := noop{resp: &http.Response{StatusCode: 200}}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.xero.com/api.xro/2.0/Invoices", nil)
+	req.Header.Set("Xero-Tenant-Id", "tenant-1")
+	b.Run("base-only", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			base.RoundTrip(req)
+		}
+	})
+	rules := []strategy.Rule{{Limit: 60, Window: time.Minute}, {Limit: 5000, Window: 24 * time.Hour, Granularity: time.Minute}}
+	b.Run("monitor", func(b *testing.B) {
+		tr, err := New(base, WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tr.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			tr.RoundTrip(req)
+		}
+	})
+	b.Run("monitor-parallel-10000-keys", func(b *testing.B) {
+		tr, err := New(base, WithRules(rules...))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tr.Close()
+		reqs := make([]*http.Request, 10_000)
+		for i := range reqs {
+			reqs[i], _ = http.NewRequest(http.MethodGet, "https://h"+strconv.Itoa(i)+".example/", nil)
+			tr.RoundTrip(reqs[i])
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				tr.RoundTrip(reqs[i%len(reqs)])
+				i += 7
+			}
+		})
+	})
+}

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// tenantRun is one tenant's progress, guarded by the run's mutex.
+type tenantRun struct {
+	id        string
+	sent      int
+	tooMany   int
+	failed    int
+	waitUntil time.Time // zero when not waiting
+	done      time.Time
+}
+
+// summary is what a run measured.
+type summary struct {
+	sent, tooMany, failed int
+	elapsed               time.Duration
+	minimum               time.Duration  // least time the minute limit allows for the requests
+	peaks                 map[string]int // local upstream only: most calls per minute window
+	tenants               []*tenantRun
+}
+
+// timing turns Xero's real windows into the compressed ones of a run.
+type timing struct {
+	scale  float64
+	g      time.Duration // bucket granularity: 100 ms of Xero time
+	minute time.Duration
+	day    time.Duration
+	margin time.Duration
+}
+
+func newTiming(scale float64, margin time.Duration) timing {
+	g := time.Duration(float64(100*time.Millisecond) / scale)
+	// Windows are whole multiples of g, as rules require; the margin is rounded up to one.
+	steps := time.Duration(math.Ceil(float64(margin) / float64(100*time.Millisecond)))
+	return timing{scale: scale, g: g, minute: 600 * g, day: 864_000 * g, margin: steps * g}
+}
+
+// rules are Xero's per-tenant minute and day limits, with the margin held on each window
+// because the upstream counts a request when it arrives, a little after we record it.
+func (tm timing) rules() []strategy.Rule {
+	return []strategy.Rule{
+		{Limit: xeroMinuteLimit, Window: tm.minute, Granularity: tm.g, Margin: tm.margin},
+		{Limit: xeroDayLimit, Window: tm.day, Granularity: tm.g, Margin: tm.margin},
+	}
+}
+
+// xero converts a real duration of the run into Xero time.
+func (tm timing) xero(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * tm.scale).Round(time.Millisecond)
+}
+
+func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
+	tm := newTiming(cfg.scale, cfg.margin)
+	base, ids := cfg.baseURL, cfg.tenantIDs
+	var up *upstream
+	if base == "" {
+		up = newUpstream(cfg.scale, cfg.fixed)
+		up.minute, up.day = tm.minute, tm.day
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return summary{}, fmt.Errorf("starting the local upstream: %w", err)
+		}
+		srv := &http.Server{Handler: up, ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		base = "http://" + ln.Addr().String()
+		ids = nil
+		for i := 1; i <= cfg.tenants; i++ {
+			ids = append(ids, "tenant-"+strconv.Itoa(i))
+		}
+		kind := "rolling"
+		if cfg.fixed {
+			kind = "fixed"
+		}
+		fmt.Fprintf(out, "local Xero upstream on %s: 60 per %v per tenant (%s window), 5000 per %v, 10000 per %v per app\n",
+			base, tm.minute, kind, tm.day, tm.minute)
+	}
+	fmt.Fprintf(out, "time scale %g×: Xero's minute is %v here; margin %v on each window\n", cfg.scale, tm.minute, tm.margin)
+
+	baseTransport := http.DefaultTransport.(*http.Transport).Clone()
+	defer baseTransport.CloseIdleConnections()
+	tr, err := ratemonitor.New(baseTransport,
+		ratemonitor.WithRules(tm.rules()...),
+		ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)))
+	if err != nil {
+		return summary{}, err
+	}
+	defer tr.Close()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+
+	var mu sync.Mutex
+	runs := make([]*tenantRun, len(ids))
+	for i, id := range ids {
+		runs[i] = &tenantRun{id: id}
+	}
+	start := time.Now()
+	stopProgress := progress(ctx, cfg, tm, out, &mu, runs, start)
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(runs))
+	for i, r := range runs {
+		wg.Go(func() { errs[i] = paceTenant(ctx, cfg, tr, client, base, &mu, r) })
+	}
+	wg.Wait()
+	stopProgress()
+
+	sum := summary{elapsed: time.Since(start), tenants: runs}
+	for _, r := range runs {
+		sum.sent += r.sent
+		sum.tooMany += r.tooMany
+		sum.failed += r.failed
+	}
+	sum.minimum = time.Duration((cfg.requests-1)/xeroMinuteLimit) * tm.minute
+	if up != nil {
+		_, _, sum.peaks = up.stats()
+	}
+	printSummary(ctx, out, cfg, tm, tr, sum)
+	return sum, errors.Join(errs...)
+}
+
+// paceTenant sends the tenant's requests in bursts, asking the monitor before each burst how
+// long until it fits and waiting that long: the pattern of the original PHP README.
+func paceTenant(ctx context.Context, cfg config, tr *ratemonitor.Transport, client *http.Client, base string, mu *sync.Mutex, r *tenantRun) error {
+	for left := cfg.requests; left > 0; {
+		burst := min(cfg.burst, left)
+		d, err := tr.WaitTime(ctx, r.id, burst)
+		if err != nil {
+			return err
+		}
+		if d > 0 {
+			mu.Lock()
+			r.waitUntil = time.Now().Add(d)
+			mu.Unlock()
+			if err := tr.Wait(ctx, r.id, burst); err != nil {
+				return err
+			}
+			mu.Lock()
+			r.waitUntil = time.Time{}
+			mu.Unlock()
+		}
+		for range burst {
+			status, err := send(ctx, cfg, client, base, r.id)
+			mu.Lock()
+			r.sent++
+			switch {
+			case err != nil:
+				r.failed++
+			case status == http.StatusTooManyRequests:
+				r.tooMany++
+			case status >= 300:
+				r.failed++
+			}
+			mu.Unlock()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		left -= burst
+	}
+	mu.Lock()
+	r.done = time.Now()
+	mu.Unlock()
+	return nil
+}
+
+func send(ctx context.Context, cfg config, client *http.Client, base, tenant string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+cfg.path, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Xero-Tenant-Id", tenant)
+	req.Header.Set("Accept", "application/json")
+	if cfg.token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// progress prints one line per interval with each tenant's state; the returned func stops it
+// and waits for the printer to finish.
+func progress(ctx context.Context, cfg config, tm timing, out io.Writer, mu *sync.Mutex, runs []*tenantRun, start time.Time) func() {
+	if cfg.progress <= 0 {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(cfg.progress)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			}
+			now := time.Now()
+			var b strings.Builder
+			fmt.Fprintf(&b, "[%6.1fs]", now.Sub(start).Seconds())
+			mu.Lock()
+			for _, r := range runs {
+				state := "sending"
+				switch {
+				case !r.done.IsZero():
+					state = "done"
+				case !r.waitUntil.IsZero():
+					state = "waiting " + r.waitUntil.Sub(now).Round(10*time.Millisecond).String()
+				}
+				fmt.Fprintf(&b, "  %s %d/%d %s", r.id, r.sent, cfg.requests, state)
+				if r.tooMany > 0 {
+					fmt.Fprintf(&b, " 429×%d", r.tooMany)
+				}
+			}
+			mu.Unlock()
+			fmt.Fprintln(out, b.String())
+		}
+	}()
+	return func() { close(stop); <-done }
+}
+
+func printSummary(ctx context.Context, out io.Writer, cfg config, tm timing, tr *ratemonitor.Transport, s summary) {
+	fmt.Fprintf(out, "\nsummary\n")
+	fmt.Fprintf(out, "  requests sent   %d (%d tenants × %d, bursts of %d)\n", s.sent, len(s.tenants), cfg.requests, cfg.burst)
+	fmt.Fprintf(out, "  429s received   %d\n", s.tooMany)
+	fmt.Fprintf(out, "  other failures  %d\n", s.failed)
+	fmt.Fprintf(out, "  elapsed         %v (%v in Xero time)\n", s.elapsed.Round(time.Millisecond), tm.xero(s.elapsed))
+	if s.minimum > 0 {
+		fmt.Fprintf(out, "  minimum         %v: %d requests at 60 per window cannot finish sooner\n", s.minimum.Round(time.Millisecond), cfg.requests)
+		fmt.Fprintf(out, "  achieved rate   %.1f%% of the limit's throughput (minimum ÷ elapsed)\n",
+			100*s.minimum.Seconds()/s.elapsed.Seconds())
+	}
+	for _, r := range s.tenants {
+		line := fmt.Sprintf("  %-10s sent %d, 429s %d", r.id, r.sent, r.tooMany)
+		if u, err := tr.AllocationUsed(ctx, r.id); err == nil {
+			line += fmt.Sprintf(", monitor now: %d/%d this minute, %d/%d today", u[0].Used, u[0].Rule.Limit, u[1].Used, u[1].Rule.Limit)
+		}
+		if p, ok := s.peaks[r.id]; ok {
+			line += fmt.Sprintf(", upstream peak %d/%d in any minute", p, xeroMinuteLimit)
+		}
+		fmt.Fprintln(out, line)
+	}
+}
