@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"time"
@@ -67,6 +68,8 @@ type Transport struct {
 	policy   ErrorPolicy
 	onError  func(req *http.Request, key string, err error)
 	logger   *slog.Logger
+	pacing   bool
+	pacer    pacer
 }
 
 // Option configures New.
@@ -165,6 +168,7 @@ func WithLogger(l *slog.Logger) Option {
 // fault; no store is left open when New fails.
 func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	t := &Transport{base: base, keyFunc: KeyByHost, clock: clock.Real(), logger: slog.Default()}
+	t.pacer.seed = maphash.MakeSeed()
 	for _, o := range opts {
 		if err := o(t); err != nil {
 			return nil, err
@@ -203,9 +207,17 @@ func (t *Transport) Rules() []strategy.Rule {
 // Store returns the store counts live in (nil for the zero Transport).
 func (t *Transport) Store() cache.Store { return t.store }
 
-// RoundTrip records the request under its key, then sends it through the base RoundTripper.
-// When the store fails it follows the ErrorPolicy; under FailClosed it closes the request body
-// and returns a *StoreError.
+// RoundTrip counts the request under its key, then sends it through the base RoundTripper.
+//
+// In monitoring mode (the default) it records the attempt and sends it at once. In pacing mode
+// (WithPacing) it first reserves a slot, waiting its turn and then until the slot is free: when
+// that wait would end after the request context's deadline it returns at once an error
+// wrapping context.DeadlineExceeded, and when the context ends while waiting it returns the
+// context's error promptly; in both cases nothing is sent or recorded. A request whose context
+// carries a Reservation for its key (Reservation.Context) uses one of its slots instead.
+//
+// When the store fails it follows the ErrorPolicy; under FailClosed it returns a *StoreError.
+// Whenever RoundTrip returns an error without sending, it has closed the request body.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.base
 	if base == nil {
@@ -214,15 +226,29 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.strat == nil {
 		return base.RoundTrip(req)
 	}
+	ctx := req.Context()
 	key := t.Key(req)
-	if err := t.store.Record(req.Context(), t.strat, key, t.clock.Now(), 1); err != nil {
-		t.storeFailed(req, key, err)
-		if t.policy == FailClosed {
-			if req.Body != nil {
-				req.Body.Close()
+	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
+		return base.RoundTrip(req)
+	}
+	var err error
+	if t.pacing {
+		_, err = t.acquire(ctx, key, 1)
+	} else if err = t.store.Record(ctx, t.strat, key, t.clock.Now(), 1); err != nil {
+		err = &StoreError{Key: key, Err: err}
+	}
+	if err != nil {
+		var se *StoreError
+		if errors.As(err, &se) {
+			t.storeFailed(req, key, se.Err)
+			if t.policy == FailOpen {
+				return base.RoundTrip(req)
 			}
-			return nil, &StoreError{Key: key, Err: err}
 		}
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
 	}
 	return base.RoundTrip(req)
 }
@@ -286,9 +312,8 @@ func (t *Transport) Wait(ctx context.Context, key string, burst int) error {
 		if err != nil || d == 0 {
 			return err
 		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
-			return fmt.Errorf("ratemonitor: a burst of %d on key %q needs a wait of %v, past the context's deadline: %w",
-				burst, key, d, context.DeadlineExceeded)
+		if err := deadlineCheck(ctx, key, burst, d); err != nil {
+			return err
 		}
 		if err := t.clock.Sleep(ctx, d); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -250,7 +251,7 @@ func TestWaitDeadlineAndCancel(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 500*time.Millisecond {
 		t.Fatalf("Wait with a 1s deadline for a 60s wait: %v after %v; want DeadlineExceeded at once", err, time.Since(start))
 	}
-	if !strings.Contains(err.Error(), "needs a wait of 1m0s") {
+	if !strings.Contains(err.Error(), "need a wait of 1m0s") {
 		t.Errorf("message does not say the wait: %v", err)
 	}
 
@@ -292,7 +293,7 @@ func TestStoreFailure(t *testing.T) {
 	srv, hits := upstream(t, nil)
 
 	var reported []error
-	open := newTransport(t, nil, WithRules(minute), WithStore(broken),
+	open := newTransport(t, nil, WithRules(minute), WithStore(broken), WithLogger(discard),
 		WithErrorHandler(func(_ *http.Request, key string, err error) { reported = append(reported, err) }))
 	if _, err := get(t, &http.Client{Transport: open}, srv.URL); err != nil {
 		t.Fatalf("fail open returned %v", err)
@@ -301,7 +302,7 @@ func TestStoreFailure(t *testing.T) {
 		t.Errorf("fail open: upstream hits %d, reported %v", hits.Load(), reported)
 	}
 
-	closed := newTransport(t, nil, WithRules(minute), WithStore(broken), WithErrorPolicy(FailClosed))
+	closed := newTransport(t, nil, WithRules(minute), WithStore(broken), WithErrorPolicy(FailClosed), WithLogger(discard))
 	body := &bodySpy{Reader: strings.NewReader("x")}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, body)
 	resp, err := closed.RoundTrip(req)
@@ -354,3 +355,5 @@ func TestZeroTransport(t *testing.T) {
 	}
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }
+
+var discard = slog.New(slog.DiscardHandler)

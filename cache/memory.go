@@ -145,6 +145,14 @@ func (m *Memory) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 	return res, err
 }
 
+// Release implements Store.
+func (m *Memory) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+	if n < 1 {
+		return nil
+	}
+	return m.do(ctx, s, key, at, func(cs []strategy.Counter) { s.Release(cs, at, n) })
+}
+
 // Peek implements Store.
 func (m *Memory) Peek(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) (strategy.Snapshot, error) {
 	if s != nil && n != 0 {

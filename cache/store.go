@@ -33,6 +33,10 @@ type Store interface {
 	// Reserve records a burst of n if it fits every rule of s at now, and otherwise records
 	// nothing and returns how long until it fits. Burst errors are strategy.CheckBurst's.
 	Reserve(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) (strategy.Result, error)
+	// Release takes back n requests that a Reserve at instant at recorded and the caller did
+	// not use. at is the instant the reservation was made at (for a store with its own clock,
+	// the one it reported in the Result).
+	Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error
 	// Peek returns usage per rule and the wait for a burst of n (n == 0: usage only) without
 	// recording anything.
 	Peek(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) (strategy.Snapshot, error)

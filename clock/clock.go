@@ -112,6 +112,22 @@ func (m *Manual) Sleepers() int {
 	return len(m.sleeper)
 }
 
+// Next returns the earliest instant a blocked Sleep waits for, and false when none is blocked.
+func (m *Manual) Next() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.sleeper) == 0 {
+		return time.Time{}, false
+	}
+	next := m.sleeper[0].until
+	for _, s := range m.sleeper[1:] {
+		if s.until.Before(next) {
+			next = s.until
+		}
+	}
+	return next, true
+}
+
 // Sleep waits until the clock reaches now+d (see Manual for Auto) or ctx is done.
 func (m *Manual) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {

@@ -110,6 +110,24 @@ func (l *Log) Add(now time.Time, n int) {
 	l.size++
 }
 
+// Remove takes back up to n requests from the bucket that holds instant at. The bucket keeps
+// its latest instant, so what remains in it is never released earlier than before.
+func (l *Log) Remove(at time.Time, n int) {
+	idx := floorDiv(at.UnixNano(), l.gran)
+	for i := l.size - 1; i >= 0; i-- {
+		b := l.at(i)
+		if b.index == idx {
+			k := min(int64(n), b.count)
+			b.count -= k
+			l.total -= k
+			return
+		}
+		if b.index < idx {
+			return
+		}
+	}
+}
+
 // Used returns how many recorded requests count at now: those recorded at s with
 // s+W > now, counting each bucket until its latest instant + W.
 func (l *Log) Used(now time.Time) int {

@@ -23,6 +23,10 @@ var ErrNoRules = errors.New("strategy needs at least one rule")
 type Counter interface {
 	// Add records n requests at instant now.
 	Add(now time.Time, n int)
+	// Remove takes back up to n requests recorded at instant at (a reservation given back);
+	// requests that no longer count, or were never recorded at that instant, are not
+	// removed. The instants the rest are held until do not move.
+	Remove(at time.Time, n int)
 	// Used returns how many recorded requests count at instant now. It may drop state that
 	// no longer counts, so instants passed to one Counter should not go backwards.
 	Used(now time.Time) int
@@ -64,6 +68,9 @@ type Result struct {
 	Allowed bool
 	// Wait is how long until the burst fits in every rule; 0 when Allowed.
 	Wait time.Duration
+	// At is the instant the burst was recorded at when Allowed: what Release needs to give
+	// slots back.
+	At time.Time
 }
 
 // Snapshot is a read-only view of one key: usage per rule, in rule order, and the wait for the
@@ -140,6 +147,15 @@ func (s *Strategy) NewCounter(j int) Counter { return s.alg.NewCounter(s.rules[s
 // request, a key's state is empty.
 func (s *Strategy) Longest() time.Duration { return s.longest }
 
+// MaxBurst returns the largest burst that can ever fit: the smallest effective limit.
+func (s *Strategy) MaxBurst() int {
+	m := s.rules[0].EffectiveLimit()
+	for _, r := range s.rules[1:] {
+		m = min(m, r.EffectiveLimit())
+	}
+	return m
+}
+
 // CheckBurst returns nil when a burst of n can ever fit; otherwise ErrInvalidBurst (n < 1) or
 // an error wrapping ErrBurstTooLarge that names the rule it can never fit in.
 func (s *Strategy) CheckBurst(n int) error {
@@ -160,6 +176,15 @@ func (s *Strategy) CheckBurst(n int) error {
 func (s *Strategy) Record(cs []Counter, now time.Time, n int) {
 	for _, c := range cs {
 		c.Add(now, n)
+	}
+}
+
+// Release takes back n requests recorded at instant at, once from each counter: the slots of a
+// reservation that were not used (DESIGN.md §5, in the spirit of x/time/rate's
+// Reservation.Cancel).
+func (s *Strategy) Release(cs []Counter, at time.Time, n int) {
+	for _, c := range cs {
+		c.Remove(at, n)
 	}
 }
 
@@ -185,7 +210,7 @@ func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
 		return Result{Wait: d}, nil
 	}
 	s.Record(cs, now, n)
-	return Result{Allowed: true}, nil
+	return Result{Allowed: true, At: now}, nil
 }
 
 // Peek reports usage per rule and, for n ≥ 1, the wait for a burst of n, changing nothing that

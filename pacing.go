@@ -1,0 +1,172 @@
+package ratemonitor
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// WithPacing makes RoundTrip wait for a free slot before each attempt instead of only recording
+// it: the attempt is reserved in the store (check and record in one atomic step, so concurrent
+// senders never overshoot a rule), waiting as long as needed. See Transport.RoundTrip for how
+// the request's context bounds the wait, and Transport.Reserve for fairness.
+func WithPacing() Option {
+	return func(t *Transport) error {
+		t.pacing = true
+		return nil
+	}
+}
+
+// pacer queues the requests waiting for a slot, per key, in arrival order.
+type pacer struct {
+	seed   maphash.Seed
+	shards [32]pacerShard
+}
+
+type pacerShard struct {
+	mu     sync.Mutex
+	queues map[string]*queue
+}
+
+// queue is one key's waiters; waiters[0] is the head, the only one that asks the store.
+type queue struct {
+	waiters []*waiter
+}
+
+type waiter struct {
+	n    int
+	turn chan struct{} // closed when the waiter becomes the head
+}
+
+func (p *pacer) shard(key string) *pacerShard {
+	return &p.shards[maphash.String(p.seed, key)%uint64(len(p.shards))]
+}
+
+// Queued returns how many requests and reservations are waiting for a slot on key in this
+// Transport (pacing mode and Reserve); 0 when none are.
+func (t *Transport) Queued(key string) int {
+	sh := t.pacer.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if q := sh.queues[key]; q != nil {
+		return len(q.waiters)
+	}
+	return 0
+}
+
+// acquire reserves a burst of n on key, waiting for its turn and then for room. A store error
+// comes back as a *StoreError; a context that ends first, or a wait that would pass its
+// deadline, comes back as the context's error and nothing is recorded.
+func (t *Transport) acquire(ctx context.Context, key string, n int) (strategy.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return strategy.Result{}, err
+	}
+	sh := t.pacer.shard(key)
+	sh.mu.Lock()
+	q := sh.queues[key]
+	if q == nil {
+		// Nobody waits on this key: try at once, without queueing.
+		sh.mu.Unlock()
+		res, err := t.store.Reserve(ctx, t.strat, key, t.clock.Now(), n)
+		if err != nil {
+			return res, &StoreError{Key: key, Err: err}
+		}
+		if res.Allowed {
+			return res, nil
+		}
+		if err := deadlineCheck(ctx, key, n, res.Wait); err != nil {
+			return res, err
+		}
+		sh.mu.Lock()
+		if q = sh.queues[key]; q == nil {
+			if sh.queues == nil {
+				sh.queues = map[string]*queue{}
+			}
+			q = &queue{}
+			sh.queues[key] = q
+		}
+	}
+	w := &waiter{n: n, turn: make(chan struct{})}
+	ahead := 0
+	for _, o := range q.waiters {
+		ahead += o.n
+	}
+	q.waiters = append(q.waiters, w)
+	if len(q.waiters) == 1 {
+		close(w.turn)
+	}
+	sh.mu.Unlock()
+	defer t.leave(sh, key, q, w)
+
+	if ahead > 0 {
+		if err := t.queueDeadlineCheck(ctx, key, n, ahead); err != nil {
+			return strategy.Result{}, err
+		}
+		select {
+		case <-w.turn:
+		case <-ctx.Done():
+			return strategy.Result{}, ctx.Err()
+		}
+	}
+	for {
+		res, err := t.store.Reserve(ctx, t.strat, key, t.clock.Now(), n)
+		if err != nil {
+			return res, &StoreError{Key: key, Err: err}
+		}
+		if res.Allowed {
+			return res, nil
+		}
+		if err := deadlineCheck(ctx, key, n, res.Wait); err != nil {
+			return res, err
+		}
+		if err := t.clock.Sleep(ctx, res.Wait); err != nil {
+			return res, err
+		}
+	}
+}
+
+// leave takes w out of its queue and hands the turn to the next waiter.
+func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for i, o := range q.waiters {
+		if o == w {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			if i == 0 && len(q.waiters) > 0 {
+				close(q.waiters[0].turn)
+			}
+			break
+		}
+	}
+	if len(q.waiters) == 0 && sh.queues[key] == q {
+		delete(sh.queues, key)
+	}
+}
+
+// queueDeadlineCheck refuses at once a waiter that cannot get its turn before ctx's deadline:
+// the requests ahead of it and its own must all fit, which takes at least the wait for their
+// sum (capped at the smallest limit, the most a window can ever hold).
+func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead int) error {
+	if _, ok := ctx.Deadline(); !ok {
+		return nil
+	}
+	snap, err := t.store.Peek(ctx, t.strat, key, t.clock.Now(), min(n+ahead, t.strat.MaxBurst()))
+	if err != nil {
+		return nil // the head's own reserve will report the store's state
+	}
+	return deadlineCheck(ctx, key, n, snap.Wait)
+}
+
+// deadlineCheck returns an error wrapping context.DeadlineExceeded when waiting d would pass
+// ctx's deadline.
+func deadlineCheck(ctx context.Context, key string, n int, d time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return fmt.Errorf("ratemonitor: %d request(s) on key %q need a wait of %v, past the context's deadline: %w",
+			n, key, d, context.DeadlineExceeded)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package ratemonitor
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Reservation is a burst of slots on one key, recorded in the store by Transport.Reserve and
+// spent by the requests that carry it in their context. Slots not spent can be given back with
+// Cancel. It is safe for concurrent use.
+type Reservation struct {
+	t   *Transport
+	key string
+	at  time.Time
+	n   int
+
+	mu   sync.Mutex
+	left int // slots neither spent by a request nor given back
+}
+
+// Reserve waits its turn on key and then until a burst of n fits in every rule, records the n
+// requests, and returns the Reservation holding them. Requests sent with Reservation.Context
+// spend its slots instead of being recorded (or paced) again.
+//
+// Fairness: within one Transport, callers waiting on a key — Reserve and paced RoundTrips alike
+// — are served strictly in the order they started waiting, one at a time; a newcomer never
+// takes a slot while an earlier caller waits on that key, and a caller that gives up leaves
+// its place to the next. A caller arriving when nobody waits tries the store at once. Waiters
+// in other Transports or processes sharing the store are not ordered with these.
+//
+// Errors: strategy.ErrInvalidBurst or one wrapping strategy.ErrBurstTooLarge for a burst that
+// can never fit; one wrapping context.DeadlineExceeded, at once, when the wait would pass the
+// context's deadline; the context's error if it ends while waiting; a *StoreError when the
+// store fails (the ErrorPolicy does not apply: nothing is sent here). On error nothing is
+// recorded.
+func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservation, error) {
+	if t.strat == nil {
+		return nil, ErrNotConfigured
+	}
+	if err := t.strat.CheckBurst(n); err != nil {
+		return nil, err
+	}
+	res, err := t.acquire(ctx, key, n)
+	if err != nil {
+		return nil, err
+	}
+	return &Reservation{t: t, key: key, at: res.At, n: n, left: n}, nil
+}
+
+type reservationContext struct{}
+
+// Context returns a copy of ctx that makes the Transport spend this reservation's slots on the
+// requests that carry it, one per attempt, as long as the request's key is the reservation's.
+// When they are spent, further requests are counted as usual.
+func (r *Reservation) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, reservationContext{}, r)
+}
+
+func reservationFrom(ctx context.Context) *Reservation {
+	r, _ := ctx.Value(reservationContext{}).(*Reservation)
+	return r
+}
+
+// take spends one slot for a request of t on key, if the reservation has one for it.
+func (r *Reservation) take(t *Transport, key string) bool {
+	if r.t != t || r.key != key {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.left == 0 {
+		return false
+	}
+	r.left--
+	return true
+}
+
+// Key returns the key the slots were reserved on.
+func (r *Reservation) Key() string { return r.key }
+
+// Remaining returns the slots neither spent nor given back.
+func (r *Reservation) Remaining() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.left
+}
+
+// Cancel gives back the slots that no request has spent, in the spirit of x/time/rate's
+// Reservation.Cancel. A slot spent by a request is never given back, whatever the response —
+// an error, a 429, a timeout — because the upstream counts every attempt that reaches it.
+// Cancel is safe to call more than once; only the first returns slots. If the store fails, the
+// slots stay reserved and the store's error is returned, so Cancel can be tried again.
+func (r *Reservation) Cancel(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.left == 0 {
+		return nil
+	}
+	if err := r.t.store.Release(ctx, r.t.strat, r.key, r.at, r.left); err != nil {
+		return err
+	}
+	r.left = 0
+	return nil
+}
