@@ -2,6 +2,7 @@ package ratemonitor
 
 import (
 	"net/http"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -58,4 +59,41 @@ func BenchmarkTransport(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkPacing measures a paced RoundTrip (an atomic reserve in the memory store) on one hot
+// key with 2, 8 and 64 goroutines, and spread over 10 000 keys. The limits are high enough that
+// nothing waits: this is the cost of pacing itself.
+func BenchmarkPacing(b *testing.B) {
+	base := noop{resp: &http.Response{StatusCode: 200}}
+	rules := []strategy.Rule{{Limit: 1 << 30, Window: time.Minute}, {Limit: 1 << 30, Window: 24 * time.Hour, Granularity: time.Minute}}
+	run := func(b *testing.B, goroutines, keys int) {
+		tr, err := New(base, WithRules(rules...), WithPacing())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tr.Close()
+		reqs := make([]*http.Request, keys)
+		for i := range reqs {
+			reqs[i], _ = http.NewRequest(http.MethodGet, "https://h"+strconv.Itoa(i)+".example/", nil)
+			tr.RoundTrip(reqs[i])
+		}
+		b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				if _, err := tr.RoundTrip(reqs[i%keys]); err != nil {
+					b.Error(err)
+					return
+				}
+				i += 7
+			}
+		})
+	}
+	for _, g := range []int{2, 8, 64} {
+		b.Run("hot-key/goroutines="+strconv.Itoa(g), func(b *testing.B) { run(b, g, 1) })
+	}
+	b.Run("keys=10000/goroutines=8", func(b *testing.B) { run(b, 8, 10_000) })
 }

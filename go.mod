@@ -3,12 +3,16 @@ module github.com/ratemonitor/ratemonitor
 go 1.26
 
 require (
+	github.com/dgraph-io/ristretto/v2 v2.4.2
+	github.com/eko/gocache/lib/v4 v4.3.0
+	github.com/eko/gocache/store/ristretto/v4 v4.3.2
+	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
+)
+
+require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dgraph-io/ristretto/v2 v2.4.2 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
-	github.com/eko/gocache/lib/v4 v4.3.0 // indirect
-	github.com/eko/gocache/store/ristretto/v4 v4.3.2 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/exp v0.0.0-20251209150349-8475f28825e9 // indirect
 	golang.org/x/sys v0.39.0 // indirect
 )
