@@ -4,7 +4,7 @@
 // Transport is an http.RoundTripper decorator: it records every attempt under a key (tenant,
 // host, client id) in a cache.Store under one or more rules (layered rolling windows, say 60 per
 // minute and 5000 per day), and answers AllocationUsed, WaitTime, WaitSeconds and Wait for any
-// key. The semantics are those of DESIGN.md §4: a request recorded at instant s counts at t
+// key. A request recorded at instant s counts at t
 // when s ≤ t < s+W, and waits are never early.
 package ratemonitor
 
@@ -52,7 +52,7 @@ func (e *StoreError) Unwrap() error { return e.Err }
 
 // Transport is an http.RoundTripper that records each attempt in a Store before passing it to
 // its base RoundTripper. It never modifies the request, and returns the base's response and
-// error untouched (DESIGN.md §4.6: every attempt that reaches the base is recorded once per
+// error untouched (every attempt that reaches the base is recorded once per
 // rule, whether it then fails, returns 429, is a retry or a redirect hop).
 //
 // Make one with New. The zero Transport records nothing: its RoundTrip passes every request to
@@ -188,7 +188,8 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 }
 
 // Close closes the store if New created it. It does not close the base RoundTripper's idle
-// connections.
+// connections. After Close, RoundTrip meets cache.ErrClosed and follows the ErrorPolicy: under
+// FailOpen (the default) requests are still sent, uncounted, and each error is reported.
 func (t *Transport) Close() error {
 	if t.ownStore {
 		return t.store.Close()
@@ -267,7 +268,7 @@ func (t *Transport) storeFailed(req *http.Request, key string, err error) {
 }
 
 // AllocationUsed returns, for each rule in order, how many requests recorded under key count
-// now and how many remain (DESIGN.md §4.4). Errors come from the store.
+// now and how many remain. Errors come from the store (cache.ErrClosed, say).
 func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.Usage, error) {
 	if t.strat == nil {
 		return nil, ErrNotConfigured
@@ -277,9 +278,10 @@ func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.
 }
 
 // WaitTime returns the smallest duration after which burst more requests under key fit in
-// every rule, assuming nothing else is recorded meanwhile (DESIGN.md §4.5). It is 0 when they
-// fit now. burst < 1 returns strategy.ErrInvalidBurst; a burst larger than a rule's limit
-// returns an error wrapping strategy.ErrBurstTooLarge, since it can never fit.
+// every rule, assuming nothing else is recorded meanwhile. It is 0 when they fit now.
+// burst < 1 returns strategy.ErrInvalidBurst; a burst larger than a rule's effective limit
+// (Limit − Headroom) returns an error wrapping strategy.ErrBurstTooLarge, since it can never
+// fit. Store errors (cache.ErrClosed, say) are returned as they are.
 func (t *Transport) WaitTime(ctx context.Context, key string, burst int) (time.Duration, error) {
 	if t.strat == nil {
 		return 0, ErrNotConfigured

@@ -6,7 +6,7 @@ import (
 )
 
 // KeyFunc returns the key a request is counted under. Every string is a valid key, the empty
-// string included: no request is ever left uncounted because of its key (DESIGN.md §4.6).
+// string included: no request is ever left uncounted because of its key.
 type KeyFunc func(*http.Request) string
 
 // KeyByHost keys a request by the host it is sent to, as in its URL ("api.xero.com",

@@ -1,5 +1,5 @@
 // Package cache holds the Store interface, where rate-limit state lives, and the default
-// in-process store over gocache and ristretto (DESIGN.md §6).
+// in-process store over gocache and ristretto.
 //
 // A Store applies a strategy's operations to one key atomically: every rule of the key is read
 // and written in one step, so concurrent callers never lose a count or share a slot.
@@ -25,7 +25,7 @@ var ErrFull = errors.New("ratemonitor: memory store is full")
 //
 // now is the caller's instant; a store that has a clock shared by all its users (Redis TIME)
 // uses that instead. A Store keeps one counter per (key, counter ID), so strategies that layer
-// the same window on a key share its count (DESIGN.md §4.7).
+// the same window on a key share its count.
 type Store interface {
 	// Record adds n requests at now under every rule of s, whatever the limits say
 	// (monitoring).

@@ -1,5 +1,5 @@
 // Package clock is the time source of ratemonitor: the real monotonic clock by default, and a
-// manual clock that tests move by hand (DESIGN.md §5).
+// manual clock that tests move by hand.
 package clock
 
 import (

@@ -1,4 +1,4 @@
-// Package rollingwindow is the rolling-window (sliding-log) strategy of DESIGN.md §4: a request
+// Package rollingwindow is the rolling-window (sliding-log) strategy: a request
 // recorded at instant s counts at instant t if and only if s ≤ t < s+W.
 //
 // Requests are grouped in time buckets of the rule's granularity (1 s by default), each keeping

@@ -1,6 +1,6 @@
 // Package strategy holds what every rate-limit algorithm in ratemonitor shares: the Rule a limit
 // is written as, the Counter one rule keeps per key, the Algorithm that makes counters, and the
-// layering that applies several rules to one key (DESIGN.md §2–§4).
+// layering that applies several rules to one key.
 //
 // Nothing here reads a clock or touches a store: every operation takes the instant it happens
 // at, and stores serialise access per key. That keeps the rate math testable to the nanosecond.
@@ -34,7 +34,7 @@ type Rule struct {
 	Granularity time.Duration
 	// Margin is time added to Window when counting: a request recorded at s is held until
 	// s+Window+Margin. It absorbs the delay between recording a request and the upstream
-	// counting it (DESIGN.md §4.8). Zero by default; never negative.
+	// counting it. Zero by default; never negative.
 	Margin time.Duration
 	// Headroom is the number of slots held back from Limit, for requests this monitor does
 	// not see (another tool sharing the tenant). Zero by default; less than Limit.
@@ -78,21 +78,30 @@ func (r Rule) EffectiveWindow() time.Duration { return r.Window + r.Margin }
 // EffectiveLimit is how many requests the monitor lets into one window: Limit − Headroom.
 func (r Rule) EffectiveLimit() int { return r.Limit - r.Headroom }
 
-// String formats r as "limit/window", the form ParseRule reads, e.g. "60/1m0s".
+// String formats r as "limit/window", the form ParseRule reads, e.g. "60/1m0s", followed by
+// any granularity, margin and headroom that differ from the defaults:
+// "60/1m0s (granularity 100ms, margin 1s, headroom 5)".
 func (r Rule) String() string {
 	s := strconv.Itoa(r.Limit) + "/" + r.Window.String()
+	var extra []string
+	if r.Granularity != 0 {
+		extra = append(extra, "granularity "+r.Granularity.String())
+	}
 	if r.Margin != 0 {
-		s += "+" + r.Margin.String()
+		extra = append(extra, "margin "+r.Margin.String())
 	}
 	if r.Headroom != 0 {
-		s += "-" + strconv.Itoa(r.Headroom)
+		extra = append(extra, "headroom "+strconv.Itoa(r.Headroom))
+	}
+	if len(extra) > 0 {
+		s += " (" + strings.Join(extra, ", ") + ")"
 	}
 	return s
 }
 
 // ParseRule reads "LIMIT/WINDOW", where WINDOW is a time.ParseDuration string ("60/1m",
-// "5000/24h", "10/1.5s"). The rule it returns has the default granularity and no margin; the
-// error wraps ErrInvalidRule.
+// "5000/24h", "10/90s"). The rule it returns has the default granularity (1 s, so the window
+// must be whole seconds), no margin and no headroom; the error wraps ErrInvalidRule.
 func ParseRule(s string) (Rule, error) {
 	limit, window, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {

@@ -10,7 +10,7 @@ import (
 var ErrInvalidBurst = errors.New("burst must be at least 1")
 
 // ErrBurstTooLarge is wrapped when a burst is larger than a rule's effective limit: such a
-// burst can never fit, so it is refused instead of waiting forever (DESIGN.md §4.5).
+// burst can never fit, so it is refused instead of waiting forever.
 var ErrBurstTooLarge = errors.New("burst exceeds limit")
 
 // ErrNoRules is returned by New when it is given no rule.
@@ -46,7 +46,7 @@ type Algorithm interface {
 	Name() string
 	// CounterID names the counter rule r is kept in. Rules with equal IDs share one counter,
 	// so one request counts once in it even when two strategies layer the same window on a
-	// key (DESIGN.md §4.7). Stores use the ID as part of the state's address.
+	// key. Stores use the ID as part of the state's address.
 	CounterID(r Rule) string
 	// NewCounter returns an empty counter for r.
 	NewCounter(r Rule) Counter
@@ -180,7 +180,7 @@ func (s *Strategy) Record(cs []Counter, now time.Time, n int) {
 }
 
 // Release takes back n requests recorded at instant at, once from each counter: the slots of a
-// reservation that were not used (DESIGN.md §5, in the spirit of x/time/rate's
+// reservation that were not used (in the spirit of x/time/rate's
 // Reservation.Cancel).
 func (s *Strategy) Release(cs []Counter, at time.Time, n int) {
 	for _, c := range cs {
@@ -200,7 +200,7 @@ func (s *Strategy) Wait(cs []Counter, now time.Time, n int) time.Duration {
 }
 
 // Reserve records n at now if the burst fits in every rule now, and otherwise records
-// nothing and says how long until it fits. It is the pacing primitive (DESIGN.md §5); the store
+// nothing and says how long until it fits. It is the pacing primitive; the store
 // makes it atomic. Errors are CheckBurst's.
 func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
 	if err := s.CheckBurst(n); err != nil {

@@ -10,7 +10,7 @@
 //
 //	go run ./xero_example                  # 3 tenants × 150 requests, 10× faster than Xero
 //	go run ./xero_example -scale 1         # Xero's real rates (about two minutes)
-//	go run ./xero_example -base-url https://api.xero.com -token "$TOKEN" -tenant-ids ID1,ID2
+//	go run ./xero_example -base-url https://api.xero.com -token "$TOKEN" -tenant-ids ID1,ID2 -scale 1
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -45,11 +46,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var window, ids string
 	fs := flag.NewFlagSet("xero_example", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Float64Var(&c.scale, "scale", 10, "time compression: 10 runs Xero's 60 per 60 s as 60 per 6 s; 1 is real time")
+	fs.Float64Var(&c.scale, "scale", 10, "time compression, 1 to 100: 10 runs Xero's 60 per 60 s as 60 per 6 s; 1 is real time")
 	fs.IntVar(&c.tenants, "tenants", 3, "number of tenants (local upstream)")
 	fs.IntVar(&c.requests, "requests", 150, "requests per tenant (more than the minute limit, so pacing shows)")
 	fs.IntVar(&c.burst, "burst", 10, "requests sent back to back after each wait (1..60)")
-	fs.DurationVar(&c.margin, "margin", time.Second, "safety margin added to every window, in Xero time: the upstream counts a request a moment after we record it")
+	fs.DurationVar(&c.margin, "margin", time.Second, "safety margin added to every window, in Xero time (never less than 10ms of real time): the upstream counts a request a moment after we record it")
 	fs.StringVar(&window, "upstream-window", "rolling", "how the local upstream counts the minute: rolling (strict) or fixed (aligned windows)")
 	fs.DurationVar(&c.progress, "progress", time.Second, "progress print interval, real time (0 turns it off)")
 	fs.StringVar(&c.baseURL, "base-url", "", "a real API base URL (e.g. https://api.xero.com) instead of the local upstream")
@@ -58,6 +59,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&ids, "tenant-ids", "", "comma-separated tenant ids for -base-url")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q: every setting is a flag (see -h)", fs.Arg(0))
 	}
 	switch window {
 	case "rolling":
@@ -74,8 +78,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	switch {
-	case c.scale <= 0 || c.scale > 1000:
-		return c, fmt.Errorf("-scale %v: want a number in (0, 1000]", c.scale)
+	case !(c.scale >= 1 && c.scale <= 100): // also refuses NaN
+		return c, fmt.Errorf("-scale %v: want a number from 1 to 100", c.scale)
+	case c.progress < 0:
+		return c, fmt.Errorf("-progress %v: want a positive interval, or 0 to turn progress off", c.progress)
+	case c.baseURL == "" && ids != "":
+		return c, errors.New("-tenant-ids goes with -base-url; the local upstream uses -tenants")
 	case c.tenants < 1 && c.baseURL == "":
 		return c, fmt.Errorf("-tenants %d: want at least 1", c.tenants)
 	case c.requests < 1:
@@ -88,6 +96,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-base-url needs -token (or $XERO_TOKEN) and -tenant-ids")
 	case c.baseURL != "" && c.scale != 1:
 		return c, errors.New("-base-url talks to a real API: use -scale 1")
+	}
+	if c.baseURL != "" {
+		u, err := url.Parse(c.baseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("-base-url %q: want an http or https URL such as https://api.xero.com", c.baseURL)
+		}
 	}
 	return c, nil
 }
@@ -108,7 +122,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "xero_example:", err)
 		os.Exit(1)
 	}
-	if sum.tooMany > 0 {
+	if sum.tooMany > 0 || sum.failed > 0 {
 		os.Exit(1)
 	}
 }

@@ -101,6 +101,8 @@ func TestFlags(t *testing.T) {
 		{"-upstream-window", "sliding"}, {"-margin", "-1s"},
 		{"-base-url", "https://api.xero.com", "-scale", "1"},
 		{"-base-url", "https://api.xero.com", "-token", "t", "-tenant-ids", "x"},
+		{"-scale", "NaN"}, {"-scale", "101"}, {"-progress", "-1s"}, {"-tenant-ids", "x"}, {"stray"},
+		{"-base-url", "ftp://x", "-token", "t", "-tenant-ids", "a", "-scale", "1"},
 	}
 	for _, args := range bad {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
@@ -110,5 +112,26 @@ func TestFlags(t *testing.T) {
 	c, err := parseFlags([]string{"-base-url", "https://api.xero.com", "-token", "t", "-tenant-ids", "x, y", "-scale", "1"}, &bytes.Buffer{})
 	if err != nil || len(c.tenantIDs) != 2 || c.tenantIDs[1] != "y" {
 		t.Errorf("real API flags: %+v %v", c, err)
+	}
+}
+
+// TestRunReportsFailures: requests that fail are counted and the first cause is shown.
+func TestRunReportsFailures(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no token", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	cfg, err := parseFlags([]string{"-base-url", srv.URL, "-token", "t", "-tenant-ids", "a", "-scale", "1",
+		"-requests", "3", "-progress", "0"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sum, err := run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.failed != 3 || !strings.Contains(out.String(), "first failure   a: HTTP 401 Unauthorized") {
+		t.Errorf("failed %d, output:\n%s", sum.failed, out.String())
 	}
 }

@@ -25,11 +25,13 @@ type tenantRun struct {
 	failed    int
 	waitUntil time.Time // zero when not waiting
 	done      time.Time
+	firstFail string
 }
 
 // summary is what a run measured.
 type summary struct {
 	sent, tooMany, failed int
+	firstFailure          string // what the first failed request met
 	elapsed               time.Duration
 	minimum               time.Duration  // least time the minute limit allows for the requests
 	peaks                 map[string]int // local upstream only: most calls per minute window
@@ -45,10 +47,16 @@ type timing struct {
 	margin time.Duration
 }
 
+// minRealMargin is the least margin in real time, whatever the scale: the time from recording
+// a request to the upstream counting it (a new connection, a busy scheduler) does not shrink
+// when the run's clock is compressed.
+const minRealMargin = 10 * time.Millisecond
+
 func newTiming(scale float64, margin time.Duration) timing {
 	g := time.Duration(float64(100*time.Millisecond) / scale)
 	// Windows are whole multiples of g, as rules require; the margin is rounded up to one.
-	steps := time.Duration(math.Ceil(float64(margin) / float64(100*time.Millisecond)))
+	real := max(time.Duration(float64(margin)/scale), minRealMargin)
+	steps := time.Duration(math.Ceil(float64(real) / float64(g)))
 	return timing{scale: scale, g: g, minute: 600 * g, day: 864_000 * g, margin: steps * g}
 }
 
@@ -90,11 +98,15 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 			kind = "fixed"
 		}
 		fmt.Fprintf(out, "local Xero upstream on %s: 60 per %v per tenant (%s window), 5000 per %v, 10000 per %v per app\n",
-			base, tm.minute, kind, tm.day, tm.minute)
+			base, tm.minute.Round(time.Millisecond), kind, tm.day.Round(time.Millisecond), tm.minute.Round(time.Millisecond))
 	}
-	fmt.Fprintf(out, "time scale %g×: Xero's minute is %v here; margin %v on each window\n", cfg.scale, tm.minute, tm.margin)
+	fmt.Fprintf(out, "time scale %g×: Xero's minute is %v here; margin %v on each window\n",
+		cfg.scale, tm.minute.Round(time.Millisecond), tm.margin.Round(time.Microsecond))
 
 	baseTransport := http.DefaultTransport.(*http.Transport).Clone()
+	// One kept-alive connection per request in flight: opening connections mid-run adds
+	// latency between recording a request and the upstream counting it.
+	baseTransport.MaxIdleConnsPerHost = 64
 	defer baseTransport.CloseIdleConnections()
 	tr, err := ratemonitor.New(baseTransport,
 		ratemonitor.WithRules(tm.rules()...),
@@ -126,10 +138,17 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		sum.sent += r.sent
 		sum.tooMany += r.tooMany
 		sum.failed += r.failed
+		if sum.firstFailure == "" && r.firstFail != "" {
+			sum.firstFailure = r.id + ": " + r.firstFail
+		}
 	}
 	sum.minimum = time.Duration((cfg.requests-1)/xeroMinuteLimit) * tm.minute
 	if up != nil {
 		_, _, sum.peaks = up.stats()
+	}
+	if err := ctx.Err(); err != nil {
+		fmt.Fprintf(out, "\ninterrupted after %v: %d requests sent, %d × 429\n", sum.elapsed.Round(time.Millisecond), sum.sent, sum.tooMany)
+		return sum, err
 	}
 	printSummary(ctx, out, cfg, tm, tr, sum)
 	return sum, errors.Join(errs...)
@@ -162,10 +181,16 @@ func paceTenant(ctx context.Context, cfg config, tr *ratemonitor.Transport, clie
 			switch {
 			case err != nil:
 				r.failed++
+				if r.firstFail == "" {
+					r.firstFail = err.Error()
+				}
 			case status == http.StatusTooManyRequests:
 				r.tooMany++
 			case status >= 300:
 				r.failed++
+				if r.firstFail == "" {
+					r.firstFail = "HTTP " + strconv.Itoa(status) + " " + http.StatusText(status)
+				}
 			}
 			mu.Unlock()
 			if ctx.Err() != nil {
@@ -231,7 +256,7 @@ func progress(ctx context.Context, cfg config, tm timing, out io.Writer, mu *syn
 				case !r.waitUntil.IsZero():
 					state = "waiting " + r.waitUntil.Sub(now).Round(10*time.Millisecond).String()
 				}
-				fmt.Fprintf(&b, "  %s %d/%d %s", r.id, r.sent, cfg.requests, state)
+				fmt.Fprintf(&b, "  %s sent %d/%d, %s", r.id, r.sent, cfg.requests, state)
 				if r.tooMany > 0 {
 					fmt.Fprintf(&b, " 429×%d", r.tooMany)
 				}
@@ -245,9 +270,12 @@ func progress(ctx context.Context, cfg config, tm timing, out io.Writer, mu *syn
 
 func printSummary(ctx context.Context, out io.Writer, cfg config, tm timing, tr *ratemonitor.Transport, s summary) {
 	fmt.Fprintf(out, "\nsummary\n")
-	fmt.Fprintf(out, "  requests sent   %d (%d tenants × %d, bursts of %d)\n", s.sent, len(s.tenants), cfg.requests, cfg.burst)
+	fmt.Fprintf(out, "  requests sent   %d (%d tenants × %d, bursts of %d)\n", s.sent, len(s.tenants), cfg.requests, min(cfg.burst, cfg.requests))
 	fmt.Fprintf(out, "  429s received   %d\n", s.tooMany)
 	fmt.Fprintf(out, "  other failures  %d\n", s.failed)
+	if s.firstFailure != "" {
+		fmt.Fprintf(out, "  first failure   %s\n", s.firstFailure)
+	}
 	fmt.Fprintf(out, "  elapsed         %v (%v in Xero time)\n", s.elapsed.Round(time.Millisecond), tm.xero(s.elapsed))
 	if s.minimum > 0 {
 		fmt.Fprintf(out, "  minimum         %v: %d requests at 60 per window cannot finish sooner\n", s.minimum.Round(time.Millisecond), cfg.requests)
