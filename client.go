@@ -15,6 +15,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
@@ -70,6 +71,7 @@ type Transport struct {
 	logger   *slog.Logger
 	pacing   bool
 	pacer    pacer
+	clockSet bool
 }
 
 // Option configures New.
@@ -97,15 +99,29 @@ func WithStrategy(s *strategy.Strategy) Option {
 }
 
 // WithStore sets where counts live. Without it, New makes a cache.Memory store with the
-// Transport's clock, and Close closes it; a store given here is the caller's to close.
+// Transport's clock, and Close closes it; a store given here is the caller's to close. A store
+// with a clock of its own (cache.Clocked, such as cache.Memory) is the Transport's clock too.
 func WithStore(s cache.Store) Option {
 	return func(t *Transport) error {
-		if s == nil {
+		if s == nil || isNilPointer(s) {
 			return errors.New("ratemonitor: WithStore(nil)")
 		}
 		t.store = s
 		return nil
 	}
+}
+
+// sameClock compares clocks without panicking on a clock type that is not comparable.
+func sameClock(a, b clock.Clock) bool {
+	if reflect.TypeOf(a) != reflect.TypeOf(b) || !reflect.TypeOf(a).Comparable() {
+		return false
+	}
+	return a == b
+}
+
+func isNilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 // WithKeyFunc sets how a request's key is found when its context carries none (see WithKey).
@@ -120,13 +136,15 @@ func WithKeyFunc(f KeyFunc) Option {
 	}
 }
 
-// WithClock sets the clock instants are read from (default clock.Real(), the monotonic clock).
+// WithClock sets the clock the Transport sleeps on and its default memory store reads instants
+// from (default clock.Real(), the monotonic clock). With WithStore, give the clock to the store
+// instead (cache.MemoryConfig.Clock): New refuses two different clocks.
 func WithClock(c clock.Clock) Option {
 	return func(t *Transport) error {
-		if c == nil {
+		if c == nil || isNilPointer(c) {
 			return errors.New("ratemonitor: WithClock(nil)")
 		}
-		t.clock = c
+		t.clock, t.clockSet = c, true
 		return nil
 	}
 }
@@ -169,13 +187,22 @@ func WithLogger(l *slog.Logger) Option {
 func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	t := &Transport{base: base, keyFunc: KeyByHost, clock: clock.Real(), logger: slog.Default()}
 	t.pacer.seed = maphash.MakeSeed()
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("ratemonitor: option %d is nil", i)
+		}
 		if err := o(t); err != nil {
 			return nil, err
 		}
 	}
 	if t.strat == nil {
 		return nil, errors.New("ratemonitor: New needs WithRules or WithStrategy")
+	}
+	if c, ok := t.store.(cache.Clocked); ok {
+		if t.clockSet && !sameClock(c.Clock(), t.clock) {
+			return nil, errors.New("ratemonitor: WithClock and the store's clock differ; give the clock to the store only (cache.MemoryConfig.Clock)")
+		}
+		t.clock = c.Clock()
 	}
 	if t.store == nil {
 		m, err := cache.NewMemory(cache.MemoryConfig{Clock: t.clock, Logger: t.logger})
@@ -235,7 +262,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var err error
 	if t.pacing {
 		_, err = t.acquire(ctx, key, 1)
-	} else if err = t.store.Record(ctx, t.strat, key, t.clock.Now(), 1); err != nil {
+	} else if err = t.store.Record(ctx, t.strat, key, 1); err != nil {
 		err = &StoreError{Key: key, Err: err}
 	}
 	if err != nil {
@@ -273,7 +300,7 @@ func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.
 	if t.strat == nil {
 		return nil, ErrNotConfigured
 	}
-	snap, err := t.store.Peek(ctx, t.strat, key, t.clock.Now(), 0)
+	snap, err := t.store.Peek(ctx, t.strat, key, 0)
 	return snap.Usage, err
 }
 
@@ -289,7 +316,7 @@ func (t *Transport) WaitTime(ctx context.Context, key string, burst int) (time.D
 	if err := t.strat.CheckBurst(burst); err != nil {
 		return 0, err
 	}
-	snap, err := t.store.Peek(ctx, t.strat, key, t.clock.Now(), burst)
+	snap, err := t.store.Peek(ctx, t.strat, key, burst)
 	return snap.Wait, err
 }
 
@@ -303,12 +330,16 @@ func (t *Transport) WaitSeconds(ctx context.Context, key string, burst int) (int
 	return int((d + time.Second - 1) / time.Second), nil
 }
 
-// Wait sleeps until a burst of burst requests under key fits in every rule, then returns nil.
+// Wait sleeps until a burst of burst requests under key fits in every rule, then returns nil;
+// a ctx already done returns its error at once.
 // It does not reserve the slots: another sender on the same key can take them between Wait and
 // the send. When ctx has a deadline that the needed wait would pass, Wait returns at once with
 // an error wrapping context.DeadlineExceeded; when ctx is cancelled while waiting it returns
 // ctx.Err() promptly. Burst errors are WaitTime's. It leaves no timer or goroutine behind.
 func (t *Transport) Wait(ctx context.Context, key string, burst int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	for {
 		d, err := t.WaitTime(ctx, key, burst)
 		if err != nil || d == 0 {

@@ -357,3 +357,43 @@ func TestZeroTransport(t *testing.T) {
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+func TestBadOptions(t *testing.T) {
+	if _, err := New(nil, WithRules(minute), nil); err == nil || !strings.Contains(err.Error(), "option 1 is nil") {
+		t.Errorf("nil option: %v", err)
+	}
+	var m *cache.Memory
+	if _, err := New(nil, WithRules(minute), WithStore(m)); err == nil {
+		t.Error("typed nil store accepted")
+	}
+	store, err := cache.NewMemory(cache.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := New(nil, WithRules(minute), WithStore(store), WithClock(clock.NewManual(t0))); err == nil {
+		t.Error("a manual Transport clock over a real-clock store was accepted")
+	}
+	// A store's clock is the Transport's clock.
+	clk := clock.NewManual(t0)
+	shared, _ := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	defer shared.Close()
+	tr := newTransport(t, &recorder{resp: &http.Response{}}, WithRules(minute), WithStore(shared))
+	for range 60 {
+		req, _ := http.NewRequest(http.MethodGet, "https://a.example/", nil)
+		tr.RoundTrip(req)
+	}
+	clk.Advance(15 * time.Second)
+	if d, _ := tr.WaitTime(context.Background(), "a.example", 1); d != 45*time.Second {
+		t.Errorf("wait on the store's clock = %v, want 45s", d)
+	}
+}
+
+func TestWaitCancelledContext(t *testing.T) {
+	tr := newTransport(t, nil, WithRules(minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := tr.Wait(ctx, "k", 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait with a cancelled context and room: %v", err)
+	}
+}

@@ -71,7 +71,7 @@ func (t *Transport) acquire(ctx context.Context, key string, n int) (strategy.Re
 	if q == nil {
 		// Nobody waits on this key: try at once, without queueing.
 		sh.mu.Unlock()
-		res, err := t.store.Reserve(ctx, t.strat, key, t.clock.Now(), n)
+		res, err := t.store.Reserve(ctx, t.strat, key, n)
 		if err != nil {
 			return res, &StoreError{Key: key, Err: err}
 		}
@@ -113,7 +113,7 @@ func (t *Transport) acquire(ctx context.Context, key string, n int) (strategy.Re
 		}
 	}
 	for {
-		res, err := t.store.Reserve(ctx, t.strat, key, t.clock.Now(), n)
+		res, err := t.store.Reserve(ctx, t.strat, key, n)
 		if err != nil {
 			return res, &StoreError{Key: key, Err: err}
 		}
@@ -154,7 +154,7 @@ func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead
 	if _, ok := ctx.Deadline(); !ok {
 		return nil
 	}
-	snap, err := t.store.Peek(ctx, t.strat, key, t.clock.Now(), min(n+ahead, t.strat.MaxBurst()))
+	snap, err := t.store.Peek(ctx, t.strat, key, min(n+ahead, t.strat.MaxBurst()))
 	if err != nil {
 		return nil // the head's own reserve will report the store's state
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -15,7 +14,6 @@ import (
 func BenchmarkMemory(b *testing.B) {
 	s := mustStrategy(b, strategy.Rule{Limit: 1 << 30, Window: time.Minute},
 		strategy.Rule{Limit: 1 << 30, Window: 24 * time.Hour, Granularity: time.Minute})
-	clk := clock.Real()
 	for _, keys := range []int{1, 10_000} {
 		names := make([]string, keys)
 		for i := range names {
@@ -30,7 +28,7 @@ func BenchmarkMemory(b *testing.B) {
 				defer m.Close()
 				ctx := context.Background()
 				for _, k := range names {
-					m.Record(ctx, s, k, clk.Now(), 1)
+					m.Record(ctx, s, k, 1)
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -41,9 +39,9 @@ func BenchmarkMemory(b *testing.B) {
 						k := names[i%keys]
 						i += 7
 						if op == "record" {
-							err = m.Record(ctx, s, k, clk.Now(), 1)
+							err = m.Record(ctx, s, k, 1)
 						} else {
-							_, err = m.Reserve(ctx, s, k, clk.Now(), 1)
+							_, err = m.Reserve(ctx, s, k, 1)
 						}
 					}
 					if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,14 +31,16 @@ const entryOverhead = 160
 // MemoryConfig configures NewMemory. Its zero value gives the defaults.
 type MemoryConfig struct {
 	// MaxCost bounds the memory held for keys' state, in approximate bytes (default 64 MiB).
-	// A key with one minute rule at 1 s granularity costs a few hundred bytes to ~1.7 KiB.
+	// A key with one minute rule at 1 s granularity costs a few hundred bytes to ~1.7 KiB; a
+	// rule's state never exceeds (W/g + 1) × 24 bytes. The bound is enforced as keys are
+	// admitted: one key whose state grows can pass it until the next key is admitted.
 	MaxCost int64
 	// MaxKeys is how many keys are expected to be live at once (default 100 000); ristretto
 	// tracks the access frequency of ten times as many.
 	MaxKeys int64
-	// Clock is consulted when ristretto evicts a key, to decide whether the state it drops
-	// still counted. Give the store the clock its callers pass instants from (default
-	// clock.Real()).
+	// Clock is what every operation reads its instant from, under the key's lock, and what
+	// decides whether evicted state still counted (default clock.Real()). A Transport over
+	// this store sleeps on the same clock.
 	Clock clock.Clock
 	// OnEvictLive is called when state that still counted had to be evicted to stay within
 	// MaxCost: that key's counts restart from zero, so its usage is under-reported until its
@@ -103,8 +106,8 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = DefaultMaxKeys
 	}
-	if cfg.MaxCost < 0 || cfg.MaxKeys < 0 {
-		return nil, fmt.Errorf("ratemonitor: memory store: MaxCost %d and MaxKeys %d must not be negative", cfg.MaxCost, cfg.MaxKeys)
+	if cfg.MaxCost < 0 || cfg.MaxKeys < 0 || cfg.MaxKeys > 1<<40 {
+		return nil, fmt.Errorf("ratemonitor: memory store: MaxCost %d must not be negative, and MaxKeys %d must be from 0 (the default) to 2^40", cfg.MaxCost, cfg.MaxKeys)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
@@ -129,61 +132,56 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 }
 
 // Record implements Store.
-func (m *Memory) Record(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) error {
-	return m.do(ctx, s, key, now, func(cs []strategy.Counter) { s.Record(cs, now, n) })
+func (m *Memory) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	if err := checkCount(n); err != nil {
+		return err
+	}
+	return m.do(ctx, s, key, true, func(cs []strategy.Counter, now time.Time) { s.Record(cs, now, n) })
 }
 
 // Reserve implements Store.
-func (m *Memory) Reserve(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) (strategy.Result, error) {
+func (m *Memory) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
 	if s != nil {
 		if err := s.CheckBurst(n); err != nil {
 			return strategy.Result{}, err
 		}
 	}
 	var res strategy.Result
-	err := m.do(ctx, s, key, now, func(cs []strategy.Counter) { res, _ = s.Reserve(cs, now, n) })
+	err := m.do(ctx, s, key, true, func(cs []strategy.Counter, now time.Time) { res, _ = s.Reserve(cs, now, n) })
 	return res, err
 }
 
 // Release implements Store.
 func (m *Memory) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
-	if n < 1 {
-		return nil
+	if err := checkCount(n); err != nil {
+		return err
 	}
-	return m.do(ctx, s, key, at, func(cs []strategy.Counter) { s.Release(cs, at, n) })
+	return m.do(ctx, s, key, false, func(cs []strategy.Counter, _ time.Time) { s.Release(cs, at, n) })
 }
 
-// Peek implements Store.
-func (m *Memory) Peek(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) (strategy.Snapshot, error) {
+// Peek implements Store. A key with no state is answered from empty counters, without admitting
+// it.
+func (m *Memory) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
 	if s != nil && n != 0 {
 		if err := s.CheckBurst(n); err != nil {
 			return strategy.Snapshot{}, err
 		}
 	}
 	var snap strategy.Snapshot
-	peek := func(cs []strategy.Counter) { snap, _ = s.Peek(cs, now, n) }
-	if s != nil && !m.closed.Load() {
-		if _, ok := m.get(ctx, key); !ok {
-			// Nothing recorded: answer from empty counters rather than admit a key for a read.
-			cs := make([]strategy.Counter, s.Slots())
-			for j := range cs {
-				cs[j] = s.NewCounter(j)
-			}
-			peek(cs)
-			return snap, nil
-		}
-	}
-	err := m.do(ctx, s, key, now, peek)
+	err := m.do(ctx, s, key, false, func(cs []strategy.Counter, now time.Time) { snap, _ = s.Peek(cs, now, n) })
 	return snap, err
 }
+
+// Clock returns the clock the store reads instants from (MemoryConfig.Clock).
+func (m *Memory) Clock() clock.Clock { return m.clock }
 
 // Stats returns the counts of live evictions and rejected keys so far.
 func (m *Memory) Stats() MemoryStats {
 	return MemoryStats{EvictedLive: m.evictedLive.Load(), Rejected: m.rejected.Load()}
 }
 
-// Close stops ristretto's goroutines and drops all state. It is safe to call more than once;
-// operations after Close return ErrClosed.
+// Close stops ristretto's goroutines and drops all state, after the operations under way have
+// finished. It is safe to call more than once; operations after Close return ErrClosed.
 func (m *Memory) Close() error {
 	if m.closed.Swap(true) {
 		return nil
@@ -194,19 +192,35 @@ func (m *Memory) Close() error {
 	return nil
 }
 
-// do runs fn on the counters of key's slots under s, with the key's lock held.
-func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, now time.Time, fn func([]strategy.Counter)) error {
+// do runs fn on the counters of key's slots under s, with the key's lock held and the instant
+// read from the store's clock under that lock. A key with no state is admitted when write is
+// set, and otherwise answered from empty counters.
+func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, write bool, fn func([]strategy.Counter, time.Time)) error {
 	if s == nil {
 		return errors.New("ratemonitor: memory store: nil strategy")
 	}
+	// ristretto's channels panic once it is closed: every call into it runs under life.
+	m.life.RLock()
+	defer m.life.RUnlock()
 	if m.closed.Load() {
 		return ErrClosed
 	}
 	var stale *entry
 	for range 3 {
-		e, err := m.lookup(ctx, s, key, now, stale)
-		if err != nil {
-			return err
+		e, ok := m.get(ctx, key)
+		if !ok || e == stale {
+			if !write {
+				cs := make([]strategy.Counter, s.Slots())
+				for j := range cs {
+					cs[j] = s.NewCounter(j)
+				}
+				fn(cs, m.clock.Now())
+				return nil
+			}
+			var err error
+			if e, err = m.admit(ctx, s, key, stale); err != nil {
+				return err
+			}
 		}
 		e.mu.Lock()
 		if e.evicted {
@@ -214,38 +228,30 @@ func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, now t
 			stale = e
 			continue
 		}
-		fn(e.countersFor(s))
+		now := m.clock.Now()
+		fn(e.countersFor(s), now)
 		cost, ttl, refresh := e.maintain(s, now)
 		e.mu.Unlock()
 		if refresh {
-			m.set(ctx, e, cost, ttl)
+			m.refresh(ctx, e, cost, ttl)
 		}
 		return nil
 	}
 	return fmt.Errorf("ratemonitor: memory store: the state of key %q was evicted three times while being updated; raise MaxCost", key)
 }
 
-// lookup returns key's entry, admitting a new one when there is none or only stale is there.
-func (m *Memory) lookup(ctx context.Context, s *strategy.Strategy, key string, now time.Time, stale *entry) (*entry, error) {
-	if stale == nil {
-		if e, ok := m.get(ctx, key); ok {
-			return e, nil
-		}
-	}
+// admit puts a new entry for key in the cache, unless another caller has meanwhile put one
+// other than stale there, and returns the entry in the cache.
+func (m *Memory) admit(ctx context.Context, s *strategy.Strategy, key string, stale *entry) (*entry, error) {
 	mu := &m.insert[maphash.String(m.seed, key)%uint64(len(m.insert))]
 	mu.Lock()
 	defer mu.Unlock()
 	if e, ok := m.get(ctx, key); ok && e != stale {
-		return e, nil // admitted by another caller meanwhile
-	}
-	m.life.RLock()
-	defer m.life.RUnlock()
-	if m.closed.Load() {
-		return nil, ErrClosed
+		return e, nil
 	}
 	e := &entry{key: key, cost: entryOverhead + len(key)}
 	ttl := slack(s)
-	e.ttlUntil = now.UnixNano() + int64(ttl)
+	e.ttlUntil = m.clock.Now().UnixNano() + int64(ttl)
 	opts := []gocachestore.Option{gocachestore.WithCost(int64(e.cost)), gocachestore.WithExpiration(ttl), gocachestore.WithSynchronousSet()}
 	if err := m.store.Set(ctx, key, e, opts...); err != nil {
 		// ristretto drops a set when its buffer is full; after a flush there is room.
@@ -272,15 +278,19 @@ func (m *Memory) get(ctx context.Context, key string) (*entry, bool) {
 	return e, ok && e.key == key
 }
 
-// set rewrites e in ristretto with a new cost and TTL (an update in place: not buffered).
-func (m *Memory) set(ctx context.Context, e *entry, cost int, ttl time.Duration) {
-	m.life.RLock()
-	defer m.life.RUnlock()
-	if m.closed.Load() {
-		return
+// refresh rewrites e in ristretto with a new cost and TTL (an update in place: not buffered).
+// If ristretto refuses, the entry is marked for another try on its next update.
+func (m *Memory) refresh(ctx context.Context, e *entry, cost int, ttl time.Duration) {
+	if err := m.store.Set(ctx, e.key, e, gocachestore.WithCost(int64(cost)), gocachestore.WithExpiration(ttl)); err != nil {
+		e.mu.Lock()
+		e.ttlUntil, e.cost = 0, 0
+		e.mu.Unlock()
 	}
-	_ = m.store.Set(ctx, e.key, e, gocachestore.WithCost(int64(cost)), gocachestore.WithExpiration(ttl))
 }
+
+// String keeps fmt (gocache formats values into its errors) from reading the entry's fields
+// without its lock.
+func (e *entry) String() string { return "rate-limit state of key " + strconv.Quote(e.key) }
 
 // evicted is ristretto's OnEvict: it marks the entry so no caller updates it any more, and
 // reports it when it still held counts.
@@ -337,7 +347,11 @@ func (e *entry) maintain(s *strategy.Strategy, now time.Time) (cost int, ttl tim
 	for _, c := range e.counters {
 		cost += c.Cost()
 	}
-	expiry := strategy.Expiry(e.counters).UnixNano()
+	exp := strategy.Expiry(e.counters)
+	expiry := max(exp.UnixNano(), now.UnixNano())
+	if exp.IsZero() {
+		expiry = now.UnixNano() // nothing recorded: keep the entry one slack from now
+	}
 	if cost <= e.cost && expiry <= e.ttlUntil {
 		return 0, 0, false
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
+	"strings"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,9 +45,9 @@ func mustStrategy(t testing.TB, rules ...strategy.Rule) *strategy.Strategy {
 	return s
 }
 
-func used(t testing.TB, st Store, s *strategy.Strategy, key string, now time.Time) []int {
+func used(t testing.TB, st Store, s *strategy.Strategy, key string) []int {
 	t.Helper()
-	snap, err := st.Peek(context.Background(), s, key, now, 0)
+	snap, err := st.Peek(context.Background(), s, key, 0)
 	if err != nil {
 		t.Fatalf("peek %q: %v", key, err)
 	}
@@ -70,7 +72,7 @@ func TestNoLostCounts(t *testing.T) {
 				wg.Go(func() {
 					for i := range each {
 						key := "tenant-" + strconv.Itoa((g*each+i)%keys)
-						if err := m.Record(ctx, s, key, t0.Add(time.Duration(i)*time.Millisecond), 1); err != nil {
+						if err := m.Record(ctx, s, key, 1); err != nil {
 							t.Error(err)
 							return
 						}
@@ -79,9 +81,8 @@ func TestNoLostCounts(t *testing.T) {
 			}
 			wg.Wait()
 			total := 0
-			now := t0.Add(each * time.Millisecond)
 			for k := range keys {
-				u := used(t, m, s, "tenant-"+strconv.Itoa(k), now)
+				u := used(t, m, s, "tenant-"+strconv.Itoa(k))
 				if u[0] != u[1] {
 					t.Fatalf("key %d: hour %d ≠ day %d", k, u[0], u[1])
 				}
@@ -107,20 +108,20 @@ func TestReadAfterWrite(t *testing.T) {
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
 	for i := range 2000 {
 		key := "k" + strconv.Itoa(i)
-		if err := m.Record(context.Background(), s, key, t0, 1); err != nil {
+		if err := m.Record(context.Background(), s, key, 1); err != nil {
 			t.Fatal(err)
 		}
-		if u := used(t, m, s, key, t0); u[0] != 1 {
+		if u := used(t, m, s, key); u[0] != 1 {
 			t.Fatalf("key %s: used %d right after recording, want 1", key, u[0])
 		}
 	}
-	if u := used(t, m, s, "", t0); u[0] != 0 {
+	if u := used(t, m, s, ""); u[0] != 0 {
 		t.Fatalf("empty key used %d", u[0])
 	}
-	if err := m.Record(context.Background(), s, "", t0, 2); err != nil {
+	if err := m.Record(context.Background(), s, "", 2); err != nil {
 		t.Fatal(err)
 	}
-	if u := used(t, m, s, "", t0); u[0] != 2 {
+	if u := used(t, m, s, ""); u[0] != 2 {
 		t.Fatalf("the empty key is a key like any other: used %d, want 2", u[0])
 	}
 }
@@ -134,7 +135,7 @@ func TestReserveAtomic(t *testing.T) {
 	for range 32 {
 		wg.Go(func() {
 			for range 100 {
-				res, err := m.Reserve(context.Background(), s, "k", t0, 1)
+				res, err := m.Reserve(context.Background(), s, "k", 1)
 				if err != nil {
 					t.Error(err)
 					return
@@ -152,10 +153,10 @@ func TestReserveAtomic(t *testing.T) {
 	if allowed.Load() != 1000 {
 		t.Errorf("allowed %d, want exactly 1000", allowed.Load())
 	}
-	if u := used(t, m, s, "k", t0); u[0] != 1000 || u[1] != 1000 {
+	if u := used(t, m, s, "k"); u[0] != 1000 || u[1] != 1000 {
 		t.Errorf("used %v, want [1000 1000]", u)
 	}
-	if _, err := m.Reserve(context.Background(), s, "k", t0, 1001); !errors.Is(err, strategy.ErrBurstTooLarge) {
+	if _, err := m.Reserve(context.Background(), s, "k", 1001); !errors.Is(err, strategy.ErrBurstTooLarge) {
 		t.Errorf("reserve 1001: %v", err)
 	}
 }
@@ -167,12 +168,12 @@ func TestSharedCounters(t *testing.T) {
 	a := mustStrategy(t, minute)
 	b := mustStrategy(t, minute, strategy.Rule{Limit: 5000, Window: 24 * time.Hour})
 	ctx := context.Background()
-	_ = m.Record(ctx, a, "t", t0, 10)
-	_ = m.Record(ctx, b, "t", t0, 5)
-	if u := used(t, m, a, "t", t0); u[0] != 15 {
+	_ = m.Record(ctx, a, "t", 10)
+	_ = m.Record(ctx, b, "t", 5)
+	if u := used(t, m, a, "t"); u[0] != 15 {
 		t.Errorf("minute seen by a: %d, want 15", u[0])
 	}
-	if u := used(t, m, b, "t", t0); u[0] != 15 || u[1] != 5 {
+	if u := used(t, m, b, "t"); u[0] != 15 || u[1] != 5 {
 		t.Errorf("b sees %v, want [15 5]: the day rule counts only b's requests, once", u)
 	}
 }
@@ -192,7 +193,7 @@ func TestEvictionIsNeverSilent(t *testing.T) {
 	const keys = 2000
 	for i := range keys {
 		key := "k" + strconv.Itoa(i)
-		err := m.Record(context.Background(), s, key, t0, 1)
+		err := m.Record(context.Background(), s, key, 1)
 		if errors.Is(err, ErrFull) {
 			refused[key] = true
 		} else if err != nil {
@@ -206,7 +207,7 @@ func TestEvictionIsNeverSilent(t *testing.T) {
 	counted := 0
 	for i := range keys {
 		key := "k" + strconv.Itoa(i)
-		u := used(t, m, s, key, t0)[0]
+		u := used(t, m, s, key)[0]
 		switch {
 		case u == 1:
 			counted++
@@ -233,7 +234,7 @@ func TestExpiredStateIsNotReported(t *testing.T) {
 	for i := range 2000 {
 		at := t0.Add(time.Duration(i) * time.Minute) // each key's state is dead before the next is written
 		clk.Set(at)
-		err := m.Record(context.Background(), s, "k"+strconv.Itoa(i), at, 1)
+		err := m.Record(context.Background(), s, "k"+strconv.Itoa(i), 1)
 		if err != nil && !errors.Is(err, ErrFull) {
 			t.Fatal(err)
 		}
@@ -256,13 +257,13 @@ func TestClosed(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal("second Close:", err)
 	}
-	if err := m.Record(context.Background(), s, "k", t0, 1); !errors.Is(err, ErrClosed) {
+	if err := m.Record(context.Background(), s, "k", 1); !errors.Is(err, ErrClosed) {
 		t.Errorf("Record after Close: %v", err)
 	}
-	if _, err := m.Peek(context.Background(), s, "k", t0, 1); !errors.Is(err, ErrClosed) {
+	if _, err := m.Peek(context.Background(), s, "k", 1); !errors.Is(err, ErrClosed) {
 		t.Errorf("Peek after Close: %v", err)
 	}
-	if _, err := m.Reserve(context.Background(), nil, "k", t0, 1); err == nil {
+	if _, err := m.Reserve(context.Background(), nil, "k", 1); err == nil {
 		t.Error("nil strategy accepted")
 	}
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -280,7 +281,7 @@ func TestCloseDuringUse(t *testing.T) {
 		for g := range 8 {
 			wg.Go(func() {
 				for i := range 500 {
-					err := m.Record(context.Background(), s, strconv.Itoa(g*1000+i), t0, 1)
+					err := m.Record(context.Background(), s, strconv.Itoa(g*1000+i), 1)
 					if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFull) {
 						t.Error(err)
 						return
@@ -297,5 +298,100 @@ func TestCloseDuringUse(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	if _, err := NewMemory(MemoryConfig{MaxCost: -1}); err == nil {
 		t.Error("negative MaxCost accepted")
+	}
+}
+
+// TestPeekRacesFirstRecord: reads that land between a key's admission and its first count
+// must not race with it (gocache formats the stored value into its errors).
+func TestPeekRacesFirstRecord(t *testing.T) {
+	m := newMemory(t, MemoryConfig{})
+	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
+	ctx := context.Background()
+	for k := range 300 {
+		key := "tenant-" + strconv.Itoa(k)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			if err := m.Record(ctx, s, key, 1); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Go(func() {
+			<-start
+			for range 200 {
+				if snap, _ := m.Peek(ctx, s, key, 1); snap.Usage[0].Used > 0 {
+					return
+				}
+			}
+		})
+		close(start)
+		wg.Wait()
+		if u := used(t, m, s, key); u[0] != 1 {
+			t.Fatalf("%s: used %d, want 1", key, u[0])
+		}
+	}
+}
+
+// TestReserveNeverOvershootsRealClock: goroutines reserving on the real clock. The instants the
+// store granted (Result.At) must never put more than the limit in any window: the store reads
+// the clock under the key's lock, so a caller that lost the race for the lock cannot be judged
+// at an instant earlier than one already applied.
+func TestReserveNeverOvershootsRealClock(t *testing.T) {
+	const limit, window = 20, 100 * time.Millisecond
+	m := newMemory(t, MemoryConfig{Clock: clock.Real()})
+	s := mustStrategy(t, strategy.Rule{Limit: limit, Window: window, Granularity: 10 * time.Millisecond})
+	var mu sync.Mutex
+	var granted []time.Time
+	deadline := time.Now().Add(500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				res, err := m.Reserve(context.Background(), s, "k", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					mu.Lock()
+					granted = append(granted, res.At)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(granted, func(a, b time.Time) int { return a.Compare(b) })
+	for i := range granted {
+		j := i
+		for j < len(granted) && granted[j].Sub(granted[i]) < window {
+			j++
+		}
+		if j-i > limit {
+			t.Fatalf("%d reservations within %v of %v, limit %d", j-i, window, granted[i], limit)
+		}
+	}
+	if len(granted) < 2*limit {
+		t.Fatalf("only %d reservations in 500 ms at %d per %v", len(granted), limit, window)
+	}
+}
+
+func TestInvalidCounts(t *testing.T) {
+	m := newMemory(t, MemoryConfig{})
+	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
+	for _, n := range []int{0, -5, MaxCount + 1} {
+		if err := m.Record(context.Background(), s, "k", n); !errors.Is(err, ErrInvalidCount) {
+			t.Errorf("Record(%d): %v", n, err)
+		}
+		if err := m.Release(context.Background(), s, "k", t0, n); !errors.Is(err, ErrInvalidCount) {
+			t.Errorf("Release(%d): %v", n, err)
+		}
+	}
+	if u := used(t, m, s, "k"); u[0] != 0 {
+		t.Errorf("invalid counts changed usage to %d", u[0])
+	}
+	if _, err := NewMemory(MemoryConfig{MaxKeys: 1 << 62}); err == nil || !strings.Contains(err.Error(), "MaxKeys") {
+		t.Errorf("huge MaxKeys: %v", err)
 	}
 }

@@ -8,8 +8,10 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -20,26 +22,48 @@ var ErrClosed = errors.New("ratemonitor: store is closed")
 // limit. Nothing was recorded; raise MemoryConfig.MaxCost or lower the number of live keys.
 var ErrFull = errors.New("ratemonitor: memory store is full")
 
+// ErrInvalidCount is wrapped when Record or Release is asked for fewer than 1 or more than
+// MaxCount requests.
+var ErrInvalidCount = errors.New("ratemonitor: request count out of range")
+
+// MaxCount is the most requests one Record or Release may carry.
+const MaxCount = 1 << 31
+
 // Store keeps rate-limit state per key. Implementations are safe for concurrent use, and each
 // method is atomic for its key across all rules of the strategy.
 //
-// now is the caller's instant; a store that has a clock shared by all its users (Redis TIME)
-// uses that instead. A Store keeps one counter per (key, counter ID), so strategies that layer
-// the same window on a key share its count.
+// The store decides the instant an operation happens at, from its clock, while it holds the
+// key: so two callers can never apply their operations in the opposite order to their instants,
+// and a store shared by many processes (Redis TIME) is the clock for all of them. A Store keeps
+// one counter per (key, counter ID), so strategies that layer the same window on a key share
+// its count.
 type Store interface {
-	// Record adds n requests at now under every rule of s, whatever the limits say
-	// (monitoring).
-	Record(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) error
-	// Reserve records a burst of n if it fits every rule of s at now, and otherwise records
+	// Record adds n requests (1 ≤ n ≤ MaxCount) under every rule of s, whatever the limits
+	// say (monitoring).
+	Record(ctx context.Context, s *strategy.Strategy, key string, n int) error
+	// Reserve records a burst of n if it fits every rule of s now, and otherwise records
 	// nothing and returns how long until it fits. Burst errors are strategy.CheckBurst's.
-	Reserve(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) (strategy.Result, error)
-	// Release takes back n requests that a Reserve at instant at recorded and the caller did
-	// not use. at is the instant the reservation was made at (for a store with its own clock,
-	// the one it reported in the Result).
+	Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error)
+	// Release takes back n requests that a Reserve recorded at instant at (its Result.At)
+	// and the caller did not use.
 	Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error
 	// Peek returns usage per rule and the wait for a burst of n (n == 0: usage only) without
 	// recording anything.
-	Peek(ctx context.Context, s *strategy.Strategy, key string, now time.Time, n int) (strategy.Snapshot, error)
+	Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error)
 	// Close releases the store's resources; later calls return ErrClosed.
 	Close() error
+}
+
+// Clocked is implemented by stores whose clock runs in this process (the memory store). A
+// Transport over such a store sleeps on the same clock, so that its waits and the store's
+// instants agree.
+type Clocked interface {
+	Clock() clock.Clock
+}
+
+func checkCount(n int) error {
+	if n < 1 || n > MaxCount {
+		return fmt.Errorf("%w: %d, want 1 to %d", ErrInvalidCount, n, MaxCount)
+	}
+	return nil
 }

@@ -28,6 +28,8 @@ type Log struct {
 	head   int   // index of the oldest bucket in ring
 	size   int   // buckets in use
 	total  int64 // sum of counts of the buckets in use
+	hw     int64 // latest instant seen by any operation (ns); the log's "now"
+	seen   bool  // whether hw is set
 }
 
 // NewLog returns an empty log for a window of w with buckets of width g. w must be a positive
@@ -37,6 +39,16 @@ func NewLog(w, g time.Duration) *Log {
 }
 
 func (l *Log) at(i int) *bucket { return &l.ring[(l.head+i)%len(l.ring)] }
+
+// advance moves the log's time to t if t is later, dropping what stops counting, and returns
+// the log's time: queries are answered there, never in the past.
+func (l *Log) advance(t int64) int64 {
+	if !l.seen || t > l.hw {
+		l.hw, l.seen = t, true
+		l.prune(t)
+	}
+	return l.hw
+}
 
 // prune drops the buckets whose latest request no longer counts at t (latest+W ≤ t).
 func (l *Log) prune(t int64) {
@@ -70,10 +82,13 @@ func (l *Log) grow() bool {
 }
 
 // Add records n requests at instant now. Entries may arrive out of order; the result depends
-// only on which instants were recorded.
+// only on which instants were recorded. A record that no longer counts at the latest instant
+// the log has seen is dropped.
 func (l *Log) Add(now time.Time, n int) {
 	t := now.UnixNano()
-	l.prune(t)
+	if t+l.window <= l.advance(t) {
+		return
+	}
 	idx := floorDiv(t, l.gran)
 	l.total += int64(n)
 	// Walk back from the newest bucket: in-order writes stop at the first step.
@@ -90,8 +105,9 @@ func (l *Log) Add(now time.Time, n int) {
 		}
 	}
 	if !l.grow() {
-		// Only writes dated ahead of the window can get here. Fold the oldest bucket into
-		// its neighbour: its requests are then held a little longer, never released early.
+		// Unreachable while every live bucket lies in (hw−W, hw]; kept so that a broken
+		// invariant costs lateness, not memory. Fold the oldest bucket into its neighbour:
+		// its requests are then held a little longer, never released early.
 		if i < 0 {
 			l.at(0).count += int64(n)
 			return
@@ -128,18 +144,18 @@ func (l *Log) Remove(at time.Time, n int) {
 	}
 }
 
-// Used returns how many recorded requests count at now: those recorded at s with
-// s+W > now, counting each bucket until its latest instant + W.
+// Used returns how many recorded requests count at now (or at the latest instant seen, if
+// later): those recorded at s with s+W > now, counting each bucket until its latest instant + W.
 func (l *Log) Used(now time.Time) int {
-	l.prune(now.UnixNano())
+	l.advance(now.UnixNano())
 	return int(l.total)
 }
 
 // WaitTime returns the smallest d ≥ 0 such that Used(now+d)+n ≤ limit if nothing more is
-// recorded: the time until enough of the oldest buckets have expired.
+// recorded: the time until enough of the oldest buckets have expired. It is measured from the
+// later of now and the latest instant seen.
 func (l *Log) WaitTime(now time.Time, n, limit int) time.Duration {
-	t := now.UnixNano()
-	l.prune(t)
+	t := l.advance(now.UnixNano())
 	excess := l.total + int64(n) - int64(limit)
 	if excess <= 0 {
 		return 0
@@ -163,6 +179,14 @@ func (l *Log) Expiry() time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, l.at(l.size-1).latest+l.window)
+}
+
+// Latest returns the latest instant the log has seen, or the zero time.
+func (l *Log) Latest() time.Time {
+	if !l.seen {
+		return time.Time{}
+	}
+	return time.Unix(0, l.hw)
 }
 
 // Cost returns the approximate bytes held by the log.

@@ -320,7 +320,7 @@ func TestBoundedState(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		l.Add(sec(float64(100+i)), 1)
 	}
-	l.Add(sec(50), 1) // late write, already expired relative to the log: still counted until pruned
+	l.Add(sec(50), 1) // late write, already expired: dropped
 	if l.Buckets() > 4 {
 		t.Errorf("%d buckets, want ≤ 4", l.Buckets())
 	}
@@ -393,4 +393,62 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestTimeNeverGoesBack: a query or reservation dated before the latest instant a key has seen
+// is answered at that instant, so it cannot see state that was already dropped.
+func TestTimeNeverGoesBack(t *testing.T) {
+	k := newKey(t, minute)
+	k.record(1000, 60)
+	k.used(1060) // the key's time is now 1060: the 60 are gone
+	res, err := k.s.Reserve(k.cs, sec(1059.9), 1)
+	if err != nil || !res.Allowed || !res.At.Equal(sec(1060)) {
+		t.Fatalf("reserve dated 1059.9 after 1060 was seen: %+v %v; want allowed at 1060", res, err)
+	}
+	// The reservation is held from 1060, not from the earlier date it was asked at.
+	if got := k.wait(60, 1119.9); got != 100*time.Millisecond {
+		t.Errorf("wait(60) at 1119.9 = %v, want 100ms", got)
+	}
+
+	// Records are order-free: the same two records in either order give the same answers.
+	answers := func(first, second func(k *key)) (int, time.Duration) {
+		k := newKey(t, minute)
+		first(k)
+		second(k)
+		return k.used(1030)[0], k.wait(1, 1030)
+	}
+	a := func(k *key) { k.record(1000, 60) }
+	b := func(k *key) { k.record(1070, 1) }
+	u1, w1 := answers(a, b)
+	u2, w2 := answers(b, a)
+	if u1 != u2 || w1 != w2 || u1 != 1 || w1 != 0 {
+		t.Errorf("order 1: %d, %v; order 2: %d, %v; want 1, 0 both (answered at 1070)", u1, w1, u2, w2)
+	}
+}
+
+// TestLateWriteAlreadyExpired: a record that no longer counts when it arrives is dropped, even
+// with the ring full.
+func TestLateWriteAlreadyExpired(t *testing.T) {
+	k := newKey(t, strategy.Rule{Limit: 10, Window: 2 * time.Second})
+	k.record(10.5, 1)
+	k.record(11.0, 1)
+	k.record(12.4, 1)
+	k.record(0, 5)
+	if got := k.used(12.4)[0]; got != 3 {
+		t.Errorf("used = %d, want 3", got)
+	}
+}
+
+func TestRuleOverflow(t *testing.T) {
+	for _, r := range []strategy.Rule{
+		{Limit: 1, Window: 1 << 62, Margin: 1 << 62, Granularity: 1 << 20},
+		{Limit: 1, Window: 250 * 365 * 24 * time.Hour},
+	} {
+		if err := r.Validate(); !errors.Is(err, strategy.ErrInvalidRule) {
+			t.Errorf("%+v accepted", r)
+		}
+	}
+	if err := (strategy.Rule{Limit: 1, Window: strategy.MaxWindow}).Validate(); err != nil {
+		t.Errorf("MaxWindow refused: %v", err)
+	}
 }

@@ -17,6 +17,10 @@ import (
 // DefaultGranularity is the time-bucket width used when Rule.Granularity is zero.
 const DefaultGranularity = time.Second
 
+// MaxWindow is the longest Window+Margin a rule may have: ten years keeps every instant
+// between now and 2250 plus a window inside time.Time.UnixNano's range.
+const MaxWindow = 10 * 365 * 24 * time.Hour
+
 // ErrInvalidRule is wrapped by every error Rule.Validate and ParseRule return.
 var ErrInvalidRule = errors.New("invalid rule")
 
@@ -55,6 +59,8 @@ func (r Rule) Validate() error {
 	case r.Headroom < 0 || r.Headroom >= r.Limit:
 		return fmt.Errorf("%w %s: headroom %d must be at least 0 and less than the limit %d",
 			ErrInvalidRule, r, r.Headroom, r.Limit)
+	case r.Window > MaxWindow || r.Margin > MaxWindow || r.EffectiveWindow() > MaxWindow:
+		return fmt.Errorf("%w %s: window+margin is longer than %v", ErrInvalidRule, r, MaxWindow)
 	case r.Window < g:
 		return fmt.Errorf("%w %s: window %v is shorter than the granularity %v", ErrInvalidRule, r, r.Window, g)
 	case r.EffectiveWindow()%g != 0:

@@ -19,9 +19,13 @@ var ErrNoRules = errors.New("strategy needs at least one rule")
 // Counter is the state one rule keeps for one key under one algorithm.
 //
 // A Counter is not safe for concurrent use: stores serialise the operations on a key. Instants
-// are passed in; a Counter never reads a clock.
+// are passed in; a Counter never reads a clock. Its time never moves backwards: a query dated
+// before the latest instant it has seen is answered at that latest instant (the caller's clock
+// was read before another caller's, but its turn came after), while records count from their
+// own instant whatever order they arrive in.
 type Counter interface {
-	// Add records n requests at instant now.
+	// Add records n ≥ 1 requests at instant now. A record that no longer counts at the
+	// latest instant seen is dropped.
 	Add(now time.Time, n int)
 	// Remove takes back up to n requests recorded at instant at (a reservation given back);
 	// requests that no longer count, or were never recorded at that instant, are not
@@ -36,6 +40,9 @@ type Counter interface {
 	// Expiry returns the first instant at which nothing recorded counts any more; the zero
 	// time when nothing was ever recorded.
 	Expiry() time.Time
+	// Latest returns the latest instant the counter has seen, in any operation; the zero
+	// time when none.
+	Latest() time.Time
 	// Cost is the approximate number of bytes the counter holds, for a store's memory bound.
 	Cost() int
 }
@@ -171,7 +178,7 @@ func (s *Strategy) CheckBurst(n int) error {
 	return nil
 }
 
-// Record adds n requests at now to every counter, once each, whatever the limits say
+// Record adds n ≥ 1 requests at now to every counter, once each, whatever the limits say
 // (monitoring). cs holds one counter per slot.
 func (s *Strategy) Record(cs []Counter, now time.Time, n int) {
 	for _, c := range cs {
@@ -199,12 +206,18 @@ func (s *Strategy) Wait(cs []Counter, now time.Time, n int) time.Duration {
 	return d
 }
 
-// Reserve records n at now if the burst fits in every rule now, and otherwise records
-// nothing and says how long until it fits. It is the pacing primitive; the store
-// makes it atomic. Errors are CheckBurst's.
+// Reserve records n if the burst fits in every rule now, and otherwise records nothing and
+// says how long until it fits. It is the pacing primitive; the store makes it atomic. The
+// decision and the record are both at the later of now and the latest instant the counters have
+// seen, which Result.At reports. Errors are CheckBurst's.
 func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
 	if err := s.CheckBurst(n); err != nil {
 		return Result{}, err
+	}
+	for _, c := range cs {
+		if l := c.Latest(); l.After(now) {
+			now = l
+		}
 	}
 	if d := s.Wait(cs, now, n); d > 0 {
 		return Result{Wait: d}, nil
