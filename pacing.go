@@ -65,20 +65,24 @@ func (t *Transport) acquire(ctx context.Context, key string, n int) (strategy.Re
 	if err := ctx.Err(); err != nil {
 		return strategy.Result{}, err
 	}
+	// reserve asks the store once; a refusal whose wait would pass the deadline is an error.
+	reserve := func() (strategy.Result, error) {
+		res, err := t.store.Reserve(ctx, t.strat, key, n)
+		if err != nil {
+			return res, &StoreError{Key: key, Err: err}
+		}
+		if !res.Allowed {
+			err = deadlineCheck(ctx, key, n, res.Wait)
+		}
+		return res, err
+	}
 	sh := t.pacer.shard(key)
 	sh.mu.Lock()
 	q := sh.queues[key]
 	if q == nil {
 		// Nobody waits on this key: try at once, without queueing.
 		sh.mu.Unlock()
-		res, err := t.store.Reserve(ctx, t.strat, key, n)
-		if err != nil {
-			return res, &StoreError{Key: key, Err: err}
-		}
-		if res.Allowed {
-			return res, nil
-		}
-		if err := deadlineCheck(ctx, key, n, res.Wait); err != nil {
+		if res, err := reserve(); err != nil || res.Allowed {
 			return res, err
 		}
 		sh.mu.Lock()
@@ -113,14 +117,8 @@ func (t *Transport) acquire(ctx context.Context, key string, n int) (strategy.Re
 		}
 	}
 	for {
-		res, err := t.store.Reserve(ctx, t.strat, key, n)
-		if err != nil {
-			return res, &StoreError{Key: key, Err: err}
-		}
-		if res.Allowed {
-			return res, nil
-		}
-		if err := deadlineCheck(ctx, key, n, res.Wait); err != nil {
+		res, err := reserve()
+		if err != nil || res.Allowed {
 			return res, err
 		}
 		if err := t.clock.Sleep(ctx, res.Wait); err != nil {

@@ -210,10 +210,7 @@ func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, write
 		e, ok := m.get(ctx, key)
 		if !ok || e == stale {
 			if !write {
-				cs := make([]strategy.Counter, s.Slots())
-				for j := range cs {
-					cs[j] = s.NewCounter(j)
-				}
+				cs := s.NewCounters()
 				fn(cs, m.clock.Now())
 				return nil
 			}

@@ -43,10 +43,7 @@ func FuzzStrategy(f *testing.F) {
 		if err != nil {
 			t.Fatalf("valid rules refused: %v", err)
 		}
-		cs := make([]strategy.Counter, s.Slots())
-		for j := range cs {
-			cs[j] = s.NewCounter(j)
-		}
+		cs := s.NewCounters()
 		ref := &reference{rules: rules}
 		var maxG time.Duration
 		for _, r := range rules {

@@ -101,10 +101,7 @@ func checkModel(t *rapid.T, quantized bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := make([]strategy.Counter, s.Slots())
-	for j := range cs {
-		cs[j] = s.NewCounter(j)
-	}
+	cs := s.NewCounters()
 	ref := &reference{rules: rules}
 	var maxG time.Duration
 	for _, r := range rules {

@@ -23,10 +23,7 @@ func newKey(t *testing.T, rules ...strategy.Rule) *key {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := make([]strategy.Counter, s.Slots())
-	for j := range cs {
-		cs[j] = s.NewCounter(j)
-	}
+	cs := s.NewCounters()
 	return &key{t: t, s: s, cs: cs}
 }
 

@@ -150,6 +150,15 @@ func (s *Strategy) CounterID(j int) string { return s.ids[j] }
 // NewCounter returns an empty counter for slot j.
 func (s *Strategy) NewCounter(j int) Counter { return s.alg.NewCounter(s.rules[s.firstOf[j]]) }
 
+// NewCounters returns empty counters for every slot, in slot order.
+func (s *Strategy) NewCounters() []Counter {
+	cs := make([]Counter, len(s.ids))
+	for j := range cs {
+		cs[j] = s.NewCounter(j)
+	}
+	return cs
+}
+
 // Longest returns the longest effective window among the rules: after that long without a
 // request, a key's state is empty.
 func (s *Strategy) Longest() time.Duration { return s.longest }
