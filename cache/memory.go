@@ -133,7 +133,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 
 // Record implements Store.
 func (m *Memory) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
-	if err := checkCount(n); err != nil {
+	if err := CheckCount(n); err != nil {
 		return err
 	}
 	return m.do(ctx, s, key, true, func(cs []strategy.Counter, now time.Time) { s.Record(cs, now, n) })
@@ -153,7 +153,7 @@ func (m *Memory) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 
 // Release implements Store.
 func (m *Memory) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
-	if err := checkCount(n); err != nil {
+	if err := CheckCount(n); err != nil {
 		return err
 	}
 	return m.do(ctx, s, key, false, func(cs []strategy.Counter, _ time.Time) { s.Release(cs, at, n) })

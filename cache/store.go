@@ -61,7 +61,9 @@ type Clocked interface {
 	Clock() clock.Clock
 }
 
-func checkCount(n int) error {
+// CheckCount returns an error wrapping ErrInvalidCount unless 1 ≤ n ≤ MaxCount: the check
+// every Store applies to Record and Release.
+func CheckCount(n int) error {
 	if n < 1 || n > MaxCount {
 		return fmt.Errorf("%w: %d, want 1 to %d", ErrInvalidCount, n, MaxCount)
 	}

@@ -147,6 +147,13 @@ func (s *Strategy) Slots() int { return len(s.ids) }
 // CounterID returns the ID of the counter in slot j (0 ≤ j < Slots()).
 func (s *Strategy) CounterID(j int) string { return s.ids[j] }
 
+// SlotOf returns the slot rule i (in the order given to New) is counted in.
+func (s *Strategy) SlotOf(i int) int { return s.slotOf[i] }
+
+// SlotRule returns the first rule counted in slot j: its effective window and granularity
+// describe the slot's counter, for stores that keep counters in their own form.
+func (s *Strategy) SlotRule(j int) Rule { return s.rules[s.firstOf[j]] }
+
 // NewCounter returns an empty counter for slot j.
 func (s *Strategy) NewCounter(j int) Counter { return s.alg.NewCounter(s.rules[s.firstOf[j]]) }
 

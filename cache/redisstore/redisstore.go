@@ -1,0 +1,222 @@
+// Package redisstore is a cache.Store in Redis, so that many processes share one allocation per
+// key (a Xero tenant's 60 per minute is shared by every worker that calls Xero for it).
+//
+// Every operation is one round trip for all rules of a key: a Lua script, loaded once and run
+// with EVALSHA (on NOSCRIPT, after a restart, failover or SCRIPT FLUSH, it is loaded and run
+// once more). The script reads Redis TIME, so no client's clock decides. Keys of one logical key
+// share a {hash tag} (Redis Cluster works), user keys are encoded so that none can reach
+// another's, and every key the script writes gets a TTL of its window plus a small slack in the
+// same script.
+package redisstore
+
+import (
+	_ "embed"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+//go:embed rollingwindow.lua
+var scriptSource string
+
+var script = redis.NewScript(scriptSource)
+
+// Defaults of Options.
+const (
+	DefaultPrefix  = "ratemonitor"
+	DefaultTimeout = 100 * time.Millisecond
+	DefaultSlack   = time.Second
+)
+
+// Options configures New. The zero value gives the defaults.
+type Options struct {
+	// Prefix starts every Redis key (default "ratemonitor"). It must not contain '{' or '}'.
+	Prefix string
+	// Timeout bounds each operation, round trip included (default 100 ms). When it passes, the
+	// operation fails with an error wrapping context.DeadlineExceeded, and it is never retried:
+	// the script may already have counted.
+	Timeout time.Duration
+	// Slack is how long a key outlives its window (default 1 s): every key's TTL is at least
+	// its window and at most window + Slack past the latest request it holds.
+	Slack time.Duration
+	// Clock, for tests only, replaces Redis TIME as the source of instants. Leave it nil in
+	// production so that every process sharing the store shares Redis's clock.
+	Clock clock.Clock
+}
+
+// Store is a cache.Store in Redis. It is safe for concurrent use; Close does not close the
+// client, which is the caller's.
+type Store struct {
+	client redis.UniversalClient
+	opts   Options
+	closed atomic.Bool
+}
+
+var _ cache.Store = (*Store)(nil)
+
+// New returns a store over client, which may be a single-node, Sentinel (failover) or Cluster
+// client. Two client settings are required, and New refuses a *redis.Client or
+// *redis.ClusterClient without them: MaxRetries: -1 (go-redis retries a command whose reply was
+// lost, which would replay a script that may have counted) and ContextTimeoutEnabled: true (so
+// that Options.Timeout bounds each operation). New also refuses invalid options.
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("ratemonitor: redis store: nil client")
+	}
+	retries, ctxTimeouts := 0, true
+	switch c := client.(type) {
+	case *redis.Client:
+		retries, ctxTimeouts = c.Options().MaxRetries, c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		retries, ctxTimeouts = c.Options().MaxRetries, c.Options().ContextTimeoutEnabled
+	}
+	if retries > 0 {
+		return nil, fmt.Errorf("ratemonitor: redis store: the client retries commands (MaxRetries %d); set MaxRetries: -1 so that a script that may have run is never replayed", retries)
+	}
+	if !ctxTimeouts {
+		return nil, errors.New("ratemonitor: redis store: the client ignores context deadlines; set ContextTimeoutEnabled: true so that Options.Timeout bounds each operation")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, fmt.Errorf("ratemonitor: redis store: prefix %q contains a brace, which would break the hash tag", opts.Prefix)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Slack == 0 {
+		opts.Slack = DefaultSlack
+	}
+	if opts.Timeout < 0 || opts.Slack < 0 {
+		return nil, fmt.Errorf("ratemonitor: redis store: Timeout %v and Slack %v must not be negative", opts.Timeout, opts.Slack)
+	}
+	return &Store{client: client, opts: opts}, nil
+}
+
+// Keys returns the Redis keys that hold key's state under s: a sorted set and a hash per
+// counter, all with the same hash tag. For inspection and tests.
+func (st *Store) Keys(s *strategy.Strategy, key string) []string {
+	tag := st.opts.Prefix + ":{k" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}:"
+	keys := make([]string, 0, 2*s.Slots())
+	for j := range s.Slots() {
+		base := tag + s.CounterID(j)
+		keys = append(keys, base+":z", base+":h")
+	}
+	return keys
+}
+
+// run executes op for key under s and returns the script's reply.
+func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, n int, at time.Time) ([]int64, error) {
+	if st.closed.Load() {
+		return nil, cache.ErrClosed
+	}
+	if s == nil {
+		return nil, errors.New("ratemonitor: redis store: nil strategy")
+	}
+	if s.Name() != (rollingwindow.Algorithm{}).Name() {
+		return nil, fmt.Errorf("ratemonitor: redis store: no script for strategy %q", s.Name())
+	}
+	args := make([]any, 0, 6+3*s.Slots()+2*len(s.Rules()))
+	now := ""
+	if st.opts.Clock != nil {
+		now = strconv.FormatInt(st.opts.Clock.Now().UnixMicro(), 10)
+	}
+	args = append(args, op, n, now, at.UnixMicro(), s.Slots())
+	for j := range s.Slots() {
+		r := s.SlotRule(j)
+		w, g := r.EffectiveWindow(), r.Bucket()
+		if w%time.Microsecond != 0 || g%time.Microsecond != 0 {
+			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: window and granularity must be whole microseconds", r)
+		}
+		args = append(args, w.Microseconds(), g.Microseconds(), st.opts.Slack.Microseconds())
+	}
+	rules := s.Rules()
+	args = append(args, len(rules))
+	for i, r := range rules {
+		args = append(args, s.SlotOf(i)+1, r.EffectiveLimit())
+	}
+	ctx, cancel := context.WithTimeout(ctx, st.opts.Timeout)
+	defer cancel()
+	res, err := script.Run(ctx, st.client, st.Keys(s, key), args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("ratemonitor: redis store: %s on key %q: %w", op, key, err)
+	}
+	return res, nil
+}
+
+// Record implements cache.Store.
+func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	if err := cache.CheckCount(n); err != nil {
+		return err
+	}
+	_, err := st.run(ctx, s, key, "record", n, time.Time{})
+	return err
+}
+
+// Reserve implements cache.Store. Result.At is Redis's instant (µs resolution).
+func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	if s != nil {
+		if err := s.CheckBurst(n); err != nil {
+			return strategy.Result{}, err
+		}
+	}
+	r, err := st.run(ctx, s, key, "reserve", n, time.Time{})
+	if err != nil {
+		return strategy.Result{}, err
+	}
+	if len(r) != 3 {
+		return strategy.Result{}, fmt.Errorf("ratemonitor: redis store: reserve: unexpected reply %v", r)
+	}
+	return strategy.Result{Allowed: r[0] == 1, Wait: time.Duration(r[1]) * time.Microsecond, At: time.UnixMicro(r[2])}, nil
+}
+
+// Release implements cache.Store.
+func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+	if err := cache.CheckCount(n); err != nil {
+		return err
+	}
+	_, err := st.run(ctx, s, key, "release", n, at)
+	return err
+}
+
+// Peek implements cache.Store.
+func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+	if s != nil && n != 0 {
+		if err := s.CheckBurst(n); err != nil {
+			return strategy.Snapshot{}, err
+		}
+	}
+	r, err := st.run(ctx, s, key, "peek", n, time.Time{})
+	if err != nil {
+		return strategy.Snapshot{}, err
+	}
+	rules := s.Rules()
+	if len(r) != 2+len(rules) {
+		return strategy.Snapshot{}, fmt.Errorf("ratemonitor: redis store: peek: unexpected reply %v", r)
+	}
+	snap := strategy.Snapshot{Wait: time.Duration(r[0]) * time.Microsecond, Usage: make([]strategy.Usage, len(rules))}
+	for i, rule := range rules {
+		used := int(r[2+i])
+		snap.Usage[i] = strategy.Usage{Rule: rule, Used: used, Remaining: max(0, rule.EffectiveLimit()-used)}
+	}
+	return snap, nil
+}
+
+// Close marks the store closed; later calls return cache.ErrClosed. The client stays open.
+func (st *Store) Close() error {
+	st.closed.Store(true)
+	return nil
+}

@@ -1,0 +1,360 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+	"pgregory.net/rapid"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+func mustStrategy(t testing.TB, rules ...strategy.Rule) *strategy.Strategy {
+	t.Helper()
+	s, err := rollingwindow.New(rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newStore(t testing.TB, c redis.UniversalClient, opts Options) *Store {
+	t.Helper()
+	st, err := New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func usedOf(t testing.TB, st cache.Store, s *strategy.Strategy, key string) []int {
+	t.Helper()
+	snap, err := st.Peek(context.Background(), s, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u []int
+	for _, x := range snap.Usage {
+		u = append(u, x.Used)
+	}
+	return u
+}
+
+// TestWorkedValues runs DESIGN.md §4's table through the Lua script, on a manual clock.
+func TestWorkedValues(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewManual(t0)
+	st := newStore(t, srv.Client(), Options{Clock: clk})
+	ctx := context.Background()
+	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
+	at := func(sec int) { clk.Set(t0.Add(time.Duration(sec) * time.Second)) }
+	wait := func(key string, n int) time.Duration {
+		snap, err := st.Peek(ctx, s, key, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Wait
+	}
+	at(0)
+	st.Record(ctx, s, "a", 60)
+	if u, w := usedOf(t, st, s, "a")[0], wait("a", 1); u != 60 || w != time.Minute {
+		t.Errorf("60 at 0: used %d wait %v", u, w)
+	}
+	at(30)
+	if w := wait("a", 1); w != 30*time.Second {
+		t.Errorf("wait at 30: %v", w)
+	}
+	at(60)
+	if u := usedOf(t, st, s, "a")[0]; u != 0 {
+		t.Errorf("used at s+W: %d", u)
+	}
+	// 1 each second 0..59
+	for i := 100; i < 160; i++ {
+		at(i)
+		st.Record(ctx, s, "b", 1)
+	}
+	if u, w1, w10, w60 := usedOf(t, st, s, "b")[0], wait("b", 1), wait("b", 10), wait("b", 60); u != 60 || w1 != time.Second || w10 != 10*time.Second || w60 != time.Minute {
+		t.Errorf("1/s at 159: used %d waits %v %v %v", u, w1, w10, w60)
+	}
+	at(160)
+	if u, w1, w2 := usedOf(t, st, s, "b")[0], wait("b", 1), wait("b", 2); u != 59 || w1 != 0 || w2 != time.Second {
+		t.Errorf("1/s at 160: used %d waits %v %v", u, w1, w2)
+	}
+	if _, err := st.Peek(ctx, s, "b", 61); !errors.Is(err, strategy.ErrBurstTooLarge) {
+		t.Errorf("burst 61: %v", err)
+	}
+}
+
+// TestDifferential drives the memory store and the Redis store with the same random sequences
+// of records, reservations, releases, queries and clock moves, on the same manual clock, and
+// requires identical answers.
+func TestDifferential(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	var iteration atomic.Int64
+	rapid.Check(t, func(rt *rapid.T) {
+		clk := clock.NewManual(t0)
+		mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer mem.Close()
+		red := newStore(t, client, Options{Clock: clk})
+		grans := []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond}
+		var rules []strategy.Rule
+		for range rapid.IntRange(1, 3).Draw(rt, "rules") {
+			g := grans[rapid.IntRange(0, 2).Draw(rt, "g")]
+			limit := rapid.IntRange(1, 20).Draw(rt, "limit")
+			rules = append(rules, strategy.Rule{Limit: limit, Granularity: g,
+				Window:   time.Duration(rapid.IntRange(1, 50).Draw(rt, "w")) * g * 10,
+				Margin:   time.Duration(rapid.IntRange(0, 3).Draw(rt, "m")) * g,
+				Headroom: rapid.IntRange(0, limit-1).Draw(rt, "h")})
+		}
+		s := mustStrategy(t, rules...)
+		key := "diff-" + strconv.FormatInt(iteration.Add(1), 10)
+		ctx := context.Background()
+		type held struct {
+			at   time.Time
+			left int
+		}
+		var reservations []held
+		for range rapid.IntRange(1, 60).Draw(rt, "ops") {
+			switch rapid.IntRange(0, 4).Draw(rt, "op") {
+			case 0:
+				clk.Advance(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(rt, "µs")) * time.Microsecond)
+			case 1:
+				n := rapid.IntRange(1, 5).Draw(rt, "n")
+				if err := errors.Join(mem.Record(ctx, s, key, n), red.Record(ctx, s, key, n)); err != nil {
+					rt.Fatal(err)
+				}
+			case 2:
+				n := rapid.IntRange(1, s.MaxBurst()).Draw(rt, "burst")
+				a, err1 := mem.Reserve(ctx, s, key, n)
+				b, err2 := red.Reserve(ctx, s, key, n)
+				if err := errors.Join(err1, err2); err != nil {
+					rt.Fatal(err)
+				}
+				if a.Allowed != b.Allowed || a.Wait != b.Wait || !a.At.Equal(b.At) && a.Allowed {
+					rt.Fatalf("reserve %d: memory %+v, redis %+v", n, a, b)
+				}
+				if a.Allowed {
+					reservations = append(reservations, held{a.At, n})
+				}
+			case 3:
+				if len(reservations) == 0 {
+					continue
+				}
+				i := rapid.IntRange(0, len(reservations)-1).Draw(rt, "which")
+				k := rapid.IntRange(1, reservations[i].left).Draw(rt, "k")
+				if err := errors.Join(mem.Release(ctx, s, key, reservations[i].at, k), red.Release(ctx, s, key, reservations[i].at, k)); err != nil {
+					rt.Fatal(err)
+				}
+				if reservations[i].left -= k; reservations[i].left == 0 {
+					reservations = append(reservations[:i], reservations[i+1:]...)
+				}
+			case 4:
+				n := rapid.IntRange(0, s.MaxBurst()).Draw(rt, "peek")
+				a, err1 := mem.Peek(ctx, s, key, n)
+				b, err2 := red.Peek(ctx, s, key, n)
+				if err := errors.Join(err1, err2); err != nil {
+					rt.Fatal(err)
+				}
+				if a.Wait != b.Wait {
+					rt.Fatalf("peek(%d) wait: memory %v, redis %v", n, a.Wait, b.Wait)
+				}
+				for i := range a.Usage {
+					if a.Usage[i] != b.Usage[i] {
+						rt.Fatalf("rule %d: memory %+v, redis %+v", i, a.Usage[i], b.Usage[i])
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestKeysAreIsolated: keys with braces, colons, spaces, newlines and 1 KiB of arbitrary bytes
+// neither reach nor collide with each other, and all Redis keys of one key share a hash tag.
+func TestKeysAreIsolated(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	st := newStore(t, client, Options{Slack: 500 * time.Millisecond})
+	s := mustStrategy(t, strategy.Rule{Limit: 100, Window: time.Minute}, strategy.Rule{Limit: 1000, Window: time.Hour})
+	rng := rand.New(rand.NewPCG(1, 2))
+	junk := make([]byte, 1024)
+	for i := range junk {
+		junk[i] = byte(rng.IntN(256))
+	}
+	keys := []string{"", "{", "}", "{}", "a}b{c", ":", "a:b", "a b", "a\nb", "tenant", "tenant}", "{tenant}", string(junk), string(junk[:1023])}
+	ctx := context.Background()
+	for i, k := range keys {
+		if err := st.Record(ctx, s, k, i+1); err != nil {
+			t.Fatalf("key %q: %v", k, err)
+		}
+	}
+	seen := map[string]bool{}
+	for i, k := range keys {
+		if u := usedOf(t, st, s, k); u[0] != i+1 || u[1] != i+1 {
+			t.Errorf("key %q: used %v, want %d", k, u, i+1)
+		}
+		tag := ""
+		for _, rk := range st.Keys(s, k) {
+			open := strings.IndexByte(rk, '{')
+			end := strings.IndexByte(rk[open+1:], '}')
+			if open < 0 || end <= 0 {
+				t.Fatalf("redis key %q has no non-empty hash tag", rk)
+			}
+			if tg := rk[open+1 : open+1+end]; tag == "" {
+				tag = tg
+			} else if tg != tag {
+				t.Errorf("key %q: hash tags %q and %q differ", k, tag, tg)
+			}
+			if seen[rk] {
+				t.Errorf("redis key %q shared by two user keys", rk)
+			}
+			seen[rk] = true
+		}
+	}
+	// Every key written has a TTL of at least its window and at most window + slack.
+	all, err := client.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 4*len(keys) {
+		t.Errorf("%d redis keys, want %d", len(all), 4*len(keys))
+	}
+	for _, rk := range all {
+		ttl, _ := client.PTTL(ctx, rk).Result()
+		w := time.Minute
+		if strings.Contains(rk, ":"+strconv.FormatInt(int64(time.Hour), 10)+":") {
+			w = time.Hour
+		}
+		if ttl < w-time.Second || ttl > w+500*time.Millisecond {
+			t.Errorf("%q: TTL %v, want within [%v, %v]", rk, ttl, w, w+500*time.Millisecond)
+		}
+	}
+}
+
+// TestServerTime: two stores (two processes, say) share Redis's clock: each sees what the
+// other recorded, and together they never admit more than the limit.
+func TestServerTime(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newStore(t, srv.Client(), Options{})
+	b := newStore(t, srv.Client(), Options{})
+	s := mustStrategy(t, strategy.Rule{Limit: 50, Window: time.Minute})
+	ctx := context.Background()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		st := a
+		if g%2 == 1 {
+			st = b
+		}
+		wg.Go(func() {
+			for range 20 {
+				res, err := st.Reserve(ctx, s, "shared", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 50 {
+		t.Errorf("allowed %d of 160, want exactly the limit 50", allowed.Load())
+	}
+	if ua, ub := usedOf(t, a, s, "shared"), usedOf(t, b, s, "shared"); ua[0] != 50 || ub[0] != 50 {
+		t.Errorf("used %v and %v", ua, ub)
+	}
+}
+
+// TestNoScript: after SCRIPT FLUSH the script is loaded again, and the operation counts once.
+func TestNoScript(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	st := newStore(t, client, Options{})
+	s := mustStrategy(t, strategy.Rule{Limit: 50, Window: time.Minute})
+	ctx := context.Background()
+	st.Record(ctx, s, "k", 1)
+	client.ScriptFlush(ctx)
+	if err := st.Record(ctx, s, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if u := usedOf(t, st, s, "k"); u[0] != 2 {
+		t.Errorf("used %d after a reload, want 2", u[0])
+	}
+}
+
+// TestTimeoutIsNotReplayed: an operation that times out is not sent again; when Redis gets to
+// it, it counts once.
+func TestTimeoutIsNotReplayed(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	st := newStore(t, client, Options{Timeout: 50 * time.Millisecond})
+	s := mustStrategy(t, strategy.Rule{Limit: 50, Window: time.Minute})
+	ctx := context.Background()
+	st.Record(ctx, s, "k", 1) // the script is loaded
+	if err := client.Do(ctx, "CLIENT", "PAUSE", "300", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := st.Record(ctx, s, "k", 1)
+	if err == nil || time.Since(start) > time.Second {
+		t.Fatalf("record during a pause: %v after %v, want a timeout", err, time.Since(start))
+	}
+	time.Sleep(400 * time.Millisecond)
+	if u := usedOf(t, st, s, "k"); u[0] > 2 {
+		t.Errorf("used %d: the timed-out script was replayed", u[0])
+	}
+	retrying := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer retrying.Close()
+	if _, err := New(retrying, Options{}); err == nil || !strings.Contains(err.Error(), "MaxRetries") {
+		t.Errorf("a client that retries commands: %v", err)
+	}
+	deaf := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer deaf.Close()
+	if _, err := New(deaf, Options{}); err == nil || !strings.Contains(err.Error(), "ContextTimeoutEnabled") {
+		t.Errorf("a client that ignores context deadlines: %v", err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newStore(t, srv.Client(), Options{})
+	ctx := context.Background()
+	if _, err := New(srv.Client(), Options{Prefix: "a{b"}); err == nil {
+		t.Error("prefix with a brace accepted")
+	}
+	sub := mustStrategy(t, strategy.Rule{Limit: 5, Window: 3 * time.Microsecond, Granularity: 1500 * time.Nanosecond})
+	if err := st.Record(ctx, sub, "k", 1); err == nil || !strings.Contains(err.Error(), "whole microseconds") {
+		t.Errorf("sub-microsecond granularity: %v", err)
+	}
+	ok := mustStrategy(t, strategy.Rule{Limit: 5, Window: time.Second})
+	if err := st.Record(ctx, ok, "k", 0); !errors.Is(err, cache.ErrInvalidCount) {
+		t.Errorf("count 0: %v", err)
+	}
+	st.Close()
+	if err := st.Record(ctx, ok, "k", 1); !errors.Is(err, cache.ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+}

@@ -1,0 +1,93 @@
+// Package redistest starts a real redis-server for tests, on a free loopback port, with no
+// persistence.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a redis-server process owned by one test.
+type Server struct {
+	Addr string
+	t    testing.TB
+	cmd  *exec.Cmd
+	port string
+}
+
+// Start runs redis-server from PATH and stops it when the test ends. Without redis-server the
+// test is skipped, or fails when RATEMONITOR_REQUIRE_REDIS=1 (as in CI).
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		msg := "redis-server is not on PATH; install it (Debian: apt-get install -y redis-server) to run the Redis tests"
+		if os.Getenv("RATEMONITOR_REQUIRE_REDIS") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	s := &Server{Addr: "127.0.0.1:" + port, t: t, port: port}
+	s.start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	s.cmd = exec.Command("redis-server", "--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c.Ping(context.Background()).Err() == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on %s did not answer within 10 s", s.Addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Stop kills the server and waits for it to exit. It is safe to call twice.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port, empty.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.start()
+}
+
+// Client returns a client for the server set as the store needs (no retries, context
+// deadlines honoured), closed when the test ends.
+func (s *Server) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// String returns the address.
+func (s *Server) String() string { return fmt.Sprint(s.Addr) }
