@@ -10,8 +10,8 @@
 package redisstore
 
 import (
-	_ "embed"
 	"context"
+	_ "embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
