@@ -15,6 +15,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -152,6 +153,11 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	defer cancel()
 	res, err := script.Run(ctx, st.client, st.Keys(s, key), args...).Int64Slice()
 	if err != nil {
+		var ne net.Error
+		if !errors.Is(err, context.DeadlineExceeded) && (ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout()) {
+			// The socket timed out at the operation's deadline: say so in the context's terms.
+			err = fmt.Errorf("no answer within %v (%w): %w", st.opts.Timeout, context.DeadlineExceeded, err)
+		}
 		return nil, fmt.Errorf("ratemonitor: redis store: %s on key %q: %w", op, key, err)
 	}
 	return res, nil
