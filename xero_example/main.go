@@ -11,6 +11,7 @@
 //	go run ./xero_example                  # 3 tenants × 150 requests, 10× faster than Xero
 //	go run ./xero_example -scale 1         # Xero's real rates (about two minutes)
 //	go run ./xero_example -base-url https://api.xero.com -token "$TOKEN" -tenant-ids ID1,ID2 -scale 1
+//	go run ./xero_example -redis 127.0.0.1:6379 -base-url … # several copies share one allocation
 package main
 
 import (
@@ -39,6 +40,7 @@ type config struct {
 	path      string        // path requested
 	token     string        // bearer token for the real API
 	tenantIDs []string      // real tenant ids
+	redisAddr string        // share counts through Redis instead of process memory
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -57,6 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.path, "path", "/api.xro/2.0/Invoices", "path to GET")
 	fs.StringVar(&c.token, "token", os.Getenv("XERO_TOKEN"), "bearer token for -base-url (default $XERO_TOKEN)")
 	fs.StringVar(&ids, "tenant-ids", "", "comma-separated tenant ids for -base-url")
+	fs.StringVar(&c.redisAddr, "redis", "", "Redis address (host:port): keep the counts there, so several copies of this program share one allocation per tenant")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -133,5 +135,25 @@ func TestRunReportsFailures(t *testing.T) {
 	}
 	if sum.failed != 3 || !strings.Contains(out.String(), "first failure   a: HTTP 401 Unauthorized") {
 		t.Errorf("failed %d, output:\n%s", sum.failed, out.String())
+	}
+}
+
+// TestRunOnRedis: the main job with its counts in the test's own redis-server.
+func TestRunOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg, err := parseFlags([]string{"-scale", "60", "-progress", "0", "-redis", srv.Addr, "-tenants", "2", "-requests", "100"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sum, err := run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if sum.sent != 200 || sum.tooMany != 0 || sum.failed != 0 || !strings.Contains(out.String(), "counts kept in Redis") {
+		t.Fatalf("sent %d, 429s %d, failures %d\n%s", sum.sent, sum.tooMany, sum.failed, out.String())
+	}
+	if _, err := run(context.Background(), config{scale: 60, tenants: 1, requests: 1, burst: 1, redisAddr: "127.0.0.1:1", path: "/"}, &out); err == nil {
+		t.Error("an unreachable -redis was accepted")
 	}
 }
