@@ -3,11 +3,15 @@
 -- instant; a bucket counts until latest + W; the counter's time (hw) never goes backwards.
 --
 -- KEYS: per slot j, KEYS[2j-1] a sorted set (member: bucket index, score: latest instant) and
---       KEYS[2j] a hash (field "b"..index: count; "total"; "hw").
+--       KEYS[2j] a hash: "b"..index → count, "t" total, "hw" time, "lo" a lower bound of the
+--       oldest bucket's latest instant (pruning is due when lo + W <= time), "x" the instant
+--       both keys are kept until (their TTL, refreshed only when it falls short).
 -- ARGV: op ("record" | "reserve" | "peek" | "release"), n, now override in µs ("" for Redis
 --       TIME), at (µs, for release), slot count, then per slot W, G, slack (µs), then rule
 --       count, then per rule its slot (1-based) and effective limit.
 -- Returns: record/release {now}; reserve {allowed, wait, at}; peek {wait, now, used...}. µs.
+-- Each slot costs one HMGET, and for writes a ZADD and an HSET; pruning and TTL refreshes are
+-- rare extra calls.
 
 local op = ARGV[1]
 local n = tonumber(ARGV[2])
@@ -33,140 +37,170 @@ for i = 1, nrules do
   p = p + 2
 end
 
-local function zkey(j) return KEYS[2 * j - 1] end
-local function hkey(j) return KEYS[2 * j] end
-
--- Exact integer division for instants below 2^53 (fmod is exact on doubles).
-local function bucket(t, g)
-  return string.format('%d', (t - math.fmod(t, g)) / g)
-end
-
-local function num(v)
-  return tonumber(v) or 0
-end
-
 -- Redis arguments from Lua numbers go through "%.14g", which rounds µs instants: format them.
 local function int(x)
   return string.format('%d', x)
 end
 
--- drop the buckets whose latest instant + W is at or before t, a thousand at a time
-local function prune(j, t)
-  local z, h = zkey(j), hkey(j)
-  local cut = t - W[j]
+-- Exact integer division for instants below 2^53 (fmod is exact on doubles).
+local function bucket(t, g)
+  return int((t - math.fmod(t, g)) / g)
+end
+
+-- per slot: hw, total, lo, x, the count of one bucket asked for, and the fields to write back
+local st = {}
+
+local function load(j, field)
+  local v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', field)
+  st[j] = {hw = tonumber(v[1]), total = tonumber(v[2]) or 0, lo = tonumber(v[3]), x = tonumber(v[4]),
+    field = field, count = tonumber(v[5]) or 0, skip = 0, set = {}}
+end
+
+-- Move slot j's time to t if later and drop what stops counting there. With write unset
+-- nothing is deleted: the dead buckets are only left out (skip) of the answers.
+local function advance(j, t, write)
+  local s = st[j]
+  if s.hw == nil or t > s.hw then
+    s.hw = t
+    if write then s.set.hw = int(t) end
+  end
+  t = s.hw
+  if s.pruned or s.lo == nil or s.lo + W[j] > t then return t end
+  s.pruned = true -- once per run: rules sharing a slot must not subtract twice
+  local z, h, cut = KEYS[2 * j - 1], KEYS[2 * j], int(t - W[j])
+  local off = 0
   while true do
-    local dead = redis.call('ZRANGEBYSCORE', z, '-inf', int(cut), 'LIMIT', 0, 1000)
-    if #dead == 0 then return end
+    local dead = redis.call('ZRANGEBYSCORE', z, '-inf', cut, 'LIMIT', write and 0 or off, 1000)
+    if #dead == 0 then break end
     local fields = {}
     for i = 1, #dead do fields[i] = 'b' .. dead[i] end
     local counts = redis.call('HMGET', h, unpack(fields))
-    local sum = 0
-    for i = 1, #counts do sum = sum + num(counts[i]) end
-    redis.call('HDEL', h, unpack(fields))
-    redis.call('ZREM', z, unpack(dead))
-    redis.call('HINCRBY', h, 'total', int(-sum))
+    for i = 1, #counts do s.total = s.total - (tonumber(counts[i]) or 0) end
+    if write then
+      redis.call('HDEL', h, unpack(fields))
+      redis.call('ZREM', z, unpack(dead))
+    else
+      off = off + #dead
+    end
   end
-end
-
--- move the counter's time to t if later; return the counter's time
-local function advance(j, t)
-  local hw = tonumber(redis.call('HGET', hkey(j), 'hw'))
-  if hw == nil or t > hw then
-    redis.call('HSET', hkey(j), 'hw', int(t))
-    prune(j, t)
-    return t
+  s.skip = off
+  if write then
+    local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
+    s.lo = tonumber(first[2])
+    s.set.t = int(s.total)
+    s.set.lo = s.lo and int(s.lo) or '0'
+    if s.lo == nil then s.set.lo = nil; redis.call('HDEL', h, 'lo') end
   end
-  return hw
+  return t
 end
 
 local function add(j, t, k)
-  if t + W[j] <= advance(j, t) then return end
+  local s = st[j]
+  if t + W[j] <= advance(j, t, true) then return end
   local m = bucket(t, G[j])
-  redis.call('ZADD', zkey(j), 'GT', int(t), m)
-  redis.call('HINCRBY', hkey(j), 'b' .. m, int(k))
-  redis.call('HINCRBY', hkey(j), 'total', int(k))
+  local f = 'b' .. m
+  if f ~= s.field then
+    s.count = tonumber(redis.call('HGET', KEYS[2 * j], f)) or 0
+    s.field = f
+  end
+  redis.call('ZADD', KEYS[2 * j - 1], 'GT', int(t), m)
+  s.count = s.count + k
+  s.total = s.total + k
+  s.set[f] = int(s.count)
+  s.set.t = int(s.total)
+  if s.lo == nil or t < s.lo then
+    s.newz = s.lo == nil
+    s.lo = t
+    s.set.lo = int(t)
+  end
 end
 
-local function used(j, t)
-  advance(j, t)
-  return num(redis.call('HGET', hkey(j), 'total'))
-end
-
--- smallest d >= 0 with used(t+d) + k <= limit, measured from the counter's time
-local function wait(j, t, k, limit)
-  t = advance(j, t)
-  local excess = num(redis.call('HGET', hkey(j), 'total')) + k - limit
+-- smallest d >= 0 with used(t+d) + k <= limit, measured from the slot's time
+local function wait(j, t, k, limit, write)
+  local s = st[j]
+  t = advance(j, t, write)
+  local excess = s.total + k - limit
   if excess <= 0 then return 0 end
-  local freed, off = 0, 0
+  local freed, off = 0, s.skip
   while true do
-    local items = redis.call('ZRANGE', zkey(j), off, off + 99, 'WITHSCORES')
+    local items = redis.call('ZRANGE', KEYS[2 * j - 1], off, off + 99, 'WITHSCORES')
     if #items == 0 then return W[j] end
     local fields = {}
     for i = 1, #items, 2 do fields[#fields + 1] = 'b' .. items[i] end
-    local counts = redis.call('HMGET', hkey(j), unpack(fields))
+    local counts = redis.call('HMGET', KEYS[2 * j], unpack(fields))
     for i = 1, #counts do
-      freed = freed + num(counts[i])
+      freed = freed + (tonumber(counts[i]) or 0)
       if freed >= excess then return tonumber(items[2 * i]) + W[j] - t end
     end
     off = off + 100
   end
 end
 
-local function layered_wait(t, k)
+local function layered_wait(t, k, write)
   local d = 0
   for i = 1, nrules do
-    d = math.max(d, wait(RS[i], t, k, RL[i]))
+    d = math.max(d, wait(RS[i], t, k, RL[i], write))
   end
   return d
 end
 
--- every key this script may have written gets a TTL: the window past the counter's time, plus slack
-local function expire()
+-- write back each slot's changed fields; refresh the TTL of both keys when it would end before
+-- the slot's newest request stops counting, to that instant plus slack
+local function save()
   for j = 1, nslots do
-    local hw = tonumber(redis.call('HGET', hkey(j), 'hw'))
-    if hw ~= nil then
-      local ms = math.ceil((math.max(hw, now) + W[j] - now + S[j]) / 1000)
-      redis.call('PEXPIRE', zkey(j), int(ms))
-      redis.call('PEXPIRE', hkey(j), int(ms))
+    local s = st[j]
+    local z, h = KEYS[2 * j - 1], KEYS[2 * j]
+    if next(s.set) ~= nil and s.hw ~= nil then
+      if s.x == nil or s.x < s.hw + W[j] or s.newz then
+        local x = s.hw + W[j] + S[j]
+        local ms = int(math.ceil((x - now) / 1000))
+        s.set.x = int(x)
+        local args = {}
+        for f, v in pairs(s.set) do args[#args + 1] = f; args[#args + 1] = v end
+        redis.call('HSET', h, unpack(args))
+        redis.call('PEXPIRE', h, ms)
+        redis.call('PEXPIRE', z, ms)
+      else
+        local args = {}
+        for f, v in pairs(s.set) do args[#args + 1] = f; args[#args + 1] = v end
+        redis.call('HSET', h, unpack(args))
+      end
     end
   end
 end
 
 if op == 'peek' then
   local out = {0, now}
-  local exists = false
-  for j = 1, nslots do
-    if redis.call('EXISTS', hkey(j)) == 1 then exists = true end
+  for j = 1, nslots do load(j, 'hw') end
+  if n > 0 then out[1] = layered_wait(now, n, false) end
+  for i = 1, nrules do
+    advance(RS[i], now, false)
+    out[2 + i] = st[RS[i]].total
   end
-  if not exists then
-    for i = 1, nrules do out[2 + i] = 0 end
-    return out
-  end
-  if n > 0 then out[1] = layered_wait(now, n) end
-  for i = 1, nrules do out[2 + i] = used(RS[i], now) end
-  expire()
   return out
 end
 
 if op == 'record' then
-  for j = 1, nslots do add(j, now, n) end
-  expire()
+  for j = 1, nslots do
+    load(j, 'b' .. bucket(now, G[j]))
+    add(j, now, n)
+  end
+  save()
   return {now}
 end
 
 if op == 'reserve' then
   local t = now
   for j = 1, nslots do
-    local hw = tonumber(redis.call('HGET', hkey(j), 'hw'))
-    if hw ~= nil and hw > t then t = hw end
+    load(j, 'b' .. bucket(now, G[j]))
+    if st[j].hw ~= nil and st[j].hw > t then t = st[j].hw end
   end
-  local d = layered_wait(t, n)
-  if d > 0 then
-    expire()
-    return {0, d, t}
+  local d = layered_wait(t, n, true)
+  if d == 0 then
+    for j = 1, nslots do add(j, t, n) end
   end
-  for j = 1, nslots do add(j, t, n) end
-  expire()
+  save()
+  if d > 0 then return {0, d, t} end
   return {1, 0, t}
 end
 
@@ -174,14 +208,15 @@ if op == 'release' then
   local at = tonumber(ARGV[4])
   for j = 1, nslots do
     local f = 'b' .. bucket(at, G[j])
-    local c = num(redis.call('HGET', hkey(j), f))
-    local k = math.min(n, c)
+    load(j, f)
+    local s = st[j]
+    local k = math.min(n, s.count)
     if k > 0 then
-      redis.call('HINCRBY', hkey(j), f, int(-k))
-      redis.call('HINCRBY', hkey(j), 'total', int(-k))
+      s.set[f] = int(s.count - k)
+      s.set.t = int(s.total - k)
     end
   end
-  expire()
+  save()
   return {now}
 end
 

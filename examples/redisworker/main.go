@@ -34,7 +34,15 @@ func main() {
 	window := flag.Duration("window", 2*time.Second, "window")
 	margin := flag.Duration("margin", 20*time.Millisecond, "safety margin added to the window")
 	granularity := flag.Duration("granularity", 10*time.Millisecond, "bucket width")
+	listen := flag.String("serve", "", "instead of sending, serve a strict upstream on this address until stdin closes")
 	flag.Parse()
+	if *listen != "" {
+		if err := serve(*listen, *limit, *window, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "redisworker:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*addr, *upstream, strings.Split(*tenants, ","), *requests, *goroutines,
 		strategy.Rule{Limit: *limit, Window: *window, Margin: *margin, Granularity: *granularity}); err != nil {
 		fmt.Fprintln(os.Stderr, "redisworker:", err)
