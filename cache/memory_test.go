@@ -15,7 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -36,27 +36,12 @@ func newMemory(t testing.TB, cfg MemoryConfig) *Memory {
 	return m
 }
 
-func mustStrategy(t testing.TB, rules ...strategy.Rule) *strategy.Strategy {
-	t.Helper()
-	s, err := rollingwindow.New(rules...)
-	if err != nil {
-		t.Fatal(err)
+var (
+	mustStrategy = storetest.Strategy
+	used         = func(t testing.TB, st Store, s *strategy.Strategy, key string) []int {
+		return storetest.Used(t, st, s, key)
 	}
-	return s
-}
-
-func used(t testing.TB, st Store, s *strategy.Strategy, key string) []int {
-	t.Helper()
-	snap, err := st.Peek(context.Background(), s, key, 0)
-	if err != nil {
-		t.Fatalf("peek %q: %v", key, err)
-	}
-	var u []int
-	for _, x := range snap.Usage {
-		u = append(u, x.Used)
-	}
-	return u
-}
+)
 
 // TestNoLostCounts: 32 goroutines × 10 000 records on one key and on 1 000 keys; every count
 // is there at the end.

@@ -18,7 +18,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -26,14 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var t0 = time.Unix(1_800_000_000, 0)
 
-func mustStrategy(t testing.TB, rules ...strategy.Rule) *strategy.Strategy {
-	t.Helper()
-	s, err := rollingwindow.New(rules...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+var mustStrategy = storetest.Strategy
 
 func newStore(t testing.TB, c redis.UniversalClient, opts Options) *Store {
 	t.Helper()
@@ -45,16 +38,7 @@ func newStore(t testing.TB, c redis.UniversalClient, opts Options) *Store {
 }
 
 func usedOf(t testing.TB, st cache.Store, s *strategy.Strategy, key string) []int {
-	t.Helper()
-	snap, err := st.Peek(context.Background(), s, key, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var u []int
-	for _, x := range snap.Usage {
-		u = append(u, x.Used)
-	}
-	return u
+	return storetest.Used(t, st, s, key)
 }
 
 // TestWorkedValues runs DESIGN.md §4's table through the Lua script, on a manual clock.

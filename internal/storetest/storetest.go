@@ -1,0 +1,39 @@
+// Package storetest holds the helpers the store tests share.
+package storetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// Strategy layers rules under the rolling window, failing the test on an invalid rule.
+func Strategy(t testing.TB, rules ...strategy.Rule) *strategy.Strategy {
+	t.Helper()
+	s, err := rollingwindow.New(rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Peeker is the part of cache.Store that Used needs.
+type Peeker interface {
+	Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error)
+}
+
+// Used returns key's usage per rule, failing the test on a store error.
+func Used(t testing.TB, st Peeker, s *strategy.Strategy, key string) []int {
+	t.Helper()
+	snap, err := st.Peek(context.Background(), s, key, 0)
+	if err != nil {
+		t.Fatalf("peek %q: %v", key, err)
+	}
+	u := make([]int, len(snap.Usage))
+	for i, x := range snap.Usage {
+		u[i] = x.Used
+	}
+	return u
+}
