@@ -18,6 +18,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,7 @@ type Store struct {
 	client redis.UniversalClient
 	opts   Options
 	closed atomic.Bool
+	static sync.Map // *strategy.Strategy → []any, the script arguments fixed by the strategy
 }
 
 var _ cache.Store = (*Store)(nil)
@@ -130,12 +132,38 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	if s.Name() != (rollingwindow.Algorithm{}).Name() {
 		return nil, fmt.Errorf("ratemonitor: redis store: no script for strategy %q", s.Name())
 	}
-	args := make([]any, 0, 6+3*s.Slots()+2*len(s.Rules()))
+	static, err := st.staticArgs(s)
+	if err != nil {
+		return nil, err
+	}
 	now := ""
 	if st.opts.Clock != nil {
 		now = strconv.FormatInt(st.opts.Clock.Now().UnixMicro(), 10)
 	}
-	args = append(args, op, n, now, at.UnixMicro(), s.Slots())
+	args := make([]any, 0, 4+len(static))
+	args = append(args, op, n, now, at.UnixMicro())
+	args = append(args, static...)
+	ctx, cancel := context.WithTimeout(ctx, st.opts.Timeout)
+	defer cancel()
+	res, err := script.Run(ctx, st.client, st.Keys(s, key), args...).Int64Slice()
+	if err != nil {
+		var ne net.Error
+		if !errors.Is(err, context.DeadlineExceeded) && (ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout()) {
+			// The socket timed out at the operation's deadline: say so in the context's terms.
+			err = fmt.Errorf("no answer within %v (%w): %w", st.opts.Timeout, context.DeadlineExceeded, err)
+		}
+		return nil, fmt.Errorf("ratemonitor: redis store: %s on key %q: %w", op, key, err)
+	}
+	return res, nil
+}
+
+// staticArgs returns the script arguments that depend only on the strategy (slots and rules),
+// built once per strategy.
+func (st *Store) staticArgs(s *strategy.Strategy) ([]any, error) {
+	if v, ok := st.static.Load(s); ok {
+		return v.([]any), nil
+	}
+	args := []any{s.Slots()}
 	for j := range s.Slots() {
 		r := s.SlotRule(j)
 		w, g := r.EffectiveWindow(), r.Bucket()
@@ -149,18 +177,8 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	for i, r := range rules {
 		args = append(args, s.SlotOf(i)+1, r.EffectiveLimit())
 	}
-	ctx, cancel := context.WithTimeout(ctx, st.opts.Timeout)
-	defer cancel()
-	res, err := script.Run(ctx, st.client, st.Keys(s, key), args...).Int64Slice()
-	if err != nil {
-		var ne net.Error
-		if !errors.Is(err, context.DeadlineExceeded) && (ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout()) {
-			// The socket timed out at the operation's deadline: say so in the context's terms.
-			err = fmt.Errorf("no answer within %v (%w): %w", st.opts.Timeout, context.DeadlineExceeded, err)
-		}
-		return nil, fmt.Errorf("ratemonitor: redis store: %s on key %q: %w", op, key, err)
-	}
-	return res, nil
+	st.static.Store(s, args)
+	return args, nil
 }
 
 // Record implements cache.Store.
