@@ -146,6 +146,9 @@ func (m *Memory) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 			return strategy.Result{}, err
 		}
 	}
+	if err := CheckCount(n); err != nil {
+		return strategy.Result{}, err
+	}
 	var res strategy.Result
 	err := m.do(ctx, s, key, true, func(cs []strategy.Counter, now time.Time) { res, _ = s.Reserve(cs, now, n) })
 	return res, err

@@ -65,11 +65,15 @@ func newTiming(scale float64, margin time.Duration) timing {
 }
 
 // rules are Xero's per-tenant minute and day limits, with the margin held on each window
-// because the upstream counts a request when it arrives, a little after we record it.
+// because the upstream counts a request when it arrives, a little after we record it. The day
+// is counted in 10 s buckets (Xero time): 8 640 of them at most, which the Redis store accepts,
+// and a day's slot freed at most 10 s late.
 func (tm timing) rules() []strategy.Rule {
+	dayG := 100 * tm.g
+	dayMargin := (tm.margin + dayG - 1) / dayG * dayG
 	return []strategy.Rule{
 		{Limit: xeroMinuteLimit, Window: tm.minute, Granularity: tm.g, Margin: tm.margin},
-		{Limit: xeroDayLimit, Window: tm.day, Granularity: tm.g, Margin: tm.margin},
+		{Limit: xeroDayLimit, Window: tm.day, Granularity: dayG, Margin: dayMargin},
 	}
 }
 

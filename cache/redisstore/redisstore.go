@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,11 @@ import (
 var scriptSource string
 
 var script = redis.NewScript(scriptSource)
+
+// MaxBuckets bounds W/G for a rule kept in Redis: the script walks the oldest buckets of a key
+// to answer a wait, and Redis serves nobody else meanwhile. A day window at 1 s granularity
+// (86 400 buckets) is refused; at 10 s or 1 min it is fine.
+const MaxBuckets = 10_000
 
 // Defaults of Options.
 const (
@@ -61,10 +67,11 @@ type Options struct {
 // Store is a cache.Store in Redis. It is safe for concurrent use; Close does not close the
 // client, which is the caller's.
 type Store struct {
-	client redis.UniversalClient
-	opts   Options
-	closed atomic.Bool
-	static sync.Map // *strategy.Strategy → []any, the script arguments fixed by the strategy
+	client  redis.UniversalClient
+	opts    Options
+	closed  atomic.Bool
+	static  sync.Map // *strategy.Strategy → []any, the script arguments fixed by the strategy
+	statics atomic.Int64
 }
 
 var _ cache.Store = (*Store)(nil)
@@ -75,7 +82,7 @@ var _ cache.Store = (*Store)(nil)
 // lost, which would replay a script that may have counted) and ContextTimeoutEnabled: true (so
 // that Options.Timeout bounds each operation). New also refuses invalid options.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
-	if client == nil {
+	if client == nil || reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil() {
 		return nil, errors.New("ratemonitor: redis store: nil client")
 	}
 	retries, ctxTimeouts := 0, true
@@ -143,16 +150,13 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	args := make([]any, 0, 4+len(static))
 	args = append(args, op, n, now, at.UnixMicro())
 	args = append(args, static...)
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, st.opts.Timeout)
 	defer cancel()
+	start := time.Now()
 	res, err := script.Run(ctx, st.client, st.Keys(s, key), args...).Int64Slice()
 	if err != nil {
-		var ne net.Error
-		if !errors.Is(err, context.DeadlineExceeded) && (ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout()) {
-			// The socket timed out at the operation's deadline: say so in the context's terms.
-			err = fmt.Errorf("no answer within %v (%w): %w", st.opts.Timeout, context.DeadlineExceeded, err)
-		}
-		return nil, fmt.Errorf("ratemonitor: redis store: %s on key %q: %w", op, key, err)
+		return nil, st.explain(parent, op, key, time.Since(start), err)
 	}
 	return res, nil
 }
@@ -163,6 +167,12 @@ func (st *Store) staticArgs(s *strategy.Strategy) ([]any, error) {
 	if v, ok := st.static.Load(s); ok {
 		return v.([]any), nil
 	}
+	if st.statics.Add(1) > 1024 {
+		// Strategies are meant to live as long as their Transports; if callers make them per
+		// request, start the cache afresh rather than grow it without bound.
+		st.static.Clear()
+		st.statics.Store(1)
+	}
 	args := []any{s.Slots()}
 	for j := range s.Slots() {
 		r := s.SlotRule(j)
@@ -170,15 +180,51 @@ func (st *Store) staticArgs(s *strategy.Strategy) ([]any, error) {
 		if w%time.Microsecond != 0 || g%time.Microsecond != 0 {
 			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: window and granularity must be whole microseconds", r)
 		}
+		if b := w / g; b > MaxBuckets {
+			return nil, fmt.Errorf("ratemonitor: redis store: rule %s keeps up to %d buckets per key; the script may walk them all while Redis waits: "+
+				"set its Granularity to at least %v (%d buckets at most)", r, b+1, (w+MaxBuckets-1)/MaxBuckets, MaxBuckets)
+		}
 		args = append(args, w.Microseconds(), g.Microseconds(), st.opts.Slack.Microseconds())
 	}
 	rules := s.Rules()
 	args = append(args, len(rules))
 	for i, r := range rules {
+		if r.EffectiveLimit() > cache.MaxCount {
+			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: limit above %d", r, cache.MaxCount)
+		}
 		args = append(args, s.SlotOf(i)+1, r.EffectiveLimit())
 	}
 	st.static.Store(s, args)
 	return args, nil
+}
+
+// explain wraps a failed call's error with what happened: the caller's own cancellation or
+// deadline, the store's timeout, or the client's.
+func (st *Store) explain(parent context.Context, op, key string, took time.Duration, err error) error {
+	var ne net.Error
+	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	switch {
+	case parent.Err() != nil:
+		if !errors.Is(err, parent.Err()) {
+			err = fmt.Errorf("%w: %w", parent.Err(), err)
+		}
+	case timedOut && took >= st.opts.Timeout:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+		err = fmt.Errorf("no answer within the store's timeout of %v: %w", st.opts.Timeout, err)
+	case timedOut:
+		err = fmt.Errorf("the client timed out after %v (its ReadTimeout or WriteTimeout): %w", took.Round(time.Millisecond), err)
+	}
+	return fmt.Errorf("ratemonitor: redis store%s: %s on key %q: %w", st.where(), op, key, err)
+}
+
+// where names the server of a single-node client, for error messages.
+func (st *Store) where() string {
+	if c, ok := st.client.(*redis.Client); ok {
+		return " at " + c.Options().Addr
+	}
+	return ""
 }
 
 // Record implements cache.Store.
@@ -196,6 +242,9 @@ func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 		if err := s.CheckBurst(n); err != nil {
 			return strategy.Result{}, err
 		}
+	}
+	if err := cache.CheckCount(n); err != nil {
+		return strategy.Result{}, err
 	}
 	r, err := st.run(ctx, s, key, "reserve", n, time.Time{})
 	if err != nil {

@@ -342,3 +342,57 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("after Close: %v", err)
 	}
 }
+
+// steppingClock is a clock that a test can move backwards, as Redis TIME can move after an NTP
+// step or a failover.
+type steppingClock struct{ now atomic.Int64 }
+
+func (c *steppingClock) Now() time.Time                                   { return time.Unix(0, c.now.Load()) }
+func (c *steppingClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+// TestPeekKeepsTime: after a peek has seen usage expire, a clock that steps back does not bring
+// it back.
+func TestPeekKeepsTime(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := &steppingClock{}
+	clk.now.Store(t0.UnixNano())
+	st := newStore(t, srv.Client(), Options{Clock: clk})
+	s := mustStrategy(t, strategy.Rule{Limit: 2, Window: 4 * time.Second})
+	ctx := context.Background()
+	if _, err := st.Reserve(ctx, s, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.now.Store(t0.Add(4 * time.Second).UnixNano())
+	if u := usedOf(t, st, s, "k"); u[0] != 0 {
+		t.Fatalf("used at s+W: %d", u[0])
+	}
+	clk.now.Store(t0.UnixNano())
+	if u := usedOf(t, st, s, "k"); u[0] != 0 {
+		t.Errorf("used %d after the clock stepped back: the peek's time was not kept", u[0])
+	}
+}
+
+func TestErrorsSayWhatHappened(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newStore(t, srv.Client(), Options{})
+	s := mustStrategy(t, strategy.Rule{Limit: 5, Window: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := st.Reserve(ctx, s, "k", 1)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancelled caller: %v", err)
+	}
+	srv.Stop()
+	err = st.Record(context.Background(), s, "k", 1)
+	if err == nil || !strings.Contains(err.Error(), srv.Addr) {
+		t.Errorf("Redis down: %v, want the address in the message", err)
+	}
+	day := mustStrategy(t, strategy.Rule{Limit: 5000, Window: 24 * time.Hour})
+	if err := st.Record(context.Background(), day, "k", 1); err == nil || !strings.Contains(err.Error(), "Granularity to at least 8.64s") {
+		t.Errorf("a day at 1 s granularity: %v", err)
+	}
+	var nilClient *redis.Client
+	if _, err := New(nilClient, Options{}); err == nil {
+		t.Error("typed nil client accepted")
+	}
+}

@@ -170,13 +170,20 @@ local function save()
 end
 
 if op == 'peek' then
+  -- A key with state keeps the time of the peek, as every operation does: were Redis TIME to
+  -- step back, usage that had stopped counting must not count again.
   local out = {0, now}
-  for j = 1, nslots do load(j, 'hw') end
-  if n > 0 then out[1] = layered_wait(now, n, false) end
+  local exists = false
+  for j = 1, nslots do
+    load(j, 'hw')
+    if st[j].hw ~= nil then exists = true end
+  end
+  if n > 0 then out[1] = layered_wait(now, n, exists) end
   for i = 1, nrules do
-    advance(RS[i], now, false)
+    advance(RS[i], now, exists)
     out[2 + i] = st[RS[i]].total
   end
+  if exists then save() end
   return out
 end
 
