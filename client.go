@@ -38,6 +38,17 @@ const (
 	FailClosed
 )
 
+// String returns "fail open" or "fail closed".
+func (p ErrorPolicy) String() string {
+	switch p {
+	case FailOpen:
+		return "fail open"
+	case FailClosed:
+		return "fail closed"
+	}
+	return fmt.Sprintf("ErrorPolicy(%d)", int(p))
+}
+
 // StoreError is returned by RoundTrip under FailClosed when the store could not record the
 // request. Nothing was sent.
 type StoreError struct {
@@ -182,8 +193,9 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // New returns a Transport that records requests before passing them to base (nil means
-// http.DefaultTransport). WithRules or WithStrategy is required. Errors name the option at
-// fault; no store is left open when New fails.
+// http.DefaultTransport). WithRules or WithStrategy is required. A store that cannot hold the
+// rules (cache.Validator) refuses them here. Errors name the option at fault; no store is left
+// open when New fails.
 func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	t := &Transport{base: base, keyFunc: KeyByHost, clock: clock.Real(), logger: slog.Default()}
 	t.pacer.seed = maphash.MakeSeed()
@@ -197,6 +209,11 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	}
 	if t.strat == nil {
 		return nil, errors.New("ratemonitor: New needs WithRules or WithStrategy")
+	}
+	if v, ok := t.store.(cache.Validator); ok {
+		if err := v.Validate(t.strat); err != nil {
+			return nil, err
+		}
 	}
 	if c, ok := t.store.(cache.Clocked); ok {
 		if t.clockSet && !sameClock(c.Clock(), t.clock) {

@@ -54,6 +54,13 @@ type Store interface {
 	Close() error
 }
 
+// Validator is implemented by stores that cannot hold every strategy (the Redis store has a
+// script for the rolling window only, and bounds buckets per rule). ratemonitor.New calls it, so
+// that such a strategy is refused when the Transport is made, not on every request.
+type Validator interface {
+	Validate(s *strategy.Strategy) error
+}
+
 // Clocked is implemented by stores whose clock runs in this process (the memory store). A
 // Transport over such a store sleeps on the same clock, so that its waits and the store's
 // instants agree.

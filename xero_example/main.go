@@ -59,7 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.path, "path", "/api.xro/2.0/Invoices", "path to GET")
 	fs.StringVar(&c.token, "token", os.Getenv("XERO_TOKEN"), "bearer token for -base-url (default $XERO_TOKEN)")
 	fs.StringVar(&ids, "tenant-ids", "", "comma-separated tenant ids for -base-url")
-	fs.StringVar(&c.redisAddr, "redis", "", "Redis address (host:port): keep the counts there, so several copies of this program share one allocation per tenant")
+	fs.StringVar(&c.redisAddr, "redis", "", "Redis address (host:port): keep the counts there and reserve each burst there, so several copies of this program share one allocation per tenant (each copy still starts its own local upstream unless -base-url is set)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

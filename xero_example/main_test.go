@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,4 +157,37 @@ func TestRunOnRedis(t *testing.T) {
 	if _, err := run(context.Background(), config{scale: 60, tenants: 1, requests: 1, burst: 1, redisAddr: "127.0.0.1:1", path: "/"}, &out); err == nil {
 		t.Error("an unreachable -redis was accepted")
 	}
+}
+
+// TestTwoCopiesShareRedis: two runs of the main job share one Redis and one strict upstream;
+// reserving each burst in Redis keeps them, together, within Xero's limits.
+func TestTwoCopiesShareRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	tm := newTiming(60, time.Second)
+	up := newUpstream(60, false)
+	up.minute, up.day = tm.minute, tm.day
+	shared := httptest.NewServer(up)
+	defer shared.Close()
+	cfg := config{scale: 60, requests: 100, burst: 10, margin: time.Second, path: "/api.xro/2.0/Invoices",
+		baseURL: shared.URL, tenantIDs: []string{"tenant-a", "tenant-b"}, redisAddr: srv.Addr}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			var out bytes.Buffer
+			if sum, err := run(context.Background(), cfg, &out); err != nil || sum.sent != 200 || sum.tooMany != 0 {
+				t.Errorf("copy: %v, sent %d, 429s %d\n%s", err, sum.sent, sum.tooMany, out.String())
+			}
+		})
+	}
+	wg.Wait()
+	accepted, refused, peaks := up.stats()
+	if accepted != 400 || refused != 0 {
+		t.Errorf("upstream accepted %d, refused %d", accepted, refused)
+	}
+	for id, p := range peaks {
+		if p > 60 {
+			t.Errorf("%s: %d in one minute window", id, p)
+		}
+	}
+	t.Logf("peaks %v", peaks)
 }

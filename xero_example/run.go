@@ -121,7 +121,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)),
 	}
 	if cfg.redisAddr != "" {
-		rc := redis.NewClient(&redis.Options{Addr: cfg.redisAddr, MaxRetries: -1, ContextTimeoutEnabled: true})
+		rc := redis.NewClient(&redis.Options{Addr: cfg.redisAddr, MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1})
 		defer rc.Close()
 		if err := rc.Ping(ctx).Err(); err != nil {
 			return summary{}, fmt.Errorf("-redis %s: %w", cfg.redisAddr, err)
@@ -131,7 +131,10 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 			return summary{}, err
 		}
 		opts = append(opts, ratemonitor.WithStore(store))
-		fmt.Fprintf(out, "counts kept in Redis at %s: copies of this program share each tenant's allocation\n", cfg.redisAddr)
+		fmt.Fprintf(out, "counts kept in Redis at %s: copies of this program share each tenant's allocation, and reserve each burst there\n", cfg.redisAddr)
+		if cfg.baseURL == "" {
+			fmt.Fprintf(out, "(each copy starts its own local upstream: the 429s, peaks and rates below are this copy's alone; the monitor's counts are shared)\n")
+		}
 	}
 	tr, err := ratemonitor.New(baseTransport, opts...)
 	if err != nil {
@@ -177,8 +180,10 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	return sum, errors.Join(errs...)
 }
 
-// paceTenant sends the tenant's requests in bursts, asking the monitor before each burst how
-// long until it fits and waiting that long: the pattern of the original PHP README.
+// paceTenant sends the tenant's requests in bursts. On its own it asks the monitor before each
+// burst how long until the burst fits and waits that long: the pattern of the original PHP
+// README. With -redis, other copies of the program take slots between that check and the sends,
+// so it reserves each burst instead (one atomic step in Redis) and sends it on the reservation.
 func paceTenant(ctx context.Context, cfg config, tr *ratemonitor.Transport, client *http.Client, base string, mu *sync.Mutex, r *tenantRun) error {
 	for left := cfg.requests; left > 0; {
 		burst := min(cfg.burst, left)
@@ -186,19 +191,26 @@ func paceTenant(ctx context.Context, cfg config, tr *ratemonitor.Transport, clie
 		if err != nil {
 			return err
 		}
-		if d > 0 {
-			mu.Lock()
-			r.waitUntil = time.Now().Add(d)
-			mu.Unlock()
+		mu.Lock()
+		r.waitUntil = time.Now().Add(d)
+		mu.Unlock()
+		sendCtx := ctx
+		if cfg.redisAddr != "" {
+			res, err := tr.Reserve(ctx, r.id, burst)
+			if err != nil {
+				return err
+			}
+			sendCtx = res.Context(ctx)
+		} else if d > 0 {
 			if err := tr.Wait(ctx, r.id, burst); err != nil {
 				return err
 			}
-			mu.Lock()
-			r.waitUntil = time.Time{}
-			mu.Unlock()
 		}
+		mu.Lock()
+		r.waitUntil = time.Time{}
+		mu.Unlock()
 		for range burst {
-			status, err := send(ctx, cfg, client, base, r.id)
+			status, err := send(sendCtx, cfg, client, base, r.id)
 			mu.Lock()
 			r.sent++
 			switch {
@@ -276,8 +288,10 @@ func progress(ctx context.Context, cfg config, tm timing, out io.Writer, mu *syn
 				switch {
 				case !r.done.IsZero():
 					state = "done"
-				case !r.waitUntil.IsZero():
+				case !r.waitUntil.IsZero() && r.waitUntil.After(now):
 					state = "waiting " + r.waitUntil.Sub(now).Round(10*time.Millisecond).String()
+				case !r.waitUntil.IsZero():
+					state = "waiting for a slot"
 				}
 				fmt.Fprintf(&b, "  %s sent %d/%d, %s", r.id, r.sent, cfg.requests, state)
 				if r.tooMany > 0 {

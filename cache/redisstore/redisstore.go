@@ -1,4 +1,4 @@
-// Package redisstore is a cache.Store in Redis, so that many processes share one allocation per
+// Package redisstore is a cache.Store in Redis (6.2 or later, for ZADD GT), so that many processes share one allocation per
 // key (a Xero tenant's 60 per minute is shared by every worker that calls Xero for it).
 //
 // Every operation is one round trip for all rules of a key: a Lua script, loaded once and run
@@ -38,7 +38,8 @@ var script = redis.NewScript(scriptSource)
 
 // MaxBuckets bounds W/G for a rule kept in Redis: the script walks the oldest buckets of a key
 // to answer a wait, and Redis serves nobody else meanwhile. A day window at 1 s granularity
-// (86 400 buckets) is refused; at 10 s or 1 min it is fine.
+// (86 400 buckets) is refused, by Validate (so by ratemonitor.New) and by every operation; at
+// 10 s or 1 min it is fine.
 const MaxBuckets = 10_000
 
 // Defaults of Options.
@@ -133,12 +134,6 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	if st.closed.Load() {
 		return nil, cache.ErrClosed
 	}
-	if s == nil {
-		return nil, errors.New("ratemonitor: redis store: nil strategy")
-	}
-	if s.Name() != (rollingwindow.Algorithm{}).Name() {
-		return nil, fmt.Errorf("ratemonitor: redis store: no script for strategy %q", s.Name())
-	}
 	static, err := st.staticArgs(s)
 	if err != nil {
 		return nil, err
@@ -161,11 +156,25 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	return res, nil
 }
 
+// Validate reports whether the store can hold s: a rolling-window strategy whose rules have
+// whole-microsecond windows and granularities, at most MaxBuckets buckets and limits up to
+// cache.MaxCount. ratemonitor.New calls it (cache.Validator); every operation checks it too.
+func (st *Store) Validate(s *strategy.Strategy) error {
+	_, err := st.staticArgs(s)
+	return err
+}
+
 // staticArgs returns the script arguments that depend only on the strategy (slots and rules),
 // built once per strategy.
 func (st *Store) staticArgs(s *strategy.Strategy) ([]any, error) {
+	if s == nil {
+		return nil, errors.New("ratemonitor: redis store: nil strategy")
+	}
 	if v, ok := st.static.Load(s); ok {
 		return v.([]any), nil
+	}
+	if s.Name() != (rollingwindow.Algorithm{}).Name() {
+		return nil, fmt.Errorf("ratemonitor: redis store: no script for strategy %q", s.Name())
 	}
 	if st.statics.Add(1) > 1024 {
 		// Strategies are meant to live as long as their Transports; if callers make them per
@@ -227,7 +236,10 @@ func (st *Store) where() string {
 	return ""
 }
 
-// Record implements cache.Store.
+// Record implements cache.Store: one round trip. Errors: cache.ErrInvalidCount for n outside
+// 1..cache.MaxCount; Validate's; cache.ErrClosed after Close; and the call's own failure, which
+// wraps context.DeadlineExceeded when the store's Timeout passed, the caller's context error
+// when that ended first, and otherwise the client's error (connection refused, say).
 func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
 	if err := cache.CheckCount(n); err != nil {
 		return err
@@ -236,7 +248,10 @@ func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n
 	return err
 }
 
-// Reserve implements cache.Store. Result.At is Redis's instant (µs resolution).
+// Reserve implements cache.Store: one round trip. Result.At is Redis's instant (µs
+// resolution) and Result.Wait is in µs steps. Errors are Record's, and strategy.CheckBurst's
+// for the burst. A Reserve cut off by a timeout may still have recorded: its slots are then held
+// until they expire.
 func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
 	if s != nil {
 		if err := s.CheckBurst(n); err != nil {
@@ -256,7 +271,7 @@ func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 	return strategy.Result{Allowed: r[0] == 1, Wait: time.Duration(r[1]) * time.Microsecond, At: time.UnixMicro(r[2])}, nil
 }
 
-// Release implements cache.Store.
+// Release implements cache.Store: one round trip. Errors are Record's.
 func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
 	if err := cache.CheckCount(n); err != nil {
 		return err
@@ -265,7 +280,8 @@ func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, 
 	return err
 }
 
-// Peek implements cache.Store.
+// Peek implements cache.Store: one round trip, which writes only to move the key's time
+// forward. Errors are Record's, and strategy.CheckBurst's for n ≠ 0.
 func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
 	if s != nil && n != 0 {
 		if err := s.CheckBurst(n); err != nil {

@@ -54,7 +54,7 @@ func run(addr, upstream string, tenants []string, requests, goroutines int, rule
 	if upstream == "" {
 		return fmt.Errorf("-upstream is required")
 	}
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1})
 	defer client.Close()
 	store, err := redisstore.New(client, redisstore.Options{Timeout: time.Second})
 	if err != nil {

@@ -84,7 +84,7 @@ func (s *Server) Restart() {
 // Client returns a client for the server set as the store needs (no retries, context
 // deadlines honoured), closed when the test ends.
 func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1})
 	s.t.Cleanup(func() { c.Close() })
 	return c
 }
