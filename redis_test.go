@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // TestRedisDownAndBack stops the test's own redis-server in the middle of a run: under
@@ -92,4 +93,18 @@ func TestRedisHangsFailClosed(t *testing.T) {
 	}
 	t.Logf("fail-closed answer after %v", elapsed.Round(time.Millisecond))
 	time.Sleep(time.Second) // let the pause end before the server is stopped
+}
+
+// TestRedisRefusesRulesAtNew: a rule the Redis store cannot hold is refused when the Transport
+// is made, not request by request.
+func TestRedisRefusesRulesAtNew(t *testing.T) {
+	srv := redistest.Start(t)
+	store, _ := redisstore.New(srv.Client(), redisstore.Options{})
+	_, err := New(nil, WithRules(day), WithStore(store))
+	if err == nil || !strings.Contains(err.Error(), "Granularity") {
+		t.Errorf("a day at 1 s granularity over Redis: %v", err)
+	}
+	if _, err := New(nil, WithRules(strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: time.Minute}), WithStore(store)); err != nil {
+		t.Errorf("a day at 1 min granularity: %v", err)
+	}
 }

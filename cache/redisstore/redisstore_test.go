@@ -384,8 +384,8 @@ func TestErrorsSayWhatHappened(t *testing.T) {
 	}
 	srv.Stop()
 	err = st.Record(context.Background(), s, "k", 1)
-	if err == nil || !strings.Contains(err.Error(), srv.Addr) {
-		t.Errorf("Redis down: %v, want the address in the message", err)
+	if err == nil || !strings.Contains(err.Error(), srv.Addr) || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("Redis down: %v, want the address and the refused connection in the message", err)
 	}
 	day := mustStrategy(t, strategy.Rule{Limit: 5000, Window: 24 * time.Hour})
 	if err := st.Record(context.Background(), day, "k", 1); err == nil || !strings.Contains(err.Error(), "Granularity to at least 8.64s") {
