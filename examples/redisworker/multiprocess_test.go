@@ -17,13 +17,15 @@ import (
 
 // TestFourProcesses: four OS processes pace 60 requests each for the same two tenants through
 // their own Transports, sharing one Redis, against one upstream that strictly enforces 60 per
-// 2 s per tenant. The upstream sees no 429, and the throughput is at least 95 % of the limit.
+// 5 s per tenant. The upstream sees no 429, and the throughput is at least 95 % of the limit.
+// The window and the margin (150 ms, 3 %) are sized so that a loaded CI machine, where a request
+// can take tens of milliseconds from being recorded to being counted, cannot push one over.
 func TestFourProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
 	}
 	srv := redistest.Start(t)
-	const limit, window, procs, each = 60, 2 * time.Second, 4, 60
+	const limit, window, procs, each = 60, 5 * time.Second, 4, 60
 	bin := filepath.Join(t.TempDir(), "redisworker")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -45,7 +47,7 @@ func TestFourProcesses(t *testing.T) {
 	var outs []*bytes.Buffer
 	for range procs {
 		cmd := exec.Command(bin, "-redis", srv.Addr, "-upstream", upstreamURL, "-tenants", "tenant-a,tenant-b",
-			"-requests", "60", "-limit", "60", "-window", window.String())
+			"-requests", "60", "-limit", "60", "-window", window.String(), "-margin", "150ms")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
