@@ -52,14 +52,16 @@ func (p ErrorPolicy) String() string {
 // StoreError is returned by RoundTrip under FailClosed when the store could not record the
 // request. Nothing was sent.
 type StoreError struct {
-	Key string
-	Err error
+	Key string // the key the request was counted under
+	Err error  // the store's error, such as cache.ErrClosed or a Redis timeout
 }
 
+// Error says that the request was not sent, for which key, and why.
 func (e *StoreError) Error() string {
 	return fmt.Sprintf("ratemonitor: not sent: recording the request under key %q failed: %v", e.Key, e.Err)
 }
 
+// Unwrap returns the store's error, for errors.Is and errors.As.
 func (e *StoreError) Unwrap() error { return e.Err }
 
 // Transport is an http.RoundTripper that records each attempt in a Store before passing it to
