@@ -97,3 +97,35 @@ func BenchmarkPacing(b *testing.B) {
 	}
 	b.Run("keys=10000/goroutines=8", func(b *testing.B) { run(b, 8, 10_000) })
 }
+
+// BenchmarkSync measures a monitored RoundTrip with WithSync reading Xero's headers off every
+// response (three counts, one of them lower than ours so nothing is raised) and an app key:
+// what learning from the upstream adds to each request.
+func BenchmarkSync(b *testing.B) {
+	h := http.Header{}
+	h.Set("X-MinLimit-Remaining", "59")
+	h.Set("X-DayLimit-Remaining", "4999")
+	h.Set("X-AppMinLimit-Remaining", "9999")
+	base := noop{resp: &http.Response{StatusCode: 200, Header: h}}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.xero.com/api.xro/2.0/Invoices", nil)
+	req.Header.Set("Xero-Tenant-Id", "tenant-1")
+	rules := []strategy.Rule{{Limit: 1 << 30, Window: time.Minute}, {Limit: 1 << 30, Window: 24 * time.Hour, Granularity: time.Minute}}
+	for _, sync := range []bool{false, true} {
+		b.Run("sync="+strconv.FormatBool(sync), func(b *testing.B) {
+			opts := []Option{WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)),
+				WithAppRules("app", strategy.Rule{Limit: 1 << 30, Window: time.Minute})}
+			if sync {
+				opts = append(opts, WithSync(SyncConfig{}))
+			}
+			tr, err := New(base, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tr.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				tr.RoundTrip(req)
+			}
+		})
+	}
+}

@@ -85,6 +85,8 @@ type Transport struct {
 	pacing   bool
 	pacer    pacer
 	clockSet bool
+	app      *appLimit   // WithAppRules
+	sync     *SyncConfig // WithSync
 }
 
 // Option configures New.
@@ -216,6 +218,11 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		if err := v.Validate(t.strat); err != nil {
 			return nil, err
 		}
+		if t.app != nil {
+			if err := v.Validate(t.app.strat); err != nil {
+				return nil, fmt.Errorf("app rules: %w", err)
+			}
+		}
 	}
 	if c, ok := t.store.(cache.Clocked); ok {
 		if t.clockSet && !sameClock(c.Clock(), t.clock) {
@@ -229,6 +236,9 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 			return nil, err
 		}
 		t.store, t.ownStore = m, true
+	}
+	if _, ok := t.store.(cache.Syncer); t.sync != nil && !ok {
+		return nil, errNoSyncer
 	}
 	return t, nil
 }
@@ -276,28 +286,42 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	key := t.Key(req)
 	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
-		return base.RoundTrip(req)
+		return t.send(base, req, key)
 	}
 	var err error
 	if t.pacing {
-		_, err = t.acquire(ctx, key, 1)
-	} else if err = t.store.Record(ctx, t.strat, key, 1); err != nil {
-		err = &StoreError{Key: key, Err: err}
+		_, _, err = t.acquire(ctx, key, 1, t.policy == FailOpen)
+	} else {
+		err = t.record(ctx, key)
 	}
 	if err != nil {
 		var se *StoreError
-		if errors.As(err, &se) {
-			t.storeFailed(req, key, se.Err)
-			if t.policy == FailOpen {
-				return base.RoundTrip(req)
+		if !errors.As(err, &se) || t.policy == FailClosed {
+			if se != nil {
+				t.storeFailed(req, se.Key, se.Err)
 			}
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
 		}
-		if req.Body != nil {
-			req.Body.Close()
-		}
-		return nil, err
+		t.storeFailed(req, se.Key, se.Err)
 	}
-	return base.RoundTrip(req)
+	return t.send(base, req, key)
+}
+
+// record counts one request on key and, with WithAppRules, on the app key. The first store
+// error comes back as a *StoreError naming the key it was on.
+func (t *Transport) record(ctx context.Context, key string) error {
+	if err := t.store.Record(ctx, t.strat, key, 1); err != nil {
+		return &StoreError{Key: key, Err: err}
+	}
+	if t.app != nil {
+		if err := t.store.Record(ctx, t.app.strat, t.app.key, 1); err != nil {
+			return &StoreError{Key: t.app.key, Err: err}
+		}
+	}
+	return nil
 }
 
 func (t *Transport) storeFailed(req *http.Request, key string, err error) {
@@ -314,7 +338,8 @@ func (t *Transport) storeFailed(req *http.Request, key string, err error) {
 }
 
 // AllocationUsed returns, for each rule in order, how many requests recorded under key count
-// now and how many remain. Errors come from the store (cache.ErrClosed, say).
+// now and how many remain. Errors come from the store (cache.ErrClosed, say). The app key's
+// rules (WithAppRules) are in Status.
 func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.Usage, error) {
 	if t.strat == nil {
 		return nil, ErrNotConfigured
@@ -324,7 +349,9 @@ func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.
 }
 
 // WaitTime returns the smallest duration after which burst more requests under key fit in
-// every rule, assuming nothing else is recorded meanwhile. It is 0 when they fit now.
+// every rule, assuming nothing else is recorded meanwhile. It is 0 when they fit now. With
+// WithAppRules it is the longer of the waits on key and on the app key; with WithSync it is
+// at least the rest of a pause the upstream asked for.
 // burst < 1 returns strategy.ErrInvalidBurst; a burst larger than a rule's effective limit
 // (Limit − Headroom) returns an error wrapping strategy.ErrBurstTooLarge, since it can never
 // fit. Store errors (cache.ErrClosed, say) are returned as they are.
@@ -336,7 +363,14 @@ func (t *Transport) WaitTime(ctx context.Context, key string, burst int) (time.D
 		return 0, err
 	}
 	snap, err := t.store.Peek(ctx, t.strat, key, burst)
-	return snap.Wait, err
+	if err != nil || t.app == nil {
+		return snap.Wait, err
+	}
+	if err := t.app.strat.CheckBurst(burst); err != nil {
+		return 0, fmt.Errorf("app key %q: %w", t.app.key, err)
+	}
+	app, err := t.store.Peek(ctx, t.app.strat, t.app.key, burst)
+	return max(snap.Wait, app.Wait), err
 }
 
 // WaitSeconds is WaitTime in whole seconds, rounded up so that sleeping that long is never

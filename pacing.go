@@ -2,6 +2,7 @@ package ratemonitor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -58,16 +59,42 @@ func (t *Transport) Queued(key string) int {
 	return 0
 }
 
-// acquire reserves a burst of n on key, waiting for its turn and then for room. A store error
-// comes back as a *StoreError; a context that ends first, or a wait that would pass its
-// deadline, comes back as the context's error and nothing is recorded.
-func (t *Transport) acquire(ctx context.Context, key string, n int) (strategy.Result, error) {
+// acquire reserves a burst of n on key and then, with WithAppRules, on the app key, waiting
+// for each. A store error comes back as a *StoreError; a context that ends first, or a wait that
+// would pass its deadline, comes back as the context's error. On error nothing stays recorded,
+// except the key's slots when the app key's store call failed and keepOnStoreError is set (the
+// request is then sent anyway, under FailOpen). It returns the instants the burst was recorded
+// at, on key and on the app key.
+func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError bool) (at, appAt time.Time, err error) {
+	res, err := t.acquireOn(ctx, t.strat, key, key, n)
+	if err != nil || t.app == nil {
+		return res.At, time.Time{}, err
+	}
+	ares, err := t.acquireOn(ctx, t.app.strat, t.app.key, appQueue+t.app.key, n)
+	if err != nil {
+		var se *StoreError
+		if !keepOnStoreError || !errors.As(err, &se) {
+			// The key's slots were never used: give them back, even if ctx has ended.
+			t.store.Release(context.WithoutCancel(ctx), t.strat, key, res.At, n)
+		}
+		return res.At, time.Time{}, err
+	}
+	return res.At, ares.At, nil
+}
+
+// appQueue prefixes the app key's queue in the pacer, so that it never shares a queue with a
+// request key of the same name.
+const appQueue = "\x00app\x00"
+
+// acquireOn reserves a burst of n on key under strat, waiting for its turn in queue qkey and
+// then for room.
+func (t *Transport) acquireOn(ctx context.Context, strat *strategy.Strategy, key, qkey string, n int) (strategy.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return strategy.Result{}, err
 	}
 	// reserve asks the store once; a refusal whose wait would pass the deadline is an error.
 	reserve := func() (strategy.Result, error) {
-		res, err := t.store.Reserve(ctx, t.strat, key, n)
+		res, err := t.store.Reserve(ctx, strat, key, n)
 		if err != nil {
 			return res, &StoreError{Key: key, Err: err}
 		}
@@ -76,9 +103,9 @@ func (t *Transport) acquire(ctx context.Context, key string, n int) (strategy.Re
 		}
 		return res, err
 	}
-	sh := t.pacer.shard(key)
+	sh := t.pacer.shard(qkey)
 	sh.mu.Lock()
-	q := sh.queues[key]
+	q := sh.queues[qkey]
 	if q == nil {
 		// Nobody waits on this key: try at once, without queueing.
 		sh.mu.Unlock()
@@ -86,12 +113,12 @@ func (t *Transport) acquire(ctx context.Context, key string, n int) (strategy.Re
 			return res, err
 		}
 		sh.mu.Lock()
-		if q = sh.queues[key]; q == nil {
+		if q = sh.queues[qkey]; q == nil {
 			if sh.queues == nil {
 				sh.queues = map[string]*queue{}
 			}
 			q = &queue{}
-			sh.queues[key] = q
+			sh.queues[qkey] = q
 		}
 	}
 	w := &waiter{n: n, turn: make(chan struct{})}
@@ -104,10 +131,10 @@ func (t *Transport) acquire(ctx context.Context, key string, n int) (strategy.Re
 		close(w.turn)
 	}
 	sh.mu.Unlock()
-	defer t.leave(sh, key, q, w)
+	defer t.leave(sh, qkey, q, w)
 
 	if ahead > 0 {
-		if err := t.queueDeadlineCheck(ctx, key, n, ahead); err != nil {
+		if err := t.queueDeadlineCheck(ctx, strat, key, n, ahead); err != nil {
 			return strategy.Result{}, err
 		}
 		select {
@@ -148,11 +175,11 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 // queueDeadlineCheck refuses at once a waiter that cannot get its turn before ctx's deadline:
 // the requests ahead of it and its own must all fit, which takes at least the wait for their
 // sum (capped at the smallest limit, the most a window can ever hold).
-func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead int) error {
+func (t *Transport) queueDeadlineCheck(ctx context.Context, strat *strategy.Strategy, key string, n, ahead int) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return nil
 	}
-	snap, err := t.store.Peek(ctx, t.strat, key, min(n+ahead, t.strat.MaxBurst()))
+	snap, err := t.store.Peek(ctx, strat, key, min(n+ahead, strat.MaxBurst()))
 	if err != nil {
 		return nil // the head's own reserve will report the store's state
 	}

@@ -108,3 +108,54 @@ func TestRedisRefusesRulesAtNew(t *testing.T) {
 		t.Errorf("a day at 1 min granularity: %v", err)
 	}
 }
+
+// TestRedisSyncIsShared: what one process learns from a 429 holds every process sharing
+// Redis. Two stores over one Redis stand for two processes; the pause is on Redis's clock.
+func TestRedisSyncIsShared(t *testing.T) {
+	srv := redistest.Start(t)
+	a := &answer{}
+	up, hits := upstream(t, a.serve)
+	var trs []*Transport
+	for range 2 {
+		st, err := redisstore.New(srv.Client(), redisstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		day := strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: 10 * time.Second}
+		trs = append(trs, newTransport(t, nil, WithRules(minute, day), WithStore(st), WithLogger(discard),
+			WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)), WithSync(SyncConfig{}), WithPacing()))
+	}
+	a.set(429, "Retry-After", "2", "X-Rate-Limit-Problem", "day", "X-DayLimit-Remaining", "0", "X-MinLimit-Remaining", "55")
+	get(t, &http.Client{Transport: trs[0]}, up.URL, "Xero-Tenant-Id", "t1")
+	s := status(t, trs[1], "t1")
+	if s.Rules[0].Used != 5 || s.Rules[1].Used != 5000 || s.Rules[1].Reported != 0 || s.PausedUntil.IsZero() {
+		t.Fatalf("the other process sees %+v", s)
+	}
+	if d := time.Until(s.PausedUntil); d <= time.Second || d > 2*time.Second {
+		t.Fatalf("pause ends in %v, want about 2 s", d)
+	}
+	// The other process's paced requests wait out the pause, then the day rule: a deadline of
+	// 5 s is refused at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL, nil)
+	req.Header.Set("Xero-Tenant-Id", "t1")
+	start := time.Now()
+	if _, err := (&http.Client{Transport: trs[1]}).Do(req); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+		t.Fatalf("paced request on a day-exhausted key: %v after %v", err, time.Since(start))
+	}
+	if hits.Load() != 1 {
+		t.Fatalf("upstream hits %d, want 1", hits.Load())
+	}
+	// A short pause alone: the other process waits it out and then sends.
+	a.set(429, "Retry-After", "1")
+	get(t, &http.Client{Transport: trs[0]}, up.URL, "Xero-Tenant-Id", "t2")
+	a.set(200)
+	start = time.Now()
+	if _, err := get(t, &http.Client{Transport: trs[1]}, up.URL, "Xero-Tenant-Id", "t2"); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 900*time.Millisecond {
+		t.Fatalf("the other process sent %v after a 1 s pause began", took)
+	}
+}

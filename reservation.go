@@ -2,6 +2,7 @@ package ratemonitor
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -10,17 +11,20 @@ import (
 // spent by the requests that carry it in their context. Slots not spent can be given back with
 // Cancel. It is safe for concurrent use.
 type Reservation struct {
-	t   *Transport
-	key string
-	at  time.Time
-	n   int
+	t     *Transport
+	key   string
+	at    time.Time
+	appAt time.Time // the instant on the app key (WithAppRules), zero without one
+	n     int
 
 	mu   sync.Mutex
 	left int // slots neither spent by a request nor given back
 }
 
 // Reserve waits its turn on key and then until a burst of n fits in every rule, records the n
-// requests, and returns the Reservation holding them. Requests sent with Reservation.Context
+// requests, and returns the Reservation holding them. With WithAppRules it then does the same
+// on the app key; the key's slots are held while it waits there. A pause the upstream asked for
+// (WithSync) is waited out like a full window. Requests sent with Reservation.Context
 // spend its slots instead of being recorded (or paced) again.
 //
 // Fairness: within one Transport, callers waiting on a key — Reserve and paced RoundTrips alike
@@ -41,11 +45,16 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 	if err := t.strat.CheckBurst(n); err != nil {
 		return nil, err
 	}
-	res, err := t.acquire(ctx, key, n)
+	if t.app != nil {
+		if err := t.app.strat.CheckBurst(n); err != nil {
+			return nil, fmt.Errorf("app key %q: %w", t.app.key, err)
+		}
+	}
+	at, appAt, err := t.acquire(ctx, key, n, false)
 	if err != nil {
 		return nil, err
 	}
-	return &Reservation{t: t, key: key, at: res.At, n: n, left: n}, nil
+	return &Reservation{t: t, key: key, at: at, appAt: appAt, n: n, left: n}, nil
 }
 
 type reservationContext struct{}
@@ -99,6 +108,13 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	}
 	if err := r.t.store.Release(ctx, r.t.strat, r.key, r.at, r.left); err != nil {
 		return err
+	}
+	if r.t.app != nil {
+		// The key's slots are back; a failure here leaves only app slots held until they expire.
+		if err := r.t.store.Release(ctx, r.t.app.strat, r.t.app.key, r.appAt, r.left); err != nil {
+			r.left = 0
+			return fmt.Errorf("ratemonitor: the slots on key %q were given back, but not those on the app key %q: %w", r.key, r.t.app.key, err)
+		}
 	}
 	r.left = 0
 	return nil

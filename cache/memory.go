@@ -92,6 +92,7 @@ type entry struct {
 	evicted  bool // set by ristretto's eviction; an evicted entry must not be updated
 	ids      []string
 	counters []strategy.Counter
+	upstream strategy.Upstream  // pause and reported figures (Sync)
 	strat    *strategy.Strategy // the strategy scratch was built for
 	scratch  []strategy.Counter // counters of strat's slots, in slot order
 	ttlUntil int64              // instant (caller's clock, ns) up to which ristretto keeps the entry
@@ -136,7 +137,7 @@ func (m *Memory) Record(ctx context.Context, s *strategy.Strategy, key string, n
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.do(ctx, s, key, true, func(cs []strategy.Counter, now time.Time) { s.Record(cs, now, n) })
+	return m.do(ctx, s, key, true, func(cs []strategy.Counter, _ *strategy.Upstream, now time.Time) { s.Record(cs, now, n) })
 }
 
 // Reserve implements Store.
@@ -150,7 +151,9 @@ func (m *Memory) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 		return strategy.Result{}, err
 	}
 	var res strategy.Result
-	err := m.do(ctx, s, key, true, func(cs []strategy.Counter, now time.Time) { res, _ = s.Reserve(cs, now, n) })
+	err := m.do(ctx, s, key, true, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) {
+		res, _ = s.ReserveWith(cs, up, now, n)
+	})
 	return res, err
 }
 
@@ -159,7 +162,7 @@ func (m *Memory) Release(ctx context.Context, s *strategy.Strategy, key string, 
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.do(ctx, s, key, false, func(cs []strategy.Counter, _ time.Time) { s.Release(cs, at, n) })
+	return m.do(ctx, s, key, false, func(cs []strategy.Counter, _ *strategy.Upstream, _ time.Time) { s.Release(cs, at, n) })
 }
 
 // Peek implements Store. A key with no state is answered from empty counters, without admitting
@@ -171,8 +174,20 @@ func (m *Memory) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 		}
 	}
 	var snap strategy.Snapshot
-	err := m.do(ctx, s, key, false, func(cs []strategy.Counter, now time.Time) { snap, _ = s.Peek(cs, now, n) })
+	err := m.do(ctx, s, key, false, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) {
+		snap, _ = s.PeekWith(cs, up, now, n)
+	})
 	return snap, err
+}
+
+// Sync implements Syncer.
+func (m *Memory) Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error {
+	if s != nil {
+		if err := s.CheckUpdate(u); err != nil {
+			return err
+		}
+	}
+	return m.do(ctx, s, key, true, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) { s.Sync(cs, up, now, u) })
 }
 
 // Clock returns the clock the store reads instants from (MemoryConfig.Clock).
@@ -198,7 +213,7 @@ func (m *Memory) Close() error {
 // do runs fn on the counters of key's slots under s, with the key's lock held and the instant
 // read from the store's clock under that lock. A key with no state is admitted when write is
 // set, and otherwise answered from empty counters.
-func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, write bool, fn func([]strategy.Counter, time.Time)) error {
+func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, write bool, fn func([]strategy.Counter, *strategy.Upstream, time.Time)) error {
 	if s == nil {
 		return errors.New("ratemonitor: memory store: nil strategy")
 	}
@@ -214,7 +229,7 @@ func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, write
 		if !ok || e == stale {
 			if !write {
 				cs := s.NewCounters()
-				fn(cs, m.clock.Now())
+				fn(cs, &strategy.Upstream{}, m.clock.Now())
 				return nil
 			}
 			var err error
@@ -229,7 +244,7 @@ func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, write
 			continue
 		}
 		now := m.clock.Now()
-		fn(e.countersFor(s), now)
+		fn(e.countersFor(s), &e.upstream, now)
 		cost, ttl, refresh := e.maintain(s, now)
 		e.mu.Unlock()
 		if refresh {
@@ -301,7 +316,7 @@ func (m *Memory) evicted(item *ristretto.Item[any]) {
 	}
 	e.mu.Lock()
 	e.evicted = true
-	live := strategy.Expiry(e.counters).After(m.clock.Now())
+	live := strategy.Expiry(e.counters).After(m.clock.Now()) || e.upstream.PausedUntil.After(m.clock.Now())
 	e.mu.Unlock()
 	if !live {
 		return
@@ -348,6 +363,9 @@ func (e *entry) maintain(s *strategy.Strategy, now time.Time) (cost int, ttl tim
 		cost += c.Cost()
 	}
 	exp := strategy.Expiry(e.counters)
+	if e.upstream.PausedUntil.After(exp) {
+		exp = e.upstream.PausedUntil // a pause outlives the counts it guards
+	}
 	expiry := max(exp.UnixNano(), now.UnixNano())
 	if exp.IsZero() {
 		expiry = now.UnixNano() // nothing recorded: keep the entry one slack from now

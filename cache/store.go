@@ -54,6 +54,18 @@ type Store interface {
 	Close() error
 }
 
+// Syncer is implemented by stores that keep what upstreams say (ratemonitor.WithSync): a pause
+// after a 429, and usage raised to the upstream's count. A store that implements it honours
+// the pause in Reserve (nothing is granted until it ends) and in Peek (the wait for a burst is
+// at least the rest of the pause; Snapshot.PausedUntil and Usage.Reported say what was
+// reported), for every caller sharing the store.
+type Syncer interface {
+	// Sync applies u to key at the store's instant, atomically with the key's other
+	// operations: see strategy.Strategy.Sync. An invalid update returns an error wrapping
+	// strategy.ErrInvalidUpdate and changes nothing.
+	Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error
+}
+
 // Validator is implemented by stores that cannot hold every strategy (the Redis store has a
 // script for the rolling window only, and bounds buckets per rule). ratemonitor.New calls it, so
 // that such a strategy is refused when the Transport is made, not on every request.

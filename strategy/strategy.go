@@ -67,6 +67,11 @@ type Usage struct {
 	Used int
 	// Remaining is Rule.EffectiveLimit() − Used, never below 0.
 	Remaining int
+	// Reported is the last remaining count the upstream gave for this rule's counter
+	// (Store.Sync), meaningful only when ReportedAt is not zero.
+	Reported int
+	// ReportedAt is the store's instant when Reported was given; zero when never.
+	ReportedAt time.Time
 }
 
 // Result is the answer to a reservation.
@@ -85,6 +90,9 @@ type Result struct {
 type Snapshot struct {
 	Usage []Usage
 	Wait  time.Duration
+	// PausedUntil is the end of a pause the upstream asked for (Store.Sync) when it has not
+	// ended yet; zero otherwise.
+	PausedUntil time.Time
 }
 
 // Strategy layers one or more validated rules on a key under one Algorithm. It is immutable
@@ -140,6 +148,13 @@ func (s *Strategy) Name() string { return s.alg.Name() }
 
 // Rules returns a copy of the rules, in the order given to New.
 func (s *Strategy) Rules() []Rule { return append([]Rule(nil), s.rules...) }
+
+// NumRules returns how many rules s layers.
+func (s *Strategy) NumRules() int { return len(s.rules) }
+
+// Rule returns rule i, in the order given to New (0 ≤ i < NumRules()), without copying the
+// others.
+func (s *Strategy) Rule(i int) Rule { return s.rules[i] }
 
 // Slots returns the number of distinct counters a key holds under s.
 func (s *Strategy) Slots() int { return len(s.ids) }
@@ -230,11 +245,7 @@ func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
 	if err := s.CheckBurst(n); err != nil {
 		return Result{}, err
 	}
-	for _, c := range cs {
-		if l := c.Latest(); l.After(now) {
-			now = l
-		}
-	}
+	now = latest(cs, now)
 	if d := s.Wait(cs, now, n); d > 0 {
 		return Result{Wait: d}, nil
 	}

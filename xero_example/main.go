@@ -12,6 +12,7 @@
 //	go run ./xero_example -scale 1         # Xero's real rates (about two minutes)
 //	go run ./xero_example -base-url https://api.xero.com -token "$TOKEN" -tenant-ids ID1,ID2 -scale 1
 //	go run ./xero_example -redis 127.0.0.1:6379 -base-url … # several copies share one allocation
+//	go run ./xero_example -foreign 30 -sync # another app's calls: learn of them from Xero's headers
 package main
 
 import (
@@ -41,6 +42,8 @@ type config struct {
 	token     string        // bearer token for the real API
 	tenantIDs []string      // real tenant ids
 	redisAddr string        // share counts through Redis instead of process memory
+	sync      bool          // learn from the upstream's headers and retry through go-retryablehttp
+	foreign   int           // calls per tenant another app made just before the run (local upstream)
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -60,6 +63,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.token, "token", os.Getenv("XERO_TOKEN"), "bearer token for -base-url (default $XERO_TOKEN)")
 	fs.StringVar(&ids, "tenant-ids", "", "comma-separated tenant ids for -base-url")
 	fs.StringVar(&c.redisAddr, "redis", "", "Redis address (host:port): keep the counts there and reserve each burst there, so several copies of this program share one allocation per tenant (each copy still starts its own local upstream unless -base-url is set)")
+	fs.BoolVar(&c.sync, "sync", false, "learn from the upstream's answers (X-*Limit-Remaining raise our counts, a 429 pauses the tenant until its Retry-After) and retry failed calls through go-retryablehttp, paced by the monitor")
+	fs.IntVar(&c.foreign, "foreign", 0, "calls per tenant that another app made just before the run, which this program cannot see (local upstream only): without -sync they cause 429s")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -93,6 +98,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-requests %d: want at least 1", c.requests)
 	case c.burst < 1 || c.burst > xeroMinuteLimit:
 		return c, fmt.Errorf("-burst %d: want 1..%d (a larger burst can never fit the minute limit)", c.burst, xeroMinuteLimit)
+	case c.foreign < 0 || c.foreign > xeroMinuteLimit:
+		return c, fmt.Errorf("-foreign %d: want 0..%d", c.foreign, xeroMinuteLimit)
+	case c.foreign > 0 && c.baseURL != "":
+		return c, errors.New("-foreign goes with the local upstream, not -base-url")
 	case c.margin < 0:
 		return c, fmt.Errorf("-margin %v: must not be negative", c.margin)
 	case c.baseURL != "" && (c.token == "" || len(c.tenantIDs) == 0):

@@ -107,6 +107,7 @@ func TestFlags(t *testing.T) {
 		{"-base-url", "https://api.xero.com", "-token", "t", "-tenant-ids", "x"},
 		{"-scale", "NaN"}, {"-scale", "101"}, {"-progress", "-1s"}, {"-tenant-ids", "x"}, {"stray"},
 		{"-base-url", "ftp://x", "-token", "t", "-tenant-ids", "a", "-scale", "1"},
+		{"-foreign", "-1"}, {"-foreign", "61"}, {"-foreign", "5", "-base-url", "https://api.xero.com", "-token", "t", "-tenant-ids", "a", "-scale", "1"},
 	}
 	for _, args := range bad {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
@@ -193,4 +194,46 @@ func TestTwoCopiesShareRedis(t *testing.T) {
 		}
 	}
 	t.Logf("peaks %v", peaks)
+}
+
+// TestSyncLearnsOfForeignCalls: another app has used 30 of each tenant's minute. Counting
+// alone, the example runs into 30 429s per tenant; with -sync the first response's
+// X-MinLimit-Remaining raises the count and the upstream sends no 429 at all.
+func TestSyncLearnsOfForeignCalls(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		t.Run("sync="+strconv.FormatBool(sync), func(t *testing.T) {
+			args := []string{"-scale", "60", "-tenants", "2", "-requests", "90", "-foreign", "30", "-progress", "0", "-margin", "6s"}
+			if sync {
+				args = append(args, "-sync")
+			}
+			cfg, err := parseFlags(args, &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			sum, err := run(context.Background(), cfg, &out)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if !sync {
+				if sum.tooMany == 0 {
+					t.Fatalf("without -sync the foreign calls caused no 429: the test cannot tell sync from luck\n%s", out.String())
+				}
+				return
+			}
+			if sum.sent != 180 || sum.tooMany != 0 || sum.upstreamRefused != 0 || sum.failed != 0 {
+				t.Fatalf("with -sync: sent %d, 429s %d (upstream sent %d), failures %d\n%s", sum.sent, sum.tooMany, sum.upstreamRefused, sum.failed, out.String())
+			}
+			for id, p := range sum.peaks {
+				if p > 60 {
+					t.Errorf("%s: upstream peak %d", id, p)
+				}
+			}
+			for _, want := range []string{"the upstream last said", "xero-app", "429s sent       0"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("output lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
+	}
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
+	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/retry"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -38,6 +40,7 @@ type summary struct {
 	elapsed               time.Duration
 	minimum               time.Duration  // least time the minute limit allows for the requests
 	peaks                 map[string]int // local upstream only: most calls per minute window
+	upstreamRefused       int            // local upstream only: 429s it sent, retried ones included
 	tenants               []*tenantRun
 }
 
@@ -107,6 +110,12 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		}
 		fmt.Fprintf(out, "local Xero upstream on %s: 60 per %v per tenant (%s window), 5000 per %v, 10000 per %v per app\n",
 			base, tm.minute.Round(time.Millisecond), kind, tm.day.Round(time.Millisecond), tm.minute.Round(time.Millisecond))
+		if cfg.foreign > 0 {
+			for _, id := range ids {
+				up.preload(id, cfg.foreign, time.Now())
+			}
+			fmt.Fprintf(out, "another app has just made %d calls for each tenant; this program cannot see them\n", cfg.foreign)
+		}
 	}
 	fmt.Fprintf(out, "time scale %g×: Xero's minute is %v here; margin %v on each window\n",
 		cfg.scale, tm.minute.Round(time.Millisecond), tm.margin.Round(time.Microsecond))
@@ -136,12 +145,25 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 			fmt.Fprintf(out, "(each copy starts its own local upstream: the 429s, peaks and rates below are this copy's alone; the monitor's counts are shared)\n")
 		}
 	}
+	if cfg.sync {
+		opts = append(opts,
+			ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XeroReader(tm.minute, tm.day)}}),
+			ratemonitor.WithAppRules(appKey, strategy.Rule{Limit: xeroAppMinuteLimit, Window: tm.minute, Granularity: tm.g, Margin: tm.margin}),
+			ratemonitor.WithPacing())
+		fmt.Fprintf(out, "sync on: Xero's X-*Limit-Remaining raise the monitor's counts, a 429 pauses its tenant (or the app) until Retry-After, "+
+			"and failed calls are retried through go-retryablehttp, every attempt paced\n")
+	}
 	tr, err := ratemonitor.New(baseTransport, opts...)
 	if err != nil {
 		return summary{}, err
 	}
 	defer tr.Close()
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	if cfg.sync {
+		rc := retry.NewClient(tr)
+		rc.HTTPClient.Timeout = 30 * time.Second
+		client = rc.StandardClient()
+	}
 
 	var mu sync.Mutex
 	runs := make([]*tenantRun, len(ids))
@@ -170,7 +192,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	}
 	sum.minimum = time.Duration((cfg.requests-1)/xeroMinuteLimit) * tm.minute
 	if up != nil {
-		_, _, sum.peaks = up.stats()
+		_, sum.upstreamRefused, sum.peaks = up.stats()
 	}
 	if err := ctx.Err(); err != nil {
 		fmt.Fprintf(out, "\ninterrupted after %v: %d requests sent, %d × 429\n", sum.elapsed.Round(time.Millisecond), sum.sent, sum.tooMany)
@@ -309,6 +331,9 @@ func printSummary(ctx context.Context, out io.Writer, cfg config, tm timing, tr 
 	fmt.Fprintf(out, "\nsummary\n")
 	fmt.Fprintf(out, "  requests sent   %d (%d tenants × %d, bursts of %d)\n", s.sent, len(s.tenants), cfg.requests, min(cfg.burst, cfg.requests))
 	fmt.Fprintf(out, "  429s received   %d\n", s.tooMany)
+	if cfg.sync && s.peaks != nil {
+		fmt.Fprintf(out, "  429s sent       %d by the upstream, retried ones included\n", s.upstreamRefused)
+	}
 	fmt.Fprintf(out, "  other failures  %d\n", s.failed)
 	if s.firstFailure != "" {
 		fmt.Fprintf(out, "  first failure   %s\n", s.firstFailure)
@@ -328,5 +353,37 @@ func printSummary(ctx context.Context, out io.Writer, cfg config, tm timing, tr 
 			line += fmt.Sprintf(", upstream peak %d/%d in any minute", p, xeroMinuteLimit)
 		}
 		fmt.Fprintln(out, line)
+		if cfg.sync {
+			printReported(ctx, out, tr, r.id)
+		}
+	}
+	if cfg.sync {
+		printReported(ctx, out, tr, appKey)
 	}
 }
+
+// printReported sets what the upstream's headers last said next to what the monitor counts.
+func printReported(ctx context.Context, out io.Writer, tr *ratemonitor.Transport, key string) {
+	st, err := tr.Status(ctx, key)
+	if key == appKey && err == nil && st.App != nil {
+		st = *st.App
+	}
+	if err != nil {
+		fmt.Fprintf(out, "      %s: %v\n", key, err)
+		return
+	}
+	for _, u := range st.Rules {
+		said := "nothing"
+		if !u.ReportedAt.IsZero() {
+			said = fmt.Sprintf("%d remaining", u.Reported)
+		}
+		fmt.Fprintf(out, "      %-10s %-12s monitor %d used, %d remaining; the upstream last said %s\n",
+			key, u.Rule.String(), u.Used, u.Remaining, said)
+	}
+	if !st.PausedUntil.IsZero() {
+		fmt.Fprintf(out, "      %-10s paused for %v more\n", key, time.Until(st.PausedUntil).Round(time.Millisecond))
+	}
+}
+
+// appKey is the key the app-wide limit is counted under with -sync.
+const appKey = "xero-app"

@@ -75,7 +75,10 @@ type Store struct {
 	statics atomic.Int64
 }
 
-var _ cache.Store = (*Store)(nil)
+var (
+	_ cache.Store  = (*Store)(nil)
+	_ cache.Syncer = (*Store)(nil)
+)
 
 // New returns a store over client, which may be a single-node, Sentinel (failover) or Cluster
 // client. Two client settings are required, and New refuses a *redis.Client or
@@ -118,19 +121,20 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 }
 
 // Keys returns the Redis keys that hold key's state under s: a sorted set and a hash per
-// counter, all with the same hash tag. For inspection and tests.
+// counter, then the key's pause (a string, present only while a pause lasts), all with the
+// same hash tag. For inspection and tests.
 func (st *Store) Keys(s *strategy.Strategy, key string) []string {
 	tag := st.opts.Prefix + ":{k" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}:"
-	keys := make([]string, 0, 2*s.Slots())
+	keys := make([]string, 0, 2*s.Slots()+1)
 	for j := range s.Slots() {
 		base := tag + s.CounterID(j)
 		keys = append(keys, base+":z", base+":h")
 	}
-	return keys
+	return append(keys, tag+"pause")
 }
 
 // run executes op for key under s and returns the script's reply.
-func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, n int, at time.Time) ([]int64, error) {
+func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, n int64, at time.Time, extra ...any) ([]int64, error) {
 	if st.closed.Load() {
 		return nil, cache.ErrClosed
 	}
@@ -142,9 +146,10 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	if st.opts.Clock != nil {
 		now = strconv.FormatInt(st.opts.Clock.Now().UnixMicro(), 10)
 	}
-	args := make([]any, 0, 4+len(static))
+	args := make([]any, 0, 4+len(static)+len(extra))
 	args = append(args, op, n, now, at.UnixMicro())
 	args = append(args, static...)
+	args = append(args, extra...)
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, st.opts.Timeout)
 	defer cancel()
@@ -244,7 +249,7 @@ func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n
 	if err := cache.CheckCount(n); err != nil {
 		return err
 	}
-	_, err := st.run(ctx, s, key, "record", n, time.Time{})
+	_, err := st.run(ctx, s, key, "record", int64(n), time.Time{})
 	return err
 }
 
@@ -261,7 +266,7 @@ func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 	if err := cache.CheckCount(n); err != nil {
 		return strategy.Result{}, err
 	}
-	r, err := st.run(ctx, s, key, "reserve", n, time.Time{})
+	r, err := st.run(ctx, s, key, "reserve", int64(n), time.Time{})
 	if err != nil {
 		return strategy.Result{}, err
 	}
@@ -276,7 +281,7 @@ func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, 
 	if err := cache.CheckCount(n); err != nil {
 		return err
 	}
-	_, err := st.run(ctx, s, key, "release", n, at)
+	_, err := st.run(ctx, s, key, "release", int64(n), at)
 	return err
 }
 
@@ -288,20 +293,49 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 			return strategy.Snapshot{}, err
 		}
 	}
-	r, err := st.run(ctx, s, key, "peek", n, time.Time{})
+	r, err := st.run(ctx, s, key, "peek", int64(n), time.Time{})
 	if err != nil {
 		return strategy.Snapshot{}, err
 	}
 	rules := s.Rules()
-	if len(r) != 2+len(rules) {
+	nr := len(rules)
+	if len(r) != 3+3*nr {
 		return strategy.Snapshot{}, fmt.Errorf("ratemonitor: redis store: peek: unexpected reply %v", r)
 	}
-	snap := strategy.Snapshot{Wait: time.Duration(r[0]) * time.Microsecond, Usage: make([]strategy.Usage, len(rules))}
+	snap := strategy.Snapshot{Wait: time.Duration(r[0]) * time.Microsecond, Usage: make([]strategy.Usage, nr)}
+	if pu := r[2+nr]; pu > 0 {
+		snap.PausedUntil = time.UnixMicro(pu)
+	}
 	for i, rule := range rules {
 		used := int(r[2+i])
-		snap.Usage[i] = strategy.Usage{Rule: rule, Used: used, Remaining: max(0, rule.EffectiveLimit()-used)}
+		u := strategy.Usage{Rule: rule, Used: used, Remaining: max(0, rule.EffectiveLimit()-used)}
+		if rr, ra := r[3+nr+2*i], r[4+nr+2*i]; rr >= 0 {
+			u.Reported, u.ReportedAt = int(rr), time.UnixMicro(ra)
+		}
+		snap.Usage[i] = u
 	}
 	return snap, nil
+}
+
+// Sync implements cache.Syncer: one round trip. The pause is a key of its own that expires
+// Slack after the pause ends; a Reserve or Peek by any process reads it. Errors are Record's,
+// and an error wrapping strategy.ErrInvalidUpdate for an invalid update.
+func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error {
+	if s == nil {
+		return errors.New("ratemonitor: redis store: nil strategy")
+	}
+	if err := s.CheckUpdate(u); err != nil {
+		return err
+	}
+	// Pause in whole µs, rounded up so that it never ends early.
+	pause := int64((u.Pause + time.Microsecond - 1) / time.Microsecond)
+	extra := make([]any, 0, 1+3*len(u.Reports))
+	extra = append(extra, len(u.Reports))
+	for _, r := range u.Reports {
+		extra = append(extra, s.SlotOf(r.Rule)+1, r.Remaining, r.Used)
+	}
+	_, err := st.run(ctx, s, key, "sync", pause, time.Time{}, extra...)
+	return err
 }
 
 // Close marks the store closed; later calls return cache.ErrClosed. The client stays open.

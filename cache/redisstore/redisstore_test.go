@@ -120,7 +120,7 @@ func TestDifferential(t *testing.T) {
 		}
 		var reservations []held
 		for range rapid.IntRange(1, 60).Draw(rt, "ops") {
-			switch rapid.IntRange(0, 4).Draw(rt, "op") {
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
 			case 0:
 				clk.Advance(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(rt, "µs")) * time.Microsecond)
 			case 1:
@@ -160,13 +160,25 @@ func TestDifferential(t *testing.T) {
 				if err := errors.Join(err1, err2); err != nil {
 					rt.Fatal(err)
 				}
-				if a.Wait != b.Wait {
-					rt.Fatalf("peek(%d) wait: memory %v, redis %v", n, a.Wait, b.Wait)
+				if a.Wait != b.Wait || !a.PausedUntil.Equal(b.PausedUntil) {
+					rt.Fatalf("peek(%d): memory wait %v paused until %v, redis %v until %v", n, a.Wait, a.PausedUntil, b.Wait, b.PausedUntil)
 				}
 				for i := range a.Usage {
-					if a.Usage[i] != b.Usage[i] {
-						rt.Fatalf("rule %d: memory %+v, redis %+v", i, a.Usage[i], b.Usage[i])
+					x, y := a.Usage[i], b.Usage[i]
+					if x.Rule != y.Rule || x.Used != y.Used || x.Remaining != y.Remaining || x.Reported != y.Reported || !x.ReportedAt.Equal(y.ReportedAt) {
+						rt.Fatalf("rule %d: memory %+v, redis %+v", i, x, y)
 					}
+				}
+			case 5:
+				u := strategy.Update{Pause: time.Duration(rapid.Int64Range(0, 2_000_000).Draw(rt, "pause µs")) * time.Microsecond}
+				for i := range rules {
+					if rapid.Bool().Draw(rt, "report") {
+						used := rapid.IntRange(0, rules[i].Limit+5).Draw(rt, "used")
+						u.Reports = append(u.Reports, strategy.Report{Rule: i, Used: used, Remaining: max(0, rules[i].Limit-used)})
+					}
+				}
+				if err := errors.Join(mem.Sync(ctx, s, key, u), red.Sync(ctx, s, key, u)); err != nil {
+					rt.Fatal(err)
 				}
 			}
 		}
@@ -395,4 +407,10 @@ func TestErrorsSayWhatHappened(t *testing.T) {
 	if _, err := New(nilClient, Options{}); err == nil {
 		t.Error("typed nil client accepted")
 	}
+}
+
+func TestSync(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewManual(t0)
+	storetest.Sync(t, newStore(t, srv.Client(), Options{Clock: clk}), clk)
 }

@@ -5,11 +5,16 @@
 -- KEYS: per slot j, KEYS[2j-1] a sorted set (member: bucket index, score: latest instant) and
 --       KEYS[2j] a hash: "b"..index → count, "t" total, "hw" time, "lo" a lower bound of the
 --       oldest bucket's latest instant (pruning is due when lo + W <= time), "x" the instant
---       both keys are kept until (their TTL, refreshed only when it falls short).
--- ARGV: op ("record" | "reserve" | "peek" | "release"), n, now override in µs ("" for Redis
---       TIME), at (µs, for release), slot count, then per slot W, G, slack (µs), then rule
---       count, then per rule its slot (1-based) and effective limit.
--- Returns: record/release {now}; reserve {allowed, wait, at}; peek {wait, now, used...}. µs.
+--       both keys are kept until (their TTL, refreshed only when it falls short), "rr" and
+--       "ra" the remaining count the upstream last reported and when; then last, the key's
+--       pause: a string holding the instant reservations are held until, expiring after it.
+-- ARGV: op ("record" | "reserve" | "peek" | "release" | "sync"), n (for sync: the pause),
+--       now override in µs ("" for Redis TIME), at (µs, for release), slot count, then per
+--       slot W, G, slack (µs), then rule count, then per rule its slot (1-based) and effective
+--       limit; for sync, then the report count and per report its slot, remaining and used.
+-- Returns: record/release {now}; reserve {allowed, wait, at}; peek {wait, now, used...,
+--       paused until (0 when not paused), then per rule reported remaining and its instant
+--       (-1 and 0 when none)}; sync {at}. µs.
 -- Each slot costs one HMGET, and for writes a ZADD and an HSET; pruning and TTL refreshes are
 -- rare extra calls.
 
@@ -51,9 +56,14 @@ end
 local st = {}
 
 local function load(j, field)
-  local v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', field)
+  local v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', field, 'rr', 'ra')
   st[j] = {hw = tonumber(v[1]), total = tonumber(v[2]) or 0, lo = tonumber(v[3]), x = tonumber(v[4]),
-    field = field, count = tonumber(v[5]) or 0, skip = 0, set = {}}
+    field = field, count = tonumber(v[5]) or 0, rr = tonumber(v[6]), ra = tonumber(v[7]), skip = 0, set = {}}
+end
+
+-- the instant the key's pause ends; 0 when it has none
+local function paused_until()
+  return tonumber(redis.call('GET', KEYS[2 * nslots + 1])) or 0
 end
 
 -- Move slot j's time to t if later and drop what stops counting there. With write unset
@@ -183,6 +193,18 @@ if op == 'peek' then
     advance(RS[i], now, exists)
     out[2 + i] = st[RS[i]].total
   end
+  local pu = paused_until()
+  if pu > now then
+    out[3 + nrules] = pu
+    if n > 0 then out[1] = math.max(out[1], pu - now) end
+  else
+    out[3 + nrules] = 0
+  end
+  for i = 1, nrules do
+    local s = st[RS[i]]
+    out[2 + nrules + 2 * i] = s.rr or -1
+    out[3 + nrules + 2 * i] = s.ra or 0
+  end
   if exists then save() end
   return out
 end
@@ -203,6 +225,8 @@ if op == 'reserve' then
     if st[j].hw ~= nil and st[j].hw > t then t = st[j].hw end
   end
   local d = layered_wait(t, n, true)
+  local pu = paused_until()
+  if pu > t then d = math.max(d, pu - t) end
   if d == 0 then
     for j = 1, nslots do add(j, t, n) end
   end
@@ -225,6 +249,33 @@ if op == 'release' then
   end
   save()
   return {now}
+end
+
+if op == 'sync' then
+  local t = now
+  for j = 1, nslots do
+    load(j, 'b' .. bucket(now, G[j]))
+    if st[j].hw ~= nil and st[j].hw > t then t = st[j].hw end
+  end
+  local q = p
+  for _ = 1, tonumber(ARGV[q]) do
+    local j, rem, used = tonumber(ARGV[q + 1]), tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3])
+    q = q + 3
+    advance(j, t, true)
+    local have = st[j].total
+    if have < used then add(j, t, used - have) end
+    st[j].set.rr = int(rem)
+    st[j].set.ra = int(t)
+  end
+  if n > 0 then
+    local until_ = t + n
+    if until_ > paused_until() then
+      local ms = int(math.ceil((until_ - now + S[1]) / 1000))
+      redis.call('SET', KEYS[2 * nslots + 1], int(until_), 'PX', ms)
+    end
+  end
+  save()
+  return {t}
 end
 
 return redis.error_reply('ratemonitor: unknown operation ' .. tostring(op))

@@ -1,0 +1,45 @@
+package ratemonitor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// appLimit is a set of rules every request is also counted under, on one key.
+type appLimit struct {
+	key   string
+	strat *strategy.Strategy
+}
+
+// WithAppRules counts every request also under appKey with rules of its own (rolling windows):
+// a limit the upstream applies to the whole app across every key, such as Xero's 10 000 calls
+// per minute per app across all tenants. Pacing (WithPacing, Reserve) waits for room on the
+// request's key and then on appKey; WaitTime and Wait take both into account; WithSync sends
+// the upstream's app-wide figures (Xero's X-AppMinLimit-Remaining) to appKey.
+//
+// appKey shares the store with request keys: choose one no request is keyed by, such as
+// "xero-app:<client id>". New fails when appKey is empty or a rule is invalid.
+func WithAppRules(appKey string, rules ...strategy.Rule) Option {
+	return func(t *Transport) error {
+		if appKey == "" {
+			return errors.New("ratemonitor: WithAppRules needs a non-empty app key")
+		}
+		s, err := rollingwindow.New(rules...)
+		if err != nil {
+			return fmt.Errorf("ratemonitor: WithAppRules: %w", err)
+		}
+		t.app = &appLimit{key: appKey, strat: s}
+		return nil
+	}
+}
+
+// AppKey returns the key of WithAppRules, and false without it.
+func (t *Transport) AppKey() (string, bool) {
+	if t.app == nil {
+		return "", false
+	}
+	return t.app.key, true
+}

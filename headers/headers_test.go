@@ -1,0 +1,199 @@
+package headers
+
+import (
+	"net/http"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+)
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func hdr(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}
+
+func TestRetryAfter(t *testing.T) {
+	cases := []struct {
+		name string
+		h    http.Header
+		want time.Duration
+		ok   bool
+	}{
+		{"absent", hdr(), 0, false},
+		{"delay-seconds", hdr("Retry-After", "120"), 120 * time.Second, true},
+		{"zero", hdr("Retry-After", "0"), 0, true},
+		{"spaces around", hdr("Retry-After", " 7 "), 7 * time.Second, true},
+		{"IMF-fixdate", hdr("Retry-After", "Mon, 30 Nov 2026 12:01:30 GMT"), 90 * time.Second, true},
+		{"RFC 850", hdr("Retry-After", "Monday, 30-Nov-26 12:00:05 GMT"), 5 * time.Second, true},
+		{"asctime", hdr("Retry-After", "Mon Nov 30 12:00:10 2026"), 10 * time.Second, true},
+		{"date in the past", hdr("Retry-After", "Mon, 30 Nov 2026 11:59:00 GMT"), 0, true},
+		{"date measured from Date", hdr("Retry-After", "Mon, 30 Nov 2026 12:01:30 GMT", "Date", "Mon, 30 Nov 2026 12:01:00 GMT"), 30 * time.Second, true},
+		{"unreadable Date ignored", hdr("Retry-After", "Mon, 30 Nov 2026 12:01:30 GMT", "Date", "soon"), 90 * time.Second, true},
+		{"negative", hdr("Retry-After", "-5"), 0, false},
+		{"plus sign", hdr("Retry-After", "+5"), 0, false},
+		{"fraction", hdr("Retry-After", "1.5"), 0, false},
+		{"words", hdr("Retry-After", "soon"), 0, false},
+		{"overflow", hdr("Retry-After", "9223372037"), 0, false},
+		{"largest", hdr("Retry-After", "9223372036"), 9223372036 * time.Second, true},
+		{"empty", hdr("Retry-After", ""), 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := RetryAfter(c.h, now)
+			if got != c.want || ok != c.ok {
+				t.Fatalf("RetryAfter(%v) = %v, %v; want %v, %v", c.h, got, ok, c.want, c.ok)
+			}
+		})
+	}
+}
+
+func TestParseXero(t *testing.T) {
+	cases := []struct {
+		h    http.Header
+		want Xero
+	}{
+		{hdr(), Xero{Unknown, Unknown, Unknown, NoProblem}},
+		{hdr("X-MinLimit-Remaining", "59", "X-DayLimit-Remaining", "4999", "X-AppMinLimit-Remaining", "9999"), Xero{59, 4999, 9999, NoProblem}},
+		{hdr("X-MinLimit-Remaining", "0", "X-Rate-Limit-Problem", "minute"), Xero{0, Unknown, Unknown, MinuteProblem}},
+		{hdr("X-Rate-Limit-Problem", "Minute"), Xero{Unknown, Unknown, Unknown, MinuteProblem}},
+		{hdr("X-Rate-Limit-Problem", "day"), Xero{Unknown, Unknown, Unknown, DayProblem}},
+		{hdr("X-Rate-Limit-Problem", "Daily"), Xero{Unknown, Unknown, Unknown, DayProblem}},
+		{hdr("X-Rate-Limit-Problem", "AppMinute"), Xero{Unknown, Unknown, Unknown, AppMinuteProblem}},
+		{hdr("X-Rate-Limit-Problem", "concurrent"), Xero{Unknown, Unknown, Unknown, OtherProblem}},
+		{hdr("X-MinLimit-Remaining", "-1", "X-DayLimit-Remaining", "lots", "X-AppMinLimit-Remaining", "99999999999"), Xero{Unknown, Unknown, Unknown, NoProblem}},
+	}
+	for _, c := range cases {
+		if got := ParseXero(c.h); got != c.want {
+			t.Errorf("ParseXero(%v) = %+v, want %+v", c.h, got, c.want)
+		}
+	}
+}
+
+func TestXeroReader(t *testing.T) {
+	read := XeroReader(time.Minute, 24*time.Hour)
+	got := read(hdr("X-MinLimit-Remaining", "12", "X-DayLimit-Remaining", "4000", "X-AppMinLimit-Remaining", "9000"), now)
+	want := Report{Signals: []Signal{
+		{Window: time.Minute, Remaining: 12, Limit: Unknown},
+		{Window: 24 * time.Hour, Remaining: 4000, Limit: Unknown},
+		{App: true, Window: time.Minute, Remaining: 9000, Limit: Unknown},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	// A day problem uses up the day rule, not the minute rule.
+	got = read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "Daily"), now)
+	want = Report{Signals: []Signal{
+		{Window: time.Minute, Remaining: 40, Limit: Unknown},
+		{Window: 24 * time.Hour, Remaining: 0, Limit: Unknown},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("day problem: got %+v\nwant %+v", got, want)
+	}
+	// An app-minute problem is the app key's, and says so.
+	got = read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "appminute"), now)
+	want = Report{App: true, Signals: []Signal{
+		{Window: time.Minute, Remaining: 40, Limit: Unknown},
+		{App: true, Window: time.Minute, Remaining: 0, Limit: Unknown},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("app problem: got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestParseIETF(t *testing.T) {
+	cases := []struct {
+		name string
+		h    http.Header
+		want []Policy
+	}{
+		{"absent", hdr(), nil},
+		{"two policies", hdr(
+			"RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`,
+			"RateLimit", `"burst";r=40;t=12, "daily";r=998`),
+			[]Policy{
+				{Name: "burst", Quota: 100, Window: time.Minute, Remaining: 40, Reset: 12 * time.Second},
+				{Name: "daily", Quota: 1000, Window: 24 * time.Hour, Remaining: 998, Reset: Unknown},
+			}},
+		{"split over field lines, token names, extra params", hdr(
+			"RateLimit-Policy", `default;q=10;w=1;qu="requests"`,
+			"RateLimit-Policy", `other;q=5;pk=:cHsdsRa894==:`,
+			"RateLimit", `default;r=0;t=1`),
+			[]Policy{
+				{Name: "default", Quota: 10, Window: time.Second, Remaining: 0, Reset: time.Second},
+				{Name: "other", Quota: 5, Remaining: Unknown, Reset: Unknown},
+			}},
+		{"RateLimit alone", hdr("RateLimit", `"x";r=3`), []Policy{{Name: "x", Quota: Unknown, Remaining: 3, Reset: Unknown}}},
+		{"malformed policy field ignored", hdr("RateLimit-Policy", `"a";q=1;w=`, "RateLimit", `"a";r=0`),
+			[]Policy{{Name: "a", Quota: Unknown, Remaining: 0, Reset: Unknown}}},
+		{"members without required param or with bad values skipped", hdr(
+			"RateLimit-Policy", `"a";w=60, "b";q=-1, "c";q=1.5, "d";q=?1, 7;q=3, ("e");q=4, "f";q=2`,
+			"RateLimit", `"f";t=3`),
+			[]Policy{{Name: "f", Quota: 2, Remaining: Unknown, Reset: Unknown}}},
+		{"old dictionary draft ignored", hdr("RateLimit", `limit=100, remaining=50, reset=5`), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := ParseIETF(c.h); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got %+v\nwant %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestIETFReader(t *testing.T) {
+	got := IETFReader(hdr(
+		"RateLimit-Policy", `"minute";q=60;w=60, "nowindow";q=5`,
+		"RateLimit", `"minute";r=7, "nowindow";r=1`), now)
+	want := Report{Signals: []Signal{{Window: time.Minute, Remaining: 7, Limit: 60}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestParseXRateLimit(t *testing.T) {
+	epoch := now.Add(90 * time.Second).Unix()
+	cases := []struct {
+		name string
+		h    http.Header
+		mode ResetMode
+		want XRateLimit
+	}{
+		{"absent", hdr(), ResetAuto, XRateLimit{Unknown, Unknown, Unknown}},
+		{"GitHub epoch, auto", hdr("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4987", "X-RateLimit-Reset", itoa(epoch)), ResetAuto, XRateLimit{5000, 4987, 90 * time.Second}},
+		{"delta, auto", hdr("X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "42"), ResetAuto, XRateLimit{Unknown, 3, 42 * time.Second}},
+		{"epoch in the past", hdr("X-RateLimit-Reset", itoa(now.Unix()-10)), ResetAuto, XRateLimit{Unknown, Unknown, 0}},
+		{"forced epoch on a small value", hdr("X-RateLimit-Reset", "42"), ResetEpoch, XRateLimit{Unknown, Unknown, 0}},
+		{"forced delta on a large value", hdr("X-RateLimit-Reset", "1000000000"), ResetDelta, XRateLimit{Unknown, Unknown, 1_000_000_000 * time.Second}},
+		{"threshold is epoch", hdr("X-RateLimit-Reset", "1000000000"), ResetAuto, XRateLimit{Unknown, Unknown, 0}},
+		{"just below threshold is delta", hdr("X-RateLimit-Reset", "999999999"), ResetAuto, XRateLimit{Unknown, Unknown, 999_999_999 * time.Second}},
+		{"unreadable", hdr("X-RateLimit-Limit", "5k", "X-RateLimit-Remaining", "-2", "X-RateLimit-Reset", "tomorrow"), ResetAuto, XRateLimit{Unknown, Unknown, Unknown}},
+		{"huge epoch", hdr("X-RateLimit-Reset", "9223372036"), ResetEpoch, XRateLimit{Unknown, Unknown, Unknown}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := ParseXRateLimit(c.h, now, c.mode); got != c.want {
+				t.Fatalf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestXRateLimitReader(t *testing.T) {
+	read := XRateLimitReader(time.Hour, ResetEpoch)
+	got := read(hdr("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "10"), now)
+	want := Report{Signals: []Signal{{Window: time.Hour, Remaining: 10, Limit: 5000}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if got := read(hdr("X-RateLimit-Limit", "5000"), now); len(got.Signals) != 0 {
+		t.Fatalf("no remaining: got %+v, want no signal", got)
+	}
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

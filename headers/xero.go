@@ -1,0 +1,101 @@
+package headers
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Problem is the limit a Xero 429 names in its X-Rate-Limit-Problem field.
+type Problem int
+
+const (
+	// NoProblem: the field is absent.
+	NoProblem Problem = iota
+	// MinuteProblem: the tenant's 60 calls per minute ("minute", "Minute").
+	MinuteProblem
+	// DayProblem: the tenant's 5000 calls per day ("day", "Day", "daily", "Daily").
+	DayProblem
+	// AppMinuteProblem: the app's 10 000 calls per minute across all tenants ("appminute",
+	// "AppMinute").
+	AppMinuteProblem
+	// OtherProblem: any other value, such as "concurrent" (5 calls in flight per tenant).
+	OtherProblem
+)
+
+// String returns the canonical lowercase name Xero uses, or "" for NoProblem.
+func (p Problem) String() string {
+	switch p {
+	case NoProblem:
+		return ""
+	case MinuteProblem:
+		return "minute"
+	case DayProblem:
+		return "day"
+	case AppMinuteProblem:
+		return "appminute"
+	}
+	return "other"
+}
+
+// Xero is what a Xero API response says about its limits. Source: developer.xero.com, "OAuth
+// 2.0 API limits": per tenant 60 calls a minute and 5000 a day, per app 10 000 a minute.
+type Xero struct {
+	MinRemaining    int     // X-MinLimit-Remaining: the tenant's minute allowance left, or Unknown
+	DayRemaining    int     // X-DayLimit-Remaining: the tenant's day allowance left, or Unknown
+	AppMinRemaining int     // X-AppMinLimit-Remaining: the app's minute allowance left, or Unknown
+	Problem         Problem // X-Rate-Limit-Problem, compared case-insensitively
+}
+
+// ParseXero reads Xero's rate-limit fields from h. Counts that are absent, negative or not
+// whole numbers are Unknown.
+func ParseXero(h http.Header) Xero {
+	x := Xero{
+		MinRemaining:    count(h, "X-MinLimit-Remaining"),
+		DayRemaining:    count(h, "X-DayLimit-Remaining"),
+		AppMinRemaining: count(h, "X-AppMinLimit-Remaining"),
+	}
+	switch p := strings.ToLower(strings.TrimSpace(h.Get("X-Rate-Limit-Problem"))); p {
+	case "":
+	case "minute":
+		x.Problem = MinuteProblem
+	case "day", "daily":
+		x.Problem = DayProblem
+	case "appminute", "app-minute", "app minute":
+		x.Problem = AppMinuteProblem
+	default:
+		x.Problem = OtherProblem
+	}
+	return x
+}
+
+// XeroReader returns a Reader of Xero's fields for rules whose windows are minute and day:
+// time.Minute and 24*time.Hour against the real API, shorter against a stand-in that compresses
+// time. X-MinLimit-Remaining is about the request's key's minute rule, X-DayLimit-Remaining
+// its day rule, and X-AppMinLimit-Remaining the app key's minute rule. A problem names a rule
+// as used up (remaining 0): "minute" and "day" the key's, "appminute" the app's, which also
+// sets Report.App.
+func XeroReader(minute, day time.Duration) Reader {
+	return func(h http.Header, _ time.Time) Report {
+		x := ParseXero(h)
+		r := Report{Signals: make([]Signal, 0, 3)}
+		add := func(app bool, w time.Duration, remaining int) {
+			if remaining != Unknown {
+				r.Signals = append(r.Signals, Signal{App: app, Window: w, Remaining: remaining, Limit: Unknown})
+			}
+		}
+		mr, dr, ar := x.MinRemaining, x.DayRemaining, x.AppMinRemaining
+		switch x.Problem {
+		case MinuteProblem:
+			mr = 0
+		case DayProblem:
+			dr = 0
+		case AppMinuteProblem:
+			ar, r.App = 0, true
+		}
+		add(false, minute, mr)
+		add(false, day, dr)
+		add(true, minute, ar)
+		return r
+	}
+}

@@ -1,0 +1,69 @@
+package headers
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// ResetMode says how to read X-RateLimit-Reset, which upstreams write two ways.
+type ResetMode int
+
+const (
+	// ResetAuto takes a value of at least EpochThreshold as epoch seconds and a smaller one
+	// as seconds from now. No rate-limit window is 31 years long, and no reset instant since
+	// 2001 is below it, so the two never meet in practice.
+	ResetAuto ResetMode = iota
+	// ResetEpoch takes the value as Unix seconds (GitHub's convention).
+	ResetEpoch
+	// ResetDelta takes the value as seconds from now (as many other APIs write it).
+	ResetDelta
+)
+
+// EpochThreshold is the value from which ResetAuto reads X-RateLimit-Reset as epoch seconds:
+// 10^9 s, 2001-09-09 as an instant and 31.7 years as a delay.
+const EpochThreshold = 1_000_000_000
+
+// XRateLimit is the older, unstandardised X-RateLimit-* family (GitHub, many others).
+type XRateLimit struct {
+	Limit     int // X-RateLimit-Limit, or Unknown
+	Remaining int // X-RateLimit-Remaining, or Unknown
+	// Reset is how long from now until the window resets, never below 0; Unknown (-1ns) when
+	// X-RateLimit-Reset is absent or unreadable.
+	Reset time.Duration
+}
+
+// ParseXRateLimit reads X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset from h.
+// Reset is read as mode says; now is the instant the response arrived, to measure an epoch
+// reset from (a reset in the past gives 0). Values that are not whole non-negative numbers are
+// Unknown.
+func ParseXRateLimit(h http.Header, now time.Time, mode ResetMode) XRateLimit {
+	x := XRateLimit{Limit: count(h, "X-RateLimit-Limit"), Remaining: count(h, "X-RateLimit-Remaining"), Reset: Unknown}
+	v, ok := unsigned(strings.TrimSpace(h.Get("X-RateLimit-Reset")))
+	if !ok {
+		return x
+	}
+	epoch := mode == ResetEpoch || (mode == ResetAuto && v >= EpochThreshold)
+	if !epoch {
+		x.Reset = time.Duration(v) * time.Second
+		return x
+	}
+	if v > maxSeconds/2 { // beyond any instant time.Unix can subtract from now
+		return x
+	}
+	x.Reset = max(0, time.Unix(v, 0).Sub(now))
+	return x
+}
+
+// XRateLimitReader returns a Reader of the X-RateLimit-* fields for an upstream whose limit
+// has the given window (they do not say it): the remaining count is about the request's key's
+// rule with that window, and X-RateLimit-Limit is the upstream's limit.
+func XRateLimitReader(window time.Duration, mode ResetMode) Reader {
+	return func(h http.Header, now time.Time) Report {
+		x := ParseXRateLimit(h, now, mode)
+		if x.Remaining == Unknown {
+			return Report{}
+		}
+		return Report{Signals: []Signal{{Window: window, Remaining: x.Remaining, Limit: x.Limit}}}
+	}
+}

@@ -1,0 +1,114 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// SyncStore is the part of a cache.Store and cache.Syncer that Sync needs (this package cannot
+// import cache, whose own tests use it).
+type SyncStore interface {
+	Peeker
+	Record(ctx context.Context, s *strategy.Strategy, key string, n int) error
+	Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error)
+	Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error
+}
+
+// Sync checks a Syncer's exact answers on a manual clock that the store reads its instants
+// from: raising, never lowering, the rule named, pausing, and refusing a bad update.
+func Sync(t *testing.T, st SyncStore, clk *clock.Manual) {
+	ctx := context.Background()
+	t0 := clk.Now()
+	at := func(d time.Duration) { clk.Set(t0.Add(d)) }
+	// Xero's tenant limits: a minute rule and a day rule (granularity 10 s).
+	s := Strategy(t, strategy.Rule{Limit: 60, Window: time.Minute},
+		strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: 10 * time.Second})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	peek := func(key string, n int) strategy.Snapshot {
+		t.Helper()
+		snap, err := st.Peek(ctx, s, key, n)
+		must(err)
+		return snap
+	}
+
+	must(st.Record(ctx, s, "k", 10))
+	// The upstream counts 40 used in the minute (20 remaining): we count 10, so we rise to 40.
+	must(st.Sync(ctx, s, "k", strategy.Update{Reports: []strategy.Report{{Rule: 0, Remaining: 20, Used: 40}}}))
+	snap := peek("k", 0)
+	if u := snap.Usage; u[0].Used != 40 || u[0].Remaining != 20 || u[0].Reported != 20 || !u[0].ReportedAt.Equal(t0) || u[1].Used != 10 || !u[1].ReportedAt.IsZero() {
+		t.Fatalf("after raising the minute rule to 40: %+v", u)
+	}
+	// A figure below our count never lowers it, but is kept as reported.
+	at(time.Second)
+	must(st.Sync(ctx, s, "k", strategy.Update{Reports: []strategy.Report{{Rule: 0, Remaining: 50, Used: 10}}}))
+	if u := peek("k", 0).Usage[0]; u.Used != 40 || u.Reported != 50 || !u.ReportedAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("a lower upstream count lowered ours or was not kept: %+v", u)
+	}
+	// The day rule is raised on its own: the minute rule does not move.
+	must(st.Sync(ctx, s, "k", strategy.Update{Reports: []strategy.Report{{Rule: 1, Remaining: 0, Used: 5000}}}))
+	if u := peek("k", 0).Usage; u[0].Used != 40 || u[1].Used != 5000 || u[1].Remaining != 0 {
+		t.Fatalf("raising the day rule: %+v", u)
+	}
+	// The 30 raised at t0 and the 4960 raised at 1 s stop counting a window after them.
+	at(time.Minute)
+	if u := peek("k", 0).Usage; u[0].Used != 0 || u[1].Used != 5000 {
+		t.Fatalf("at 60 s: %+v", u)
+	}
+
+	// A pause holds every reservation until it ends, and never shortens.
+	p := "p"
+	at(2 * time.Minute)
+	must(st.Sync(ctx, s, p, strategy.Update{Pause: 30 * time.Second}))
+	must(st.Sync(ctx, s, p, strategy.Update{Pause: 5 * time.Second}))
+	res, err := st.Reserve(ctx, s, p, 1)
+	must(err)
+	if res.Allowed || res.Wait != 30*time.Second {
+		t.Fatalf("reserve during a 30 s pause: %+v", res)
+	}
+	if snap := peek(p, 1); snap.Wait != 30*time.Second || !snap.PausedUntil.Equal(t0.Add(150*time.Second)) {
+		t.Fatalf("peek during the pause: wait %v until %v", snap.Wait, snap.PausedUntil)
+	}
+	if snap := peek(p, 0); snap.Wait != 0 || snap.Usage[0].Used != 0 {
+		t.Fatalf("usage-only peek during the pause: %+v", snap)
+	}
+	// Monitoring still records during a pause.
+	must(st.Record(ctx, s, p, 60))
+	at(2*time.Minute + 29*time.Second)
+	if snap := peek(p, 1); snap.Wait != 31*time.Second {
+		t.Fatalf("pause ending before the minute rule frees a slot: wait %v, want 31s", snap.Wait)
+	}
+	at(3*time.Minute + time.Second)
+	if snap := peek(p, 1); snap.Wait != 0 || !snap.PausedUntil.IsZero() {
+		t.Fatalf("after the pause and the window: %+v", snap)
+	}
+	res, err = st.Reserve(ctx, s, p, 1)
+	must(err)
+	if !res.Allowed {
+		t.Fatalf("reserve after the pause: %+v", res)
+	}
+
+	// A bad update is refused whole.
+	for _, u := range []strategy.Update{
+		{Pause: -time.Second},
+		{Reports: []strategy.Report{{Rule: 0, Remaining: 1, Used: 59}, {Rule: 2, Used: 1}}},
+		{Reports: []strategy.Report{{Rule: 0, Remaining: -1, Used: 1}}},
+		{Reports: []strategy.Report{{Rule: 0, Used: 1 << 32}}},
+	} {
+		if err := st.Sync(ctx, s, "bad", u); !errors.Is(err, strategy.ErrInvalidUpdate) {
+			t.Fatalf("Sync(%+v) = %v, want ErrInvalidUpdate", u, err)
+		}
+	}
+	if u := peek("bad", 0).Usage[0]; u.Used != 0 || !u.ReportedAt.IsZero() {
+		t.Fatalf("a refused update changed state: %+v", u)
+	}
+}

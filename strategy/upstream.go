@@ -1,0 +1,138 @@
+package strategy
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidUpdate is wrapped when an Update names a rule the strategy does not have or
+// carries a negative figure.
+var ErrInvalidUpdate = errors.New("invalid upstream update")
+
+// Upstream is what the upstream has said about one key: a pause, and per counter the last
+// remaining count it reported. The zero Upstream has said nothing. Like Counters, an Upstream is
+// not safe for concurrent use: the store guards it with the key's counters.
+type Upstream struct {
+	// PausedUntil is the instant before which no reservation on the key is granted (a 429's
+	// Retry-After); zero when never paused.
+	PausedUntil time.Time
+	// Reported holds the last figure per counter ID.
+	Reported map[string]Reported
+}
+
+// Reported is the last remaining count an upstream gave for one counter, and when.
+type Reported struct {
+	Remaining int
+	At        time.Time
+}
+
+// Update is what one upstream response says about one key, for Store.Sync.
+type Update struct {
+	// Pause is how long from the store's instant no reservation may be granted: a 429's
+	// Retry-After. 0 leaves any pause as it is; a pause never ends earlier than one set before.
+	Pause time.Duration
+	// Reports are the figures the response gave, at most one per rule.
+	Reports []Report
+}
+
+// Report is the upstream's word on one rule.
+type Report struct {
+	// Rule is the index of the rule, in the order given to New.
+	Rule int
+	// Remaining is how many requests the upstream says are left, kept for status displays.
+	Remaining int
+	// Used is the usage the upstream's figure implies (its limit − Remaining): the rule's
+	// counter is raised to it when it counts fewer, and never lowered.
+	Used int
+}
+
+// CheckUpdate returns an error wrapping ErrInvalidUpdate when u has a negative pause, names a
+// rule out of range, or carries a negative or too large (over 2^31) figure.
+func (s *Strategy) CheckUpdate(u Update) error {
+	if u.Pause < 0 {
+		return fmt.Errorf("%w: pause %v is negative", ErrInvalidUpdate, u.Pause)
+	}
+	for _, r := range u.Reports {
+		if r.Rule < 0 || r.Rule >= len(s.rules) {
+			return fmt.Errorf("%w: rule %d, want 0 to %d", ErrInvalidUpdate, r.Rule, len(s.rules)-1)
+		}
+		if r.Remaining < 0 || r.Used < 0 || r.Remaining > 1<<31 || r.Used > 1<<31 {
+			return fmt.Errorf("%w: rule %s: remaining %d and used %d must be from 0 to 2^31",
+				ErrInvalidUpdate, s.rules[r.Rule], r.Remaining, r.Used)
+		}
+	}
+	return nil
+}
+
+// Sync applies u to a key's counters and upstream state at the later of now and the counters'
+// latest instant, and returns that instant: the pause is extended to that instant + u.Pause,
+// each reported rule's counter is raised to Used by recording the difference at that instant,
+// and the figures are kept in up.Reported. u must have passed CheckUpdate.
+func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) time.Time {
+	now = latest(cs, now)
+	if u.Pause > 0 {
+		if until := now.Add(u.Pause); until.After(up.PausedUntil) {
+			up.PausedUntil = until
+		}
+	}
+	for _, r := range u.Reports {
+		c := cs[s.slotOf[r.Rule]]
+		if used := c.Used(now); used < r.Used {
+			c.Add(now, r.Used-used)
+		}
+		if up.Reported == nil {
+			up.Reported = map[string]Reported{}
+		}
+		up.Reported[s.ids[s.slotOf[r.Rule]]] = Reported{Remaining: r.Remaining, At: now}
+	}
+	return now
+}
+
+// ReserveWith is Reserve under a pause: while up is paused at the decision's instant nothing
+// is recorded, and the wait is at least the rest of the pause. up may be nil.
+func (s *Strategy) ReserveWith(cs []Counter, up *Upstream, now time.Time, n int) (Result, error) {
+	if up == nil {
+		return s.Reserve(cs, now, n)
+	}
+	if err := s.CheckBurst(n); err != nil {
+		return Result{}, err
+	}
+	now = latest(cs, now)
+	if p := up.PausedUntil.Sub(now); p > 0 {
+		return Result{Wait: max(p, s.Wait(cs, now, n))}, nil
+	}
+	return s.Reserve(cs, now, n)
+}
+
+// PeekWith is Peek with what the upstream said: the wait for n ≥ 1 is at least the rest of the
+// pause, Snapshot.PausedUntil is set while the pause lasts, and each rule's usage carries the
+// last figure reported for its counter. up may be nil.
+func (s *Strategy) PeekWith(cs []Counter, up *Upstream, now time.Time, n int) (Snapshot, error) {
+	snap, err := s.Peek(cs, now, n)
+	if err != nil || up == nil {
+		return snap, err
+	}
+	if up.PausedUntil.After(now) {
+		snap.PausedUntil = up.PausedUntil
+		if n != 0 {
+			snap.Wait = max(snap.Wait, up.PausedUntil.Sub(now))
+		}
+	}
+	for i := range snap.Usage {
+		if r, ok := up.Reported[s.ids[s.slotOf[i]]]; ok {
+			snap.Usage[i].Reported, snap.Usage[i].ReportedAt = r.Remaining, r.At
+		}
+	}
+	return snap, nil
+}
+
+// latest returns the later of now and the latest instant any of cs has seen.
+func latest(cs []Counter, now time.Time) time.Time {
+	for _, c := range cs {
+		if l := c.Latest(); l.After(now) {
+			now = l
+		}
+	}
+	return now
+}

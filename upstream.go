@@ -1,0 +1,216 @@
+package ratemonitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// Defaults of SyncConfig.
+const (
+	DefaultFallbackPause = 60 * time.Second
+	DefaultMaxPause      = 24 * time.Hour
+)
+
+// SyncConfig says how a Transport learns from the upstream's responses (WithSync). Its zero
+// value gives the defaults.
+type SyncConfig struct {
+	// Readers turn a response's header into figures per rule (package headers). Default:
+	// headers.XeroReader(time.Minute, 24*time.Hour) and headers.IETFReader. Give
+	// headers.XRateLimitReader for an upstream that sends X-RateLimit-*, with its window.
+	Readers []headers.Reader
+	// Fallback is how long a 429 without a usable Retry-After pauses the key (default 60 s).
+	Fallback time.Duration
+	// MaxPause caps every pause (default 24 h), so that a wild Retry-After cannot stop a key
+	// for years.
+	MaxPause time.Duration
+}
+
+// WithSync makes the Transport feed what the upstream says back into the store, for the
+// request's key, after every response:
+//
+//   - A 429, or a 503 with Retry-After, pauses the key until the upstream's Retry-After (RFC
+//     9110 §10.2.3) has passed, or for SyncConfig.Fallback when a 429 has no usable one. While
+//     paused, every Transport sharing the store (the Redis store included) waits: Reserve and
+//     paced requests are held, and WaitTime is at least the rest of the pause. A 429 that names
+//     an app-wide limit (Xero's X-Rate-Limit-Problem: appminute) pauses the app key of
+//     WithAppRules instead.
+//   - A remaining count (Xero's X-MinLimit-Remaining, IETF RateLimit, …) below what we count
+//     raises our usage of that rule to match, by recording the difference now; it never lowers
+//     it. The rule is the first of that key whose Window equals the figure's window: Xero's
+//     X-DayLimit-Remaining updates the 24-hour rule, X-AppMinLimit-Remaining the app key's
+//     1-minute rule.
+//
+// A figure no rule matches is ignored. A store error while syncing does not fail the
+// response: it goes to the error handler and the logger. The store must implement
+// cache.Syncer (the memory and Redis stores do); New fails otherwise.
+func WithSync(cfg SyncConfig) Option {
+	return func(t *Transport) error {
+		if cfg.Fallback < 0 || cfg.MaxPause < 0 {
+			return fmt.Errorf("ratemonitor: WithSync: Fallback %v and MaxPause %v must not be negative", cfg.Fallback, cfg.MaxPause)
+		}
+		if cfg.Fallback == 0 {
+			cfg.Fallback = DefaultFallbackPause
+		}
+		if cfg.MaxPause == 0 {
+			cfg.MaxPause = DefaultMaxPause
+		}
+		if cfg.Readers == nil {
+			cfg.Readers = []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour), headers.IETFReader}
+		}
+		for i, r := range cfg.Readers {
+			if r == nil {
+				return fmt.Errorf("ratemonitor: WithSync: reader %d is nil", i)
+			}
+		}
+		cfg.Readers = append([]headers.Reader(nil), cfg.Readers...)
+		t.sync = &cfg
+		return nil
+	}
+}
+
+// send passes req to base and, with WithSync, learns from the response.
+func (t *Transport) send(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
+	resp, err := base.RoundTrip(req)
+	if err == nil && t.sync != nil && resp != nil {
+		t.learn(req, key, resp)
+	}
+	return resp, err
+}
+
+// learn applies what resp says to key and to the app key.
+func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
+	now := t.clock.Now()
+	var keyUp, appUp strategy.Update
+	app := false
+	for _, read := range t.sync.Readers {
+		rep := read(resp.Header, now)
+		app = app || rep.App
+		for _, sig := range rep.Signals {
+			if sig.App {
+				if t.app != nil {
+					appUp.Reports = addReport(appUp.Reports, t.app.strat, sig)
+				}
+			} else {
+				keyUp.Reports = addReport(keyUp.Reports, t.strat, sig)
+			}
+		}
+	}
+	if pause, ok := t.pause(resp, now); ok {
+		if app && t.app != nil {
+			appUp.Pause = pause
+		} else {
+			keyUp.Pause = pause
+		}
+	}
+	syncer := t.store.(cache.Syncer)
+	ctx := context.WithoutCancel(req.Context()) // the response has arrived: record what it said
+	if keyUp.Pause > 0 || len(keyUp.Reports) > 0 {
+		if err := syncer.Sync(ctx, t.strat, key, keyUp); err != nil {
+			t.syncFailed(req, key, err)
+		}
+	}
+	if t.app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0) {
+		if err := syncer.Sync(ctx, t.app.strat, t.app.key, appUp); err != nil {
+			t.syncFailed(req, t.app.key, err)
+		}
+	}
+}
+
+// pause returns how long resp asks us to stop: a 429's Retry-After (or the fallback), or a
+// 503's Retry-After, capped at MaxPause.
+func (t *Transport) pause(resp *http.Response, now time.Time) (time.Duration, bool) {
+	d, ok := headers.RetryAfter(resp.Header, now)
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests && !ok:
+		d = t.sync.Fallback
+	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable && ok:
+	default:
+		return 0, false
+	}
+	return min(d, t.sync.MaxPause), d > 0
+}
+
+// addReport turns sig into a report on the first rule of s with sig's window, replacing an
+// earlier report on that rule (two readers may see the same figure). Signals no rule matches
+// are dropped.
+func addReport(reports []strategy.Report, s *strategy.Strategy, sig headers.Signal) []strategy.Report {
+	for i := range s.NumRules() {
+		r := s.Rule(i)
+		if r.Window != sig.Window {
+			continue
+		}
+		limit := r.Limit
+		if sig.Limit != headers.Unknown {
+			limit = sig.Limit
+		}
+		rep := strategy.Report{Rule: i, Remaining: min(sig.Remaining, 1<<31), Used: min(max(0, limit-sig.Remaining), 1<<31)}
+		for j := range reports {
+			if reports[j].Rule == i {
+				// Two readers may give figures for one rule: keep the higher usage.
+				if rep.Used > reports[j].Used {
+					reports[j] = rep
+				}
+				return reports
+			}
+		}
+		return append(reports, rep)
+	}
+	return reports
+}
+
+func (t *Transport) syncFailed(req *http.Request, key string, err error) {
+	t.logger.LogAttrs(req.Context(), slog.LevelWarn, "ratemonitor: could not store what the upstream said",
+		slog.String("key", key), slog.String("request", req.Method+" "+req.URL.Redacted()), slog.Any("error", err))
+	if t.onError != nil {
+		t.onError(req, key, err)
+	}
+}
+
+// Status is a read-only view of one key for dashboards, in the store's time (Redis TIME with
+// the Redis store).
+type Status struct {
+	Key string
+	// Rules holds usage and remaining per rule, in rule order, with the last remaining count
+	// the upstream reported (Usage.Reported, when Usage.ReportedAt is not zero).
+	Rules []strategy.Usage
+	// PausedUntil is when a pause the upstream asked for ends; zero when not paused.
+	PausedUntil time.Time
+	// Wait is how long until one more request fits every rule and the pause has ended.
+	Wait time.Duration
+	// App is the app key's status (WithAppRules); nil without one.
+	App *Status
+}
+
+// Status returns key's usage, remaining and reported figures per rule, its pause, and the same
+// for the app key. It records nothing. Errors come from the store.
+func (t *Transport) Status(ctx context.Context, key string) (Status, error) {
+	if t.strat == nil {
+		return Status{}, ErrNotConfigured
+	}
+	st, err := t.status(ctx, t.strat, key)
+	if err != nil || t.app == nil {
+		return st, err
+	}
+	app, err := t.status(ctx, t.app.strat, t.app.key)
+	st.App = &app
+	return st, err
+}
+
+func (t *Transport) status(ctx context.Context, s *strategy.Strategy, key string) (Status, error) {
+	snap, err := t.store.Peek(ctx, s, key, 1)
+	if err != nil {
+		return Status{Key: key}, err
+	}
+	return Status{Key: key, Rules: snap.Usage, PausedUntil: snap.PausedUntil, Wait: snap.Wait}, nil
+}
+
+// errNoSyncer is returned by New for WithSync over a store that cannot keep what upstreams say.
+var errNoSyncer = errors.New("ratemonitor: WithSync needs a store that implements cache.Syncer (the memory and Redis stores do)")

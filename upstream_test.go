@@ -1,0 +1,257 @@
+package ratemonitor
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// answer is an upstream whose next response is set by the test: status and header lines.
+type answer struct {
+	status atomic.Int64
+	header atomic.Pointer[[]string]
+}
+
+func (a *answer) set(status int, kv ...string) {
+	a.status.Store(int64(status))
+	a.header.Store(&kv)
+}
+
+func (a *answer) serve(w http.ResponseWriter, _ *http.Request) {
+	if kv := a.header.Load(); kv != nil {
+		for i := 0; i+1 < len(*kv); i += 2 {
+			w.Header().Add((*kv)[i], (*kv)[i+1])
+		}
+	}
+	if s := a.status.Load(); s != 0 {
+		w.WriteHeader(int(s))
+	}
+}
+
+// syncSetup gives a monitoring Transport with Xero's tenant rules, an app rule, WithSync and a
+// manual clock, over a store a second Transport can share.
+func syncSetup(t *testing.T, cfg SyncConfig, opts ...Option) (*http.Client, *Transport, *answer, *clock.Manual, cache.Store) {
+	clk := clock.NewManual(t0)
+	st, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a := &answer{}
+	opts = append([]Option{WithStore(st), WithRules(minute, day), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)),
+		WithAppRules("app", strategy.Rule{Limit: 10_000, Window: time.Minute}), WithSync(cfg)}, opts...)
+	tr := newTransport(t, nil, opts...)
+	return &http.Client{Transport: tr}, tr, a, clk, st
+}
+
+func status(t *testing.T, tr *Transport, key string) Status {
+	t.Helper()
+	s, err := tr.Status(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSyncRaisesUsage(t *testing.T) {
+	c, tr, a, _, _ := syncSetup(t, SyncConfig{})
+	srv, _ := upstream(t, a.serve)
+	// Another client of this tenant has used 39 of the minute and 989 of the day; another
+	// tenant has used 5000 of the app's minute.
+	a.set(200, "X-MinLimit-Remaining", "20", "X-DayLimit-Remaining", "4000", "X-AppMinLimit-Remaining", "4999")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	s := status(t, tr, "t1")
+	if u := s.Rules; u[0].Used != 40 || u[0].Reported != 20 || !u[0].ReportedAt.Equal(t0) || u[1].Used != 1000 || u[1].Reported != 4000 {
+		t.Fatalf("tenant after sync: %+v", u)
+	}
+	if u := s.App.Rules[0]; u.Used != 5001 || u.Reported != 4999 {
+		t.Fatalf("app after sync: %+v", u)
+	}
+	// A later response that says more remain than we count lowers nothing.
+	a.set(200, "X-MinLimit-Remaining", "59", "X-DayLimit-Remaining", "4999")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	if u := status(t, tr, "t1").Rules; u[0].Used != 41 || u[1].Used != 1001 || u[0].Reported != 59 {
+		t.Fatalf("after a higher remaining: %+v", u)
+	}
+	// Other tenants are untouched.
+	if u := usedOf(t, tr, "t2"); u[0] != 0 || u[1] != 0 {
+		t.Fatalf("t2: %v", u)
+	}
+}
+
+func TestSyncPausesOn429(t *testing.T) {
+	c, tr, a, clk, st := syncSetup(t, SyncConfig{Fallback: 5 * time.Second})
+	srv, hits := upstream(t, a.serve)
+	// A second Transport over the same store, as another part of the program would have.
+	other := newTransport(t, nil, WithStore(st), WithRules(minute, day))
+
+	a.set(429, "Retry-After", "30", "X-Rate-Limit-Problem", "minute", "X-MinLimit-Remaining", "0")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	s := status(t, tr, "t1")
+	if !s.PausedUntil.Equal(t0.Add(30*time.Second)) || s.Wait != time.Minute || s.Rules[0].Used != 60 {
+		t.Fatalf("after a minute 429: %+v", s)
+	}
+	for _, x := range []*Transport{tr, other} {
+		if d, err := x.WaitTime(context.Background(), "t1", 1); err != nil || d != time.Minute {
+			t.Fatalf("wait after the 429: %v %v (the minute rule is full for 60 s, the pause is 30 s)", d, err)
+		}
+	}
+	// A 429 with nothing readable pauses for the fallback; the minute rule is not touched.
+	a.set(429, "Retry-After", "soon")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
+	if s := status(t, tr, "t2"); !s.PausedUntil.Equal(t0.Add(5*time.Second)) || s.Wait != 5*time.Second || s.Rules[0].Used != 1 {
+		t.Fatalf("after a 429 without Retry-After: %+v", s)
+	}
+	// A 503 with an HTTP-date pauses until that date, measured from the response's Date.
+	a.set(503, "Retry-After", "Thu, 15 Jan 2027 08:00:20 GMT", "Date", "Thu, 15 Jan 2027 08:00:00 GMT")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t3")
+	if s := status(t, tr, "t3"); s.Wait != 20*time.Second {
+		t.Fatalf("after a 503 with a date: %+v", s)
+	}
+	// A 503 without Retry-After, and a 500, pause nothing.
+	a.set(503)
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t4")
+	a.set(500, "Retry-After", "100")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t4")
+	if s := status(t, tr, "t4"); s.Wait != 0 || !s.PausedUntil.IsZero() {
+		t.Fatalf("after a 503 without Retry-After and a 500: %+v", s)
+	}
+	// The pause ends on time.
+	clk.Advance(5 * time.Second)
+	if s := status(t, tr, "t2"); s.Wait != 0 || !s.PausedUntil.IsZero() {
+		t.Fatalf("t2 after its pause: %+v", s)
+	}
+	if hits.Load() != 5 {
+		t.Fatalf("upstream saw %d requests, want 5", hits.Load())
+	}
+}
+
+func TestSyncDayAndAppProblems(t *testing.T) {
+	c, tr, a, _, _ := syncSetup(t, SyncConfig{})
+	srv, _ := upstream(t, a.serve)
+	// A day problem uses up the day rule, not the minute rule.
+	a.set(429, "Retry-After", "3600", "X-Rate-Limit-Problem", "day", "X-MinLimit-Remaining", "50")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	s := status(t, tr, "t1")
+	if s.Rules[0].Used != 10 || s.Rules[1].Used != 5000 || s.Rules[1].Reported != 0 || s.Wait != 24*time.Hour || !s.PausedUntil.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("after a day 429: %+v", s)
+	}
+	if s.App.Rules[0].Used != 1 || !s.App.PausedUntil.IsZero() {
+		t.Fatalf("the app key moved on a tenant's day problem: %+v", s.App)
+	}
+	// An app-minute problem pauses the app key, so every tenant waits, and not the tenant key.
+	a.set(429, "Retry-After", "12", "X-Rate-Limit-Problem", "appminute", "X-MinLimit-Remaining", "58")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
+	s = status(t, tr, "t2")
+	if !s.PausedUntil.IsZero() || s.Rules[0].Used != 2 {
+		t.Fatalf("the tenant key was paused by an app problem: %+v", s)
+	}
+	if s.App.Rules[0].Used != 10_000 || !s.App.PausedUntil.Equal(t0.Add(12*time.Second)) || s.App.Wait != time.Minute {
+		t.Fatalf("app key after an app problem: %+v", s.App)
+	}
+	if d, _ := tr.WaitTime(context.Background(), "t3", 1); d != time.Minute {
+		t.Fatalf("a fresh tenant's wait while the app is full: %v, want 1m", d)
+	}
+}
+
+func TestSyncIETFAndXRateLimit(t *testing.T) {
+	c, tr, a, _, _ := syncSetup(t, SyncConfig{Readers: []headers.Reader{headers.IETFReader, headers.XRateLimitReader(24*time.Hour, headers.ResetEpoch)}})
+	srv, _ := upstream(t, a.serve)
+	a.set(200, "RateLimit-Policy", `"burst";q=60;w=60, "daily";q=5000;w=86400`, "RateLimit", `"burst";r=15, "daily";r=4900`)
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	if u := usedOf(t, tr, "t1"); u[0] != 45 || u[1] != 100 {
+		t.Fatalf("IETF: used %v, want [45 100]", u)
+	}
+	// The upstream's own limit is taken when it says it: 6000 − 100 = 5900 used of our 5000.
+	a.set(200, "X-RateLimit-Limit", "6000", "X-RateLimit-Remaining", "100", "X-RateLimit-Reset", "1800003600")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
+	if u := status(t, tr, "t2").Rules[1]; u.Used != 5900 || u.Remaining != 0 || u.Reported != 100 {
+		t.Fatalf("X-RateLimit: %+v", u)
+	}
+	// Malformed fields change nothing but the request's own count.
+	a.set(200, "RateLimit-Policy", `"burst";q=60;w=`, "RateLimit", `"burst";r=x`, "X-RateLimit-Remaining", "-3", "X-MinLimit-Remaining", "many")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t3")
+	if s := status(t, tr, "t3"); s.Rules[0].Used != 1 || s.Rules[1].Used != 1 || !s.Rules[0].ReportedAt.IsZero() || s.Wait != 0 {
+		t.Fatalf("malformed headers: %+v", s)
+	}
+}
+
+func TestSyncPacedWaitsOutThePause(t *testing.T) {
+	c, tr, a, clk, _ := syncSetup(t, SyncConfig{}, WithPacing())
+	srv, hits := upstream(t, a.serve)
+	a.set(429, "Retry-After", "7")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	a.set(200)
+	done := make(chan error, 1)
+	go func() { _, err := get(t, c, srv.URL, "Xero-Tenant-Id", "t1"); done <- err }()
+	for clk.Sleepers() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if next, _ := clk.Next(); !next.Equal(t0.Add(7 * time.Second)) {
+		t.Fatalf("paced request sleeps until %v, want t0+7s", next)
+	}
+	if hits.Load() != 1 {
+		t.Fatalf("sent during the pause: %d hits", hits.Load())
+	}
+	clk.Advance(7 * time.Second)
+	if err := <-done; err != nil || hits.Load() != 2 {
+		t.Fatalf("after the pause: %v, %d hits", err, hits.Load())
+	}
+	// A deadline inside the pause fails at once.
+	a.set(429, "Retry-After", "60")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	req.Header.Set("Xero-Tenant-Id", "t1")
+	if _, err := c.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("request inside a 60 s pause with a 10 s deadline: %v", err)
+	}
+	_ = tr
+}
+
+func TestSyncStoreErrorKeepsResponse(t *testing.T) {
+	var failures atomic.Int64
+	c, tr, a, _, st := syncSetup(t, SyncConfig{}, WithLogger(discard), WithErrorHandler(func(*http.Request, string, error) { failures.Add(1) }))
+	srv, _ := upstream(t, a.serve)
+	st.Close()
+	a.set(429, "Retry-After", "5", "X-MinLimit-Remaining", "0")
+	resp, err := get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	if err != nil || resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "5" {
+		t.Fatalf("response after a failed sync: %v %v", resp, err)
+	}
+	// The record (fail open) and the sync each reported their error.
+	if failures.Load() != 2 {
+		t.Fatalf("error handler called %d times, want 2", failures.Load())
+	}
+	_ = tr
+}
+
+func TestSyncNeedsSyncer(t *testing.T) {
+	_, err := New(nil, WithRules(minute), WithStore(plainStore{}), WithSync(SyncConfig{}))
+	if err == nil || !errors.Is(err, errNoSyncer) {
+		t.Fatalf("New over a store without Sync: %v", err)
+	}
+	for _, cfg := range []SyncConfig{{Fallback: -1}, {MaxPause: -time.Second}, {Readers: []headers.Reader{nil}}} {
+		if _, err := New(nil, WithRules(minute), WithSync(cfg)); err == nil {
+			t.Fatalf("WithSync(%+v) accepted", cfg)
+		}
+	}
+	if _, err := New(nil, WithRules(minute), WithAppRules("")); err == nil {
+		t.Fatal("WithAppRules with an empty key accepted")
+	}
+	if _, err := New(nil, WithRules(minute), WithAppRules("app", strategy.Rule{Limit: 0, Window: time.Minute})); !errors.Is(err, strategy.ErrInvalidRule) {
+		t.Fatalf("WithAppRules with an invalid rule: %v", err)
+	}
+}
+
+// plainStore is a Store without Sync.
+type plainStore struct{ cache.Store }
