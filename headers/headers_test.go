@@ -197,3 +197,12 @@ func TestXRateLimitReader(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+func TestFieldNamesAreCanonical(t *testing.T) {
+	for _, f := range []string{fieldRetryAfter, fieldDate, fieldMinRemaining, fieldDayRemaining, fieldAppMinRemaining,
+		fieldProblem, fieldPolicy, fieldRateLimit, fieldXLimit, fieldXRemaining, fieldXReset} {
+		if c := http.CanonicalHeaderKey(f); c != f {
+			t.Errorf("%q is not canonical (%q): every lookup would allocate", f, c)
+		}
+	}
+}

@@ -29,7 +29,7 @@ type Policy struct {
 // member whose value is not a String or Token, or whose parameters are not non-negative
 // integers, is skipped. Parameters other than q, w, r and t (qu, pk) are ignored.
 func ParseIETF(h http.Header) []Policy {
-	if len(h.Values("RateLimit-Policy")) == 0 && len(h.Values("RateLimit")) == 0 {
+	if len(h.Values(fieldPolicy)) == 0 && len(h.Values(fieldRateLimit)) == 0 {
 		return nil
 	}
 	var out []Policy
@@ -43,7 +43,7 @@ func ParseIETF(h http.Header) []Policy {
 		}
 		return &out[i]
 	}
-	members(h, "RateLimit-Policy", func(name string, p *httpsfv.Params) {
+	members(h, fieldPolicy, func(name string, p *httpsfv.Params) {
 		q, ok := param(p, "q")
 		if !ok {
 			return // q is required
@@ -54,7 +54,7 @@ func ParseIETF(h http.Header) []Policy {
 			pol.Window = time.Duration(w) * time.Second
 		}
 	})
-	members(h, "RateLimit", func(name string, p *httpsfv.Params) {
+	members(h, fieldRateLimit, func(name string, p *httpsfv.Params) {
 		r, ok := param(p, "r")
 		if !ok {
 			return // r is required

@@ -32,7 +32,7 @@ const maxSeconds = int64((1<<63 - 1) / time.Second)
 // Anything else (empty, negative, fractional, more seconds than a time.Duration holds) gives
 // ok false.
 func RetryAfter(h http.Header, now time.Time) (wait time.Duration, ok bool) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
+	v := strings.TrimSpace(h.Get(fieldRetryAfter))
 	if v == "" {
 		return 0, false
 	}
@@ -43,7 +43,7 @@ func RetryAfter(h http.Header, now time.Time) (wait time.Duration, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+	if date, err := http.ParseTime(h.Get(fieldDate)); err == nil {
 		now = date
 	}
 	return max(0, at.Sub(now)), true

@@ -51,11 +51,11 @@ type Xero struct {
 // whole numbers are Unknown.
 func ParseXero(h http.Header) Xero {
 	x := Xero{
-		MinRemaining:    count(h, "X-MinLimit-Remaining"),
-		DayRemaining:    count(h, "X-DayLimit-Remaining"),
-		AppMinRemaining: count(h, "X-AppMinLimit-Remaining"),
+		MinRemaining:    count(h, fieldMinRemaining),
+		DayRemaining:    count(h, fieldDayRemaining),
+		AppMinRemaining: count(h, fieldAppMinRemaining),
 	}
-	switch p := strings.ToLower(strings.TrimSpace(h.Get("X-Rate-Limit-Problem"))); p {
+	switch p := strings.ToLower(strings.TrimSpace(h.Get(fieldProblem))); p {
 	case "":
 	case "minute":
 		x.Problem = MinuteProblem

@@ -38,8 +38,8 @@ type XRateLimit struct {
 // reset from (a reset in the past gives 0). Values that are not whole non-negative numbers are
 // Unknown.
 func ParseXRateLimit(h http.Header, now time.Time, mode ResetMode) XRateLimit {
-	x := XRateLimit{Limit: count(h, "X-RateLimit-Limit"), Remaining: count(h, "X-RateLimit-Remaining"), Reset: Unknown}
-	v, ok := unsigned(strings.TrimSpace(h.Get("X-RateLimit-Reset")))
+	x := XRateLimit{Limit: count(h, fieldXLimit), Remaining: count(h, fieldXRemaining), Reset: Unknown}
+	v, ok := unsigned(strings.TrimSpace(h.Get(fieldXReset)))
 	if !ok {
 		return x
 	}

@@ -1,0 +1,18 @@
+package headers
+
+// Field names in canonical form (http.CanonicalHeaderKey), so that looking them up in an
+// http.Header does not allocate. Servers write them as in the comments; HTTP field names are
+// case-insensitive.
+const (
+	fieldRetryAfter      = "Retry-After"
+	fieldDate            = "Date"
+	fieldMinRemaining    = "X-Minlimit-Remaining"    // X-MinLimit-Remaining
+	fieldDayRemaining    = "X-Daylimit-Remaining"    // X-DayLimit-Remaining
+	fieldAppMinRemaining = "X-Appminlimit-Remaining" // X-AppMinLimit-Remaining
+	fieldProblem         = "X-Rate-Limit-Problem"
+	fieldPolicy          = "Ratelimit-Policy" // RateLimit-Policy
+	fieldRateLimit       = "Ratelimit"        // RateLimit
+	fieldXLimit          = "X-Ratelimit-Limit"
+	fieldXRemaining      = "X-Ratelimit-Remaining"
+	fieldXReset          = "X-Ratelimit-Reset"
+)
