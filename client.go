@@ -268,8 +268,8 @@ func (t *Transport) Store() cache.Store { return t.store }
 //
 // In monitoring mode (the default) it records the attempt and sends it at once. In pacing mode
 // (WithPacing) it first reserves a slot, waiting its turn and then until the slot is free: when
-// that wait would end after the request context's deadline it returns at once an error
-// wrapping context.DeadlineExceeded, and when the context ends while waiting it returns the
+// that wait would end after the request context's deadline it returns at once a *DeadlineError
+// (wrapping context.DeadlineExceeded), and when the context ends while waiting it returns the
 // context's error promptly; in both cases nothing is sent or recorded. A request whose context
 // carries a Reservation for its key (Reservation.Context) uses one of its slots instead.
 //
@@ -387,7 +387,7 @@ func (t *Transport) WaitSeconds(ctx context.Context, key string, burst int) (int
 // a ctx already done returns its error at once.
 // It does not reserve the slots: another sender on the same key can take them between Wait and
 // the send. When ctx has a deadline that the needed wait would pass, Wait returns at once with
-// an error wrapping context.DeadlineExceeded; when ctx is cancelled while waiting it returns
+// a *DeadlineError (wrapping context.DeadlineExceeded); when ctx is cancelled while waiting it returns
 // ctx.Err() promptly. Burst errors are WaitTime's. It leaves no timer or goroutine behind.
 func (t *Transport) Wait(ctx context.Context, key string, burst int) error {
 	if err := ctx.Err(); err != nil {

@@ -4,8 +4,10 @@ go 1.26.0
 
 require (
 	github.com/dgraph-io/ristretto/v2 v2.4.2
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/eko/gocache/lib/v4 v4.3.0
 	github.com/eko/gocache/store/ristretto/v4 v4.3.2
+	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 	pgregory.net/rapid v1.3.0
@@ -13,10 +15,8 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
-	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/exp v0.0.0-20251209150349-8475f28825e9 // indirect
 	golang.org/x/sys v0.48.0 // indirect

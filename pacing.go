@@ -186,12 +186,31 @@ func (t *Transport) queueDeadlineCheck(ctx context.Context, strat *strategy.Stra
 	return deadlineCheck(ctx, key, n, snap.Wait)
 }
 
-// deadlineCheck returns an error wrapping context.DeadlineExceeded when waiting d would pass
-// ctx's deadline.
+// deadlineCheck returns a *DeadlineError when waiting d would pass ctx's deadline.
 func deadlineCheck(ctx context.Context, key string, n int, d time.Duration) error {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
-		return fmt.Errorf("ratemonitor: %d request(s) on key %q need a wait of %v, past the context's deadline: %w",
-			n, key, d, context.DeadlineExceeded)
+		return &DeadlineError{Key: key, N: n, Wait: d}
 	}
 	return nil
 }
+
+// DeadlineError is returned, at once, when n requests on a key would have to wait past the
+// context's deadline: by a paced RoundTrip, Reserve and Wait. Nothing was sent or recorded. It
+// wraps context.DeadlineExceeded, so errors.Is(err, context.DeadlineExceeded) holds.
+type DeadlineError struct {
+	Key  string        // the key waited on
+	N    int           // the requests asked for
+	Wait time.Duration // the least wait they needed, from when it was checked
+}
+
+// Error says how long the wait would have been.
+func (e *DeadlineError) Error() string {
+	w := e.Wait
+	if w >= time.Millisecond {
+		w = w.Round(time.Millisecond)
+	}
+	return fmt.Sprintf("ratemonitor: %d request(s) on key %q need a wait of %v, past the context's deadline", e.N, e.Key, w)
+}
+
+// Unwrap returns context.DeadlineExceeded.
+func (e *DeadlineError) Unwrap() error { return context.DeadlineExceeded }

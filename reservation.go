@@ -34,7 +34,7 @@ type Reservation struct {
 // in other Transports or processes sharing the store are not ordered with these.
 //
 // Errors: strategy.ErrInvalidBurst or one wrapping strategy.ErrBurstTooLarge for a burst that
-// can never fit; one wrapping context.DeadlineExceeded, at once, when the wait would pass the
+// can never fit; a *DeadlineError (wrapping context.DeadlineExceeded), at once, when the wait would pass the
 // context's deadline; the context's error if it ends while waiting; a *StoreError when the
 // store fails (the ErrorPolicy does not apply: nothing is sent here). On error nothing is
 // recorded.

@@ -37,16 +37,22 @@ type SyncConfig struct {
 // request's key, after every response:
 //
 //   - A 429, or a 503 with Retry-After, pauses the key until the upstream's Retry-After (RFC
-//     9110 §10.2.3) has passed, or for SyncConfig.Fallback when a 429 has no usable one. While
+//     9110 §10.2.3) has passed (see below for a 429 without one). While
 //     paused, every Transport sharing the store (the Redis store included) waits: Reserve and
 //     paced requests are held, and WaitTime is at least the rest of the pause. A 429 that names
 //     an app-wide limit (Xero's X-Rate-Limit-Problem: appminute) pauses the app key of
 //     WithAppRules instead.
 //   - A remaining count (Xero's X-MinLimit-Remaining, IETF RateLimit, …) below what we count
-//     raises our usage of that rule to match, by recording the difference now; it never lowers
-//     it. The rule is the first of that key whose Window equals the figure's window: Xero's
+//     raises our usage of that rule to match; it never lowers it. The difference is recorded so
+//     that it stops counting when the upstream says that usage is freed (IETF t,
+//     X-RateLimit-Reset, a 429's Retry-After for the limit Xero's X-Rate-Limit-Problem names),
+//     and when it does not say, at the response's instant, held for a whole window. The rule
+//     is the first of that key whose Window equals the figure's window: Xero's
 //     X-DayLimit-Remaining updates the 24-hour rule, X-AppMinLimit-Remaining the app key's
 //     1-minute rule.
+//   - A 429 without a usable Retry-After pauses until the latest reset of a limit the
+//     response says is used up (GitHub's X-RateLimit-Remaining: 0 with X-RateLimit-Reset), and
+//     for SyncConfig.Fallback when it says none.
 //
 // A figure no rule matches is ignored. A store error while syncing does not fail the
 // response: it goes to the error handler and the logger. The store must implement
@@ -76,6 +82,15 @@ func WithSync(cfg SyncConfig) Option {
 	}
 }
 
+// MaxPause returns the longest pause the Transport takes from an upstream: SyncConfig.MaxPause
+// with WithSync, DefaultMaxPause without. Package retry caps Retry-After with it.
+func (t *Transport) MaxPause() time.Duration {
+	if t.sync == nil {
+		return DefaultMaxPause
+	}
+	return t.sync.MaxPause
+}
+
 // send passes req to base and, with WithSync, learns from the response.
 func (t *Transport) send(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
 	resp, err := base.RoundTrip(req)
@@ -90,20 +105,24 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
 	now := t.clock.Now()
 	var keyUp, appUp strategy.Update
 	app := false
+	var reset time.Duration // the latest reset of a limit the response says is used up
 	for _, read := range t.sync.Readers {
 		rep := read(resp.Header, now)
 		app = app || rep.App
 		for _, sig := range rep.Signals {
+			if sig.Remaining == 0 {
+				reset = max(reset, sig.Reset)
+			}
 			if sig.App {
 				if t.app != nil {
-					appUp.Reports = addReport(appUp.Reports, t.app.strat, sig)
+					appUp.Reports = t.addReport(appUp.Reports, t.app.strat, sig)
 				}
 			} else {
-				keyUp.Reports = addReport(keyUp.Reports, t.strat, sig)
+				keyUp.Reports = t.addReport(keyUp.Reports, t.strat, sig)
 			}
 		}
 	}
-	if pause, ok := t.pause(resp, now); ok {
+	if pause, ok := t.pause(resp, now, reset); ok {
 		if app && t.app != nil {
 			appUp.Pause = pause
 		} else {
@@ -124,11 +143,14 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
 	}
 }
 
-// pause returns how long resp asks us to stop: a 429's Retry-After (or the fallback), or a
-// 503's Retry-After, capped at MaxPause.
-func (t *Transport) pause(resp *http.Response, now time.Time) (time.Duration, bool) {
+// pause returns how long resp asks us to stop: a 429's Retry-After, or else the reset of a
+// limit the response says is used up (GitHub's X-RateLimit-Reset with remaining 0), or else the
+// fallback; or a 503's Retry-After. It is capped at MaxPause.
+func (t *Transport) pause(resp *http.Response, now time.Time, reset time.Duration) (time.Duration, bool) {
 	d, ok := headers.RetryAfter(resp.Header, now)
 	switch {
+	case resp.StatusCode == http.StatusTooManyRequests && !ok && reset > 0:
+		d = reset
 	case resp.StatusCode == http.StatusTooManyRequests && !ok:
 		d = t.sync.Fallback
 	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable && ok:
@@ -141,7 +163,7 @@ func (t *Transport) pause(resp *http.Response, now time.Time) (time.Duration, bo
 // addReport turns sig into a report on the first rule of s with sig's window, replacing an
 // earlier report on that rule (two readers may see the same figure). Signals no rule matches
 // are dropped.
-func addReport(reports []strategy.Report, s *strategy.Strategy, sig headers.Signal) []strategy.Report {
+func (t *Transport) addReport(reports []strategy.Report, s *strategy.Strategy, sig headers.Signal) []strategy.Report {
 	for i := range s.NumRules() {
 		r := s.Rule(i)
 		if r.Window != sig.Window {
@@ -151,7 +173,8 @@ func addReport(reports []strategy.Report, s *strategy.Strategy, sig headers.Sign
 		if sig.Limit != headers.Unknown {
 			limit = sig.Limit
 		}
-		rep := strategy.Report{Rule: i, Remaining: min(sig.Remaining, 1<<31), Used: min(max(0, limit-sig.Remaining), 1<<31)}
+		rep := strategy.Report{Rule: i, Remaining: min(sig.Remaining, 1<<31), Used: min(max(0, limit-sig.Remaining), 1<<31),
+			Reset: min(max(0, sig.Reset), t.sync.MaxPause)}
 		for j := range reports {
 			if reports[j].Rule == i {
 				// Two readers may give figures for one rule: keep the higher usage.
@@ -183,7 +206,9 @@ type Status struct {
 	Rules []strategy.Usage
 	// PausedUntil is when a pause the upstream asked for ends; zero when not paused.
 	PausedUntil time.Time
-	// Wait is how long until one more request fits every rule and the pause has ended.
+	// Wait is how long until one more request fits every rule and the pause has ended: with
+	// an app key, the longer of this key's wait and the app key's (App.Wait is the app key's
+	// alone), as WaitTime says.
 	Wait time.Duration
 	// App is the app key's status (WithAppRules); nil without one.
 	App *Status
@@ -201,6 +226,7 @@ func (t *Transport) Status(ctx context.Context, key string) (Status, error) {
 	}
 	app, err := t.status(ctx, t.app.strat, t.app.key)
 	st.App = &app
+	st.Wait = max(st.Wait, app.Wait)
 	return st, err
 }
 

@@ -96,18 +96,24 @@ func TestSyncPausesOn429(t *testing.T) {
 	a.set(429, "Retry-After", "30", "X-Rate-Limit-Problem", "minute", "X-MinLimit-Remaining", "0")
 	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	s := status(t, tr, "t1")
-	if !s.PausedUntil.Equal(t0.Add(30*time.Second)) || s.Wait != time.Minute || s.Rules[0].Used != 60 {
+	// The minute rule is used up until the Retry-After, not for a whole window.
+	if !s.PausedUntil.Equal(t0.Add(30*time.Second)) || s.Wait != 30*time.Second || s.Rules[0].Used != 60 {
 		t.Fatalf("after a minute 429: %+v", s)
 	}
 	for _, x := range []*Transport{tr, other} {
-		if d, err := x.WaitTime(context.Background(), "t1", 1); err != nil || d != time.Minute {
-			t.Fatalf("wait after the 429: %v %v (the minute rule is full for 60 s, the pause is 30 s)", d, err)
+		if d, err := x.WaitTime(context.Background(), "t1", 1); err != nil || d != 30*time.Second {
+			t.Fatalf("wait after the 429: %v %v, want 30s", d, err)
 		}
+	}
+	// The 59 raised stop counting at 30 s; our own request counts for its whole minute.
+	clk.Advance(30 * time.Second)
+	if u := status(t, tr, "t1").Rules[0]; u.Used != 1 {
+		t.Fatalf("t1 at 30 s: %+v, want 1 used", u)
 	}
 	// A 429 with nothing readable pauses for the fallback; the minute rule is not touched.
 	a.set(429, "Retry-After", "soon")
 	get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
-	if s := status(t, tr, "t2"); !s.PausedUntil.Equal(t0.Add(5*time.Second)) || s.Wait != 5*time.Second || s.Rules[0].Used != 1 {
+	if s := status(t, tr, "t2"); !s.PausedUntil.Equal(t0.Add(35*time.Second)) || s.Wait != 5*time.Second || s.Rules[0].Used != 1 {
 		t.Fatalf("after a 429 without Retry-After: %+v", s)
 	}
 	// A 503 with an HTTP-date pauses until that date, measured from the response's Date.
@@ -141,7 +147,7 @@ func TestSyncDayAndAppProblems(t *testing.T) {
 	a.set(429, "Retry-After", "3600", "X-Rate-Limit-Problem", "day", "X-MinLimit-Remaining", "50")
 	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	s := status(t, tr, "t1")
-	if s.Rules[0].Used != 10 || s.Rules[1].Used != 5000 || s.Rules[1].Reported != 0 || s.Wait != 24*time.Hour || !s.PausedUntil.Equal(t0.Add(time.Hour)) {
+	if s.Rules[0].Used != 10 || s.Rules[1].Used != 5000 || s.Rules[1].Reported != 0 || s.Wait != time.Hour || !s.PausedUntil.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("after a day 429: %+v", s)
 	}
 	if s.App.Rules[0].Used != 1 || !s.App.PausedUntil.IsZero() {
@@ -154,11 +160,11 @@ func TestSyncDayAndAppProblems(t *testing.T) {
 	if !s.PausedUntil.IsZero() || s.Rules[0].Used != 2 {
 		t.Fatalf("the tenant key was paused by an app problem: %+v", s)
 	}
-	if s.App.Rules[0].Used != 10_000 || !s.App.PausedUntil.Equal(t0.Add(12*time.Second)) || s.App.Wait != time.Minute {
-		t.Fatalf("app key after an app problem: %+v", s.App)
+	if s.App.Rules[0].Used != 10_000 || !s.App.PausedUntil.Equal(t0.Add(12*time.Second)) || s.App.Wait != 12*time.Second || s.Wait != 12*time.Second {
+		t.Fatalf("app key after an app problem: %+v %+v", s, s.App)
 	}
-	if d, _ := tr.WaitTime(context.Background(), "t3", 1); d != time.Minute {
-		t.Fatalf("a fresh tenant's wait while the app is full: %v, want 1m", d)
+	if d, _ := tr.WaitTime(context.Background(), "t3", 1); d != 12*time.Second {
+		t.Fatalf("a fresh tenant's wait while the app is full: %v, want 12s", d)
 	}
 }
 
@@ -175,6 +181,18 @@ func TestSyncIETFAndXRateLimit(t *testing.T) {
 	get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
 	if u := status(t, tr, "t2").Rules[1]; u.Used != 5900 || u.Remaining != 0 || u.Reported != 100 {
 		t.Fatalf("X-RateLimit: %+v", u)
+	}
+	// IETF t: the raised usage stops counting at the reset.
+	a.set(200, "RateLimit-Policy", `"burst";q=60;w=60`, "RateLimit", `"burst";r=0;t=8`)
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t4")
+	if s := status(t, tr, "t4"); s.Rules[0].Used != 60 || s.Wait != 8*time.Second {
+		t.Fatalf("IETF with t=8: %+v, want 60 used and a wait of 8s", s)
+	}
+	// GitHub: a 429 without Retry-After but with remaining 0 pauses until X-RateLimit-Reset.
+	a.set(429, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800000040")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t5")
+	if s := status(t, tr, "t5"); !s.PausedUntil.Equal(t0.Add(40*time.Second)) || s.Wait != 40*time.Second || s.Rules[1].Used != 5000 {
+		t.Fatalf("429 with X-RateLimit-Reset: %+v, want paused 40s", s)
 	}
 	// Malformed fields change nothing but the request's own count.
 	a.set(200, "RateLimit-Policy", `"burst";q=60;w=`, "RateLimit", `"burst";r=x`, "X-RateLimit-Remaining", "-3", "X-MinLimit-Remaining", "many")

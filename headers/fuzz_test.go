@@ -20,9 +20,13 @@ func FuzzRetryAfter(f *testing.F) {
 		if d < 0 || (!ok && d != 0) {
 			t.Fatalf("RetryAfter(%q, date %q) = %v, %v", v, date, d, ok)
 		}
-		if n, err := strconv.ParseUint(v, 10, 64); err == nil && n <= uint64(maxSeconds) && v[0] != '+' {
-			if !ok || d != time.Duration(n)*time.Second {
-				t.Fatalf("delay-seconds %q read as %v, %v", v, d, ok)
+		if allDigits(v) {
+			want := time.Duration(maxSeconds) * time.Second
+			if n, err := strconv.ParseUint(v, 10, 64); err == nil && n <= uint64(maxSeconds) {
+				want = time.Duration(n) * time.Second
+			}
+			if !ok || d != want {
+				t.Fatalf("delay-seconds %q read as %v, %v; want %v", v, d, ok, want)
 			}
 		}
 	})

@@ -39,7 +39,8 @@ func TestRetryAfter(t *testing.T) {
 		{"plus sign", hdr("Retry-After", "+5"), 0, false},
 		{"fraction", hdr("Retry-After", "1.5"), 0, false},
 		{"words", hdr("Retry-After", "soon"), 0, false},
-		{"overflow", hdr("Retry-After", "9223372037"), 0, false},
+		{"longer than a Duration", hdr("Retry-After", "9223372037"), 9223372036 * time.Second, true},
+		{"far too long", hdr("Retry-After", "99999999999999999999999"), 9223372036 * time.Second, true},
 		{"largest", hdr("Retry-After", "9223372036"), 9223372036 * time.Second, true},
 		{"empty", hdr("Retry-After", ""), 0, false},
 	}
@@ -95,11 +96,12 @@ func TestXeroReader(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("day problem: got %+v\nwant %+v", got, want)
 	}
-	// An app-minute problem is the app key's, and says so.
-	got = read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "appminute"), now)
+	// An app-minute problem is the app key's, and says so; its Retry-After is when the app's
+	// minute frees, not the tenant's.
+	got = read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "appminute", "Retry-After", "9"), now)
 	want = Report{App: true, Signals: []Signal{
 		{Window: time.Minute, Remaining: 40, Limit: Unknown},
-		{App: true, Window: time.Minute, Remaining: 0, Limit: Unknown},
+		{App: true, Window: time.Minute, Remaining: 0, Limit: Unknown, Reset: 9 * time.Second},
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("app problem: got %+v\nwant %+v", got, want)
@@ -154,6 +156,11 @@ func TestIETFReader(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
+	got = IETFReader(hdr("RateLimit-Policy", `"minute";q=60;w=60`, "RateLimit", `"minute";r=0;t=13`), now)
+	want = Report{Signals: []Signal{{Window: time.Minute, Remaining: 0, Limit: 60, Reset: 13 * time.Second}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("with t: got %+v, want %+v", got, want)
+	}
 }
 
 func TestParseXRateLimit(t *testing.T) {
@@ -190,6 +197,11 @@ func TestXRateLimitReader(t *testing.T) {
 	want := Report{Signals: []Signal{{Window: time.Hour, Remaining: 10, Limit: 5000}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	got = read(hdr("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(now.Unix()+25, 10)), now)
+	want = Report{Signals: []Signal{{Window: time.Hour, Remaining: 0, Limit: Unknown, Reset: 25 * time.Second}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("with reset: got %+v, want %+v", got, want)
 	}
 	if got := read(hdr("X-RateLimit-Limit", "5000"), now); len(got.Signals) != 0 {
 		t.Fatalf("no remaining: got %+v, want no signal", got)

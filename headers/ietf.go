@@ -25,9 +25,11 @@ type Policy struct {
 
 // ParseIETF reads the RateLimit-Policy and RateLimit structured fields (RFC 9651 lists) of h
 // with github.com/dunglas/httpsfv and pairs their members by name, in RateLimit-Policy's order
-// followed by members only RateLimit names. A field that does not parse is ignored whole; a
-// member whose value is not a String or Token, or whose parameters are not non-negative
-// integers, is skipped. Parameters other than q, w, r and t (qu, pk) are ignored.
+// followed by members only RateLimit names. A field that does not parse is ignored whole. A
+// member whose value is not a String or Token, or whose required parameter (q in
+// RateLimit-Policy, r in RateLimit) is not an integer from 0 to 2^31, is skipped; an optional
+// parameter (w, t) that is not such an integer is left out. Parameters other than q, w, r
+// and t (qu, pk) are ignored.
 func ParseIETF(h http.Header) []Policy {
 	if len(h.Values(fieldPolicy)) == 0 && len(h.Values(fieldRateLimit)) == 0 {
 		return nil
@@ -107,13 +109,13 @@ func param(p *httpsfv.Params, name string) (int64, bool) {
 }
 
 // IETFReader reads the IETF fields into a Report: each policy that gives both a window (w)
-// and a remaining count (r) is about the request's key's rule with that window, and its quota
-// (q) is the upstream's limit.
+// and a remaining count (r) is about the request's key's rule with that window, its quota (q)
+// is the upstream's limit, and its reset (t) is when that usage is freed.
 func IETFReader(h http.Header, _ time.Time) Report {
 	var r Report
 	for _, p := range ParseIETF(h) {
 		if p.Window > 0 && p.Remaining != Unknown {
-			r.Signals = append(r.Signals, Signal{Window: p.Window, Remaining: p.Remaining, Limit: p.Quota})
+			r.Signals = append(r.Signals, Signal{Window: p.Window, Remaining: p.Remaining, Limit: p.Quota, Reset: max(0, p.Reset)})
 		}
 	}
 	return r

@@ -29,6 +29,10 @@ type Signal struct {
 	// Limit is the upstream's own limit for that window when the response said it, and
 	// Unknown otherwise (the rule's Limit is then taken as the upstream's).
 	Limit int
+	// Reset is how long until the upstream frees the usage it reports (IETF t,
+	// X-RateLimit-Reset, or a 429's Retry-After for the limit it names); 0 when the
+	// response did not say.
+	Reset time.Duration
 }
 
 // Reader turns a response's header into a Report. now is the instant the response arrived,

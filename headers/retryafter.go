@@ -29,8 +29,9 @@ const maxSeconds = int64((1<<63 - 1) / time.Second)
 // three formats http.ParseTime accepts (IMF-fixdate, RFC 850, asctime). A date is measured from
 // the response's own Date field when that is readable, so that a skew between the upstream's
 // clock and ours does not change the wait, and from now otherwise; a date in the past gives 0.
-// Anything else (empty, negative, fractional, more seconds than a time.Duration holds) gives
-// ok false.
+// A delay longer than a time.Duration holds (292 years) is read as the longest one: callers cap
+// waits (ratemonitor.SyncConfig.MaxPause). Anything else (empty, negative, fractional, words)
+// gives ok false.
 func RetryAfter(h http.Header, now time.Time) (wait time.Duration, ok bool) {
 	v := strings.TrimSpace(h.Get(fieldRetryAfter))
 	if v == "" {
@@ -38,6 +39,9 @@ func RetryAfter(h http.Header, now time.Time) (wait time.Duration, ok bool) {
 	}
 	if s, ok := unsigned(v); ok {
 		return time.Duration(s) * time.Second, true
+	}
+	if allDigits(v) {
+		return time.Duration(maxSeconds) * time.Second, true
 	}
 	at, err := http.ParseTime(v)
 	if err != nil {
@@ -60,6 +64,15 @@ func unsigned(v string) (int64, bool) {
 		return 0, false
 	}
 	return s, true
+}
+
+func allDigits(v string) bool {
+	for i := range len(v) {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return v != ""
 }
 
 // count reads one header field as a non-negative count: Unknown when absent or unreadable.

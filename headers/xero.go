@@ -73,15 +73,21 @@ func ParseXero(h http.Header) Xero {
 // time.Minute and 24*time.Hour against the real API, shorter against a stand-in that compresses
 // time. X-MinLimit-Remaining is about the request's key's minute rule, X-DayLimit-Remaining
 // its day rule, and X-AppMinLimit-Remaining the app key's minute rule. A problem names a rule
-// as used up (remaining 0): "minute" and "day" the key's, "appminute" the app's, which also
-// sets Report.App.
+// as used up (remaining 0) until the response's Retry-After (Signal.Reset): "minute" and
+// "day" the key's, "appminute" the app's, which also sets Report.App.
 func XeroReader(minute, day time.Duration) Reader {
-	return func(h http.Header, _ time.Time) Report {
+	return func(h http.Header, now time.Time) Report {
 		x := ParseXero(h)
 		r := Report{Signals: make([]Signal, 0, 3)}
-		add := func(app bool, w time.Duration, remaining int) {
+		var resets [3]time.Duration
+		if x.Problem != NoProblem && x.Problem != OtherProblem {
+			if d, ok := RetryAfter(h, now); ok {
+				resets[x.Problem-MinuteProblem] = d
+			}
+		}
+		add := func(app bool, w time.Duration, remaining int, reset time.Duration) {
 			if remaining != Unknown {
-				r.Signals = append(r.Signals, Signal{App: app, Window: w, Remaining: remaining, Limit: Unknown})
+				r.Signals = append(r.Signals, Signal{App: app, Window: w, Remaining: remaining, Limit: Unknown, Reset: reset})
 			}
 		}
 		mr, dr, ar := x.MinRemaining, x.DayRemaining, x.AppMinRemaining
@@ -93,9 +99,9 @@ func XeroReader(minute, day time.Duration) Reader {
 		case AppMinuteProblem:
 			ar, r.App = 0, true
 		}
-		add(false, minute, mr)
-		add(false, day, dr)
-		add(true, minute, ar)
+		add(false, minute, mr, resets[0])
+		add(false, day, dr, resets[1])
+		add(true, minute, ar, resets[2])
 		return r
 	}
 }

@@ -57,13 +57,14 @@ func ParseXRateLimit(h http.Header, now time.Time, mode ResetMode) XRateLimit {
 
 // XRateLimitReader returns a Reader of the X-RateLimit-* fields for an upstream whose limit
 // has the given window (they do not say it): the remaining count is about the request's key's
-// rule with that window, and X-RateLimit-Limit is the upstream's limit.
+// rule with that window, X-RateLimit-Limit is the upstream's limit, and X-RateLimit-Reset,
+// read as mode says, is when that usage is freed.
 func XRateLimitReader(window time.Duration, mode ResetMode) Reader {
 	return func(h http.Header, now time.Time) Report {
 		x := ParseXRateLimit(h, now, mode)
 		if x.Remaining == Unknown {
 			return Report{}
 		}
-		return Report{Signals: []Signal{{Window: window, Remaining: x.Remaining, Limit: x.Limit}}}
+		return Report{Signals: []Signal{{Window: window, Remaining: x.Remaining, Limit: x.Limit, Reset: max(0, x.Reset)}}}
 	}
 }

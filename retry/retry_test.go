@@ -236,3 +236,51 @@ func TestRetryAfterHonoured(t *testing.T) {
 		t.Fatalf("arrivals %v: want 3, the retry at least ~1 s after the 429", arrivals)
 	}
 }
+
+// TestKnownWaitFailsAtOnce: when the key is already full, a request whose deadline comes
+// before its slot fails at once with the Transport's explanation, not after backing off until
+// the deadline, and nothing is sent.
+func TestKnownWaitFailsAtOnce(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	tr := newTransport(t, ratemonitor.WithPacing(), ratemonitor.WithRules(strategy.Rule{Limit: 1, Window: time.Minute}))
+	c := NewClient(tr)
+	if _, err := fetch(t, c, context.Background(), srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := fetch(t, c, ctx, srv.URL)
+	var de *ratemonitor.DeadlineError
+	if !errors.As(err, &de) || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+		t.Fatalf("after %v: %v; want a *ratemonitor.DeadlineError at once", time.Since(start), err)
+	}
+	if hits.Load() != 1 {
+		t.Fatalf("upstream saw %d requests, want 1", hits.Load())
+	}
+}
+
+// TestRetryAfterCappedAndDated: Retry-After is capped at the Transport's MaxPause, and an
+// HTTP-date is measured from the response's Date, not our clock.
+func TestRetryAfterCappedAndDated(t *testing.T) {
+	tr := newTransport(t, ratemonitor.WithRules(strategy.Rule{Limit: 100, Window: time.Minute}),
+		ratemonitor.WithSync(ratemonitor.SyncConfig{MaxPause: 2 * time.Second}))
+	zero := func(time.Duration, time.Duration, int, *http.Response) time.Duration { return 0 }
+	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/", nil)
+	resp := &http.Response{StatusCode: 429, Header: http.Header{}, Request: req}
+	resp.Header.Set("Retry-After", "100000")
+	if got := Backoff(tr, zero)(0, 0, 1, resp); got != 2*time.Second {
+		t.Errorf("Retry-After 100000 with MaxPause 2s: %v", got)
+	}
+	ahead := time.Now().Add(time.Hour).UTC()
+	resp.Header.Set("Date", ahead.Format(http.TimeFormat))
+	resp.Header.Set("Retry-After", ahead.Add(time.Second).Format(http.TimeFormat))
+	if got := Backoff(tr, zero)(0, 0, 1, resp); got != time.Second {
+		t.Errorf("a date 1 s after the upstream's own Date, its clock an hour ahead: %v", got)
+	}
+	if got := Exponential(time.Second, 30*time.Second, 2, resp); got != 4*time.Second {
+		t.Errorf("Exponential ignores Retry-After: %v, want 4s", got)
+	}
+}

@@ -45,6 +45,12 @@ type Report struct {
 	// Used is the usage the upstream's figure implies (its limit − Remaining): the rule's
 	// counter is raised to it when it counts fewer, and never lowered.
 	Used int
+	// Reset is how long until the upstream frees that usage (IETF t, X-RateLimit-Reset, a
+	// 429's Retry-After), or 0 when it did not say. The requests a raise adds are dated so
+	// that they stop counting then; without a Reset they are dated at the instant of the
+	// Sync, and so held for a whole window, since nothing says when the upstream's own ones
+	// were made.
+	Reset time.Duration
 }
 
 // CheckUpdate returns an error wrapping ErrInvalidUpdate when u has a negative pause, names a
@@ -52,6 +58,11 @@ type Report struct {
 func (s *Strategy) CheckUpdate(u Update) error {
 	if u.Pause < 0 {
 		return fmt.Errorf("%w: pause %v is negative", ErrInvalidUpdate, u.Pause)
+	}
+	for _, r := range u.Reports {
+		if r.Reset < 0 {
+			return fmt.Errorf("%w: reset %v is negative", ErrInvalidUpdate, r.Reset)
+		}
 	}
 	for _, r := range u.Reports {
 		if r.Rule < 0 || r.Rule >= len(s.rules) {
@@ -67,8 +78,9 @@ func (s *Strategy) CheckUpdate(u Update) error {
 
 // Sync applies u to a key's counters and upstream state at the later of now and the counters'
 // latest instant, and returns that instant: the pause is extended to that instant + u.Pause,
-// each reported rule's counter is raised to Used by recording the difference at that instant,
-// and the figures are kept in up.Reported. u must have passed CheckUpdate.
+// each reported rule's counter is raised to Used by recording the difference (dated by
+// Report.Reset: see RaisedAt), and the figures are kept in up.Reported. u must have passed
+// CheckUpdate.
 func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) time.Time {
 	now = latest(cs, now)
 	if u.Pause > 0 {
@@ -77,14 +89,25 @@ func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) tim
 		}
 	}
 	for _, r := range u.Reports {
-		c := cs[s.slotOf[r.Rule]]
+		slot := s.slotOf[r.Rule]
+		c := cs[slot]
 		if used := c.Used(now); used < r.Used {
-			c.Add(now, r.Used-used)
+			c.Add(RaisedAt(now, r.Reset, s.SlotRule(slot).EffectiveWindow()), r.Used-used)
 		}
 		if up.Reported == nil {
 			up.Reported = map[string]Reported{}
 		}
 		up.Reported[s.ids[s.slotOf[r.Rule]]] = Reported{Remaining: r.Remaining, At: now}
+	}
+	return now
+}
+
+// RaisedAt is the instant the requests a raise adds are recorded at, for a Sync at now whose
+// report frees them after reset, in a counter whose window (with margin) is w: now + reset − w,
+// so that they stop counting at now + reset, when 0 < reset < w; now otherwise.
+func RaisedAt(now time.Time, reset, w time.Duration) time.Time {
+	if reset > 0 && reset < w {
+		return now.Add(reset - w)
 	}
 	return now
 }

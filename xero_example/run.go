@@ -171,7 +171,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		runs[i] = &tenantRun{id: id}
 	}
 	start := time.Now()
-	stopProgress := progress(ctx, cfg, tm, out, &mu, runs, start)
+	stopProgress := progress(ctx, cfg, tr, out, &mu, runs, start)
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(runs))
@@ -190,7 +190,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 			sum.firstFailure = r.id + ": " + r.firstFail
 		}
 	}
-	sum.minimum = time.Duration((cfg.requests-1)/xeroMinuteLimit) * tm.minute
+	// The other app's calls take the first window's slots as if they were ours.
+	sum.minimum = time.Duration((cfg.requests+cfg.foreign-1)/xeroMinuteLimit) * tm.minute
 	if up != nil {
 		_, sum.upstreamRefused, sum.peaks = up.stats()
 	}
@@ -283,7 +284,7 @@ func send(ctx context.Context, cfg config, client *http.Client, base, tenant str
 
 // progress prints one line per interval with each tenant's state; the returned func stops it
 // and waits for the printer to finish.
-func progress(ctx context.Context, cfg config, tm timing, out io.Writer, mu *sync.Mutex, runs []*tenantRun, start time.Time) func() {
+func progress(ctx context.Context, cfg config, tr *ratemonitor.Transport, out io.Writer, mu *sync.Mutex, runs []*tenantRun, start time.Time) func() {
 	if cfg.progress <= 0 {
 		return func() {}
 	}
@@ -304,12 +305,24 @@ func progress(ctx context.Context, cfg config, tm timing, out io.Writer, mu *syn
 			now := time.Now()
 			var b strings.Builder
 			fmt.Fprintf(&b, "[%6.1fs]", now.Sub(start).Seconds())
+			paused := map[string]time.Duration{}
+			if cfg.sync {
+				for _, r := range runs {
+					if st, err := tr.Status(ctx, r.id); err == nil {
+						if p := pausedUntil(st); !p.IsZero() {
+							paused[r.id] = time.Until(p)
+						}
+					}
+				}
+			}
 			mu.Lock()
 			for _, r := range runs {
 				state := "sending"
 				switch {
 				case !r.done.IsZero():
 					state = "done"
+				case paused[r.id] > 0:
+					state = "paused by the upstream " + paused[r.id].Round(10*time.Millisecond).String()
 				case !r.waitUntil.IsZero() && r.waitUntil.After(now):
 					state = "waiting " + r.waitUntil.Sub(now).Round(10*time.Millisecond).String()
 				case !r.waitUntil.IsZero():
@@ -340,9 +353,17 @@ func printSummary(ctx context.Context, out io.Writer, cfg config, tm timing, tr 
 	}
 	fmt.Fprintf(out, "  elapsed         %v (%v in Xero time)\n", s.elapsed.Round(time.Millisecond), tm.xero(s.elapsed))
 	if s.minimum > 0 && s.sent == len(s.tenants)*cfg.requests {
-		fmt.Fprintf(out, "  minimum         %v: %d requests at 60 per window cannot finish sooner\n", s.minimum.Round(time.Millisecond), cfg.requests)
-		fmt.Fprintf(out, "  achieved rate   %.1f%% of the limit's throughput (minimum ÷ elapsed)\n",
-			100*s.minimum.Seconds()/s.elapsed.Seconds())
+		what := fmt.Sprintf("%d requests", cfg.requests)
+		if cfg.foreign > 0 {
+			what += fmt.Sprintf(" after the other app's %d", cfg.foreign)
+		}
+		fmt.Fprintf(out, "  minimum         %v: %s at 60 per window cannot finish sooner\n", s.minimum.Round(time.Millisecond), what)
+		if s.tooMany == 0 && s.failed == 0 {
+			fmt.Fprintf(out, "  achieved rate   %.1f%% of the limit's throughput (minimum ÷ elapsed)\n",
+				100*s.minimum.Seconds()/s.elapsed.Seconds())
+		} else {
+			fmt.Fprintf(out, "  achieved rate   not measured: requests that failed or met a 429 were sent but not served\n")
+		}
 	}
 	for _, r := range s.tenants {
 		line := fmt.Sprintf("  %-10s sent %d, 429s %d", r.id, r.sent, r.tooMany)
@@ -383,6 +404,15 @@ func printReported(ctx context.Context, out io.Writer, tr *ratemonitor.Transport
 	if !st.PausedUntil.IsZero() {
 		fmt.Fprintf(out, "      %-10s paused for %v more\n", key, time.Until(st.PausedUntil).Round(time.Millisecond))
 	}
+}
+
+// pausedUntil is when the pause on a tenant, or on the whole app, ends; zero when none.
+func pausedUntil(st ratemonitor.Status) time.Time {
+	p := st.PausedUntil
+	if st.App != nil && st.App.PausedUntil.After(p) {
+		p = st.App.PausedUntil
+	}
+	return p
 }
 
 // appKey is the key the app-wide limit is counted under with -sync.

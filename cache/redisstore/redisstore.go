@@ -329,10 +329,12 @@ func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u s
 	}
 	// Pause in whole µs, rounded up so that it never ends early.
 	pause := int64((u.Pause + time.Microsecond - 1) / time.Microsecond)
-	extra := make([]any, 0, 1+3*len(u.Reports))
+	extra := make([]any, 0, 1+4*len(u.Reports))
 	extra = append(extra, len(u.Reports))
 	for _, r := range u.Reports {
-		extra = append(extra, s.SlotOf(r.Rule)+1, r.Remaining, r.Used)
+		// Resets in whole µs, rounded up: raised requests never stop counting early.
+		reset := int64((r.Reset + time.Microsecond - 1) / time.Microsecond)
+		extra = append(extra, s.SlotOf(r.Rule)+1, r.Remaining, r.Used, reset)
 	}
 	_, err := st.run(ctx, s, key, "sync", pause, time.Time{}, extra...)
 	return err

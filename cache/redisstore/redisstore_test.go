@@ -174,7 +174,8 @@ func TestDifferential(t *testing.T) {
 				for i := range rules {
 					if rapid.Bool().Draw(rt, "report") {
 						used := rapid.IntRange(0, rules[i].Limit+5).Draw(rt, "used")
-						u.Reports = append(u.Reports, strategy.Report{Rule: i, Used: used, Remaining: max(0, rules[i].Limit-used)})
+						reset := time.Duration(rapid.Int64Range(0, 3_000_000).Draw(rt, "reset µs")) * time.Microsecond
+						u.Reports = append(u.Reports, strategy.Report{Rule: i, Used: used, Remaining: max(0, rules[i].Limit-used), Reset: reset})
 					}
 				}
 				if err := errors.Join(mem.Sync(ctx, s, key, u), red.Sync(ctx, s, key, u)); err != nil {

@@ -11,7 +11,8 @@
 -- ARGV: op ("record" | "reserve" | "peek" | "release" | "sync"), n (for sync: the pause),
 --       now override in µs ("" for Redis TIME), at (µs, for release), slot count, then per
 --       slot W, G, slack (µs), then rule count, then per rule its slot (1-based) and effective
---       limit; for sync, then the report count and per report its slot, remaining and used.
+--       limit; for sync, then the report count and per report its slot, remaining, used and
+--       reset (µs, 0 when unknown).
 -- Returns: record/release {now}; reserve {allowed, wait, at}; peek {wait, now, used...,
 --       paused until (0 when not paused), then per rule reported remaining and its instant
 --       (-1 and 0 when none)}; sync {at}. µs.
@@ -259,11 +260,14 @@ if op == 'sync' then
   end
   local q = p
   for _ = 1, tonumber(ARGV[q]) do
-    local j, rem, used = tonumber(ARGV[q + 1]), tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3])
-    q = q + 3
+    local j, rem, used, reset = tonumber(ARGV[q + 1]), tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3]), tonumber(ARGV[q + 4])
+    q = q + 4
     advance(j, t, true)
     local have = st[j].total
-    if have < used then add(j, t, used - have) end
+    -- raised requests stop counting when the upstream frees them, if it said when
+    local at = t
+    if reset > 0 and reset < W[j] then at = t + reset - W[j] end
+    if have < used then add(j, at, used - have) end
     st[j].set.rr = int(rem)
     st[j].set.ra = int(t)
   end

@@ -97,12 +97,37 @@ func Sync(t *testing.T, st SyncStore, clk *clock.Manual) {
 		t.Fatalf("reserve after the pause: %+v", res)
 	}
 
+	// A raise with a reset is dated so that it stops counting when the upstream frees it: 50
+	// raised at 4 min with a reset of 20 s count until 4 min 20 s, not for a whole minute.
+	at(4 * time.Minute)
+	must(st.Sync(ctx, s, "r", strategy.Update{Reports: []strategy.Report{{Rule: 0, Remaining: 10, Used: 50, Reset: 20 * time.Second}}}))
+	if snap := peek("r", 11); snap.Usage[0].Used != 50 || snap.Wait != 20*time.Second {
+		t.Fatalf("raise with a 20 s reset: used %d, wait for 11 %v, want 50 and 20s", snap.Usage[0].Used, snap.Wait)
+	}
+	if u := peek("r", 0).Usage[0]; !u.ReportedAt.Equal(t0.Add(4 * time.Minute)) {
+		t.Fatalf("reported at %v, want t0+4m", u.ReportedAt)
+	}
+	at(4*time.Minute + 20*time.Second - time.Nanosecond)
+	if u := peek("r", 0).Usage[0]; u.Used != 50 {
+		t.Fatalf("raised usage stopped counting before its reset: %+v", u)
+	}
+	at(4*time.Minute + 20*time.Second)
+	if u := peek("r", 0).Usage[0]; u.Used != 0 {
+		t.Fatalf("raised usage still counts at its reset: %+v", u)
+	}
+	// A reset as long as the window or longer is a raise at the instant itself.
+	must(st.Sync(ctx, s, "r2", strategy.Update{Reports: []strategy.Report{{Rule: 0, Remaining: 0, Used: 60, Reset: time.Hour}}}))
+	if snap := peek("r2", 1); snap.Wait != time.Minute {
+		t.Fatalf("raise with a reset past the window: wait %v, want 1m", snap.Wait)
+	}
+
 	// A bad update is refused whole.
 	for _, u := range []strategy.Update{
 		{Pause: -time.Second},
 		{Reports: []strategy.Report{{Rule: 0, Remaining: 1, Used: 59}, {Rule: 2, Used: 1}}},
 		{Reports: []strategy.Report{{Rule: 0, Remaining: -1, Used: 1}}},
 		{Reports: []strategy.Report{{Rule: 0, Used: 1 << 32}}},
+		{Reports: []strategy.Report{{Rule: 0, Used: 1, Reset: -time.Second}}},
 	} {
 		if err := st.Sync(ctx, s, "bad", u); !errors.Is(err, strategy.ErrInvalidUpdate) {
 			t.Fatalf("Sync(%+v) = %v, want ErrInvalidUpdate", u, err)
