@@ -16,9 +16,12 @@ type appLimit struct {
 
 // WithAppRules counts every request also under appKey with rules of its own (rolling windows):
 // a limit the upstream applies to the whole app across every key, such as Xero's 10 000 calls
-// per minute per app across all tenants. Pacing (WithPacing, Reserve) waits for room on the
-// request's key and then on appKey; WaitTime and Wait take both into account; WithSync sends
-// the upstream's app-wide figures (Xero's X-AppMinLimit-Remaining) to appKey.
+// per minute per app across all tenants. Pacing (WithPacing, Reserve) waits until both the
+// request's key and appKey have room, and records on both at the same moment: a slot on the
+// key is never held while waiting for appKey, since it would count from before the send. The
+// FIFO order of Reserve is per request key; waiters of different keys meet at appKey in no
+// particular order. WaitTime and Wait take both keys into account; WithSync sends the
+// upstream's app-wide figures (Xero's X-AppMinLimit-Remaining) to appKey.
 //
 // appKey shares the store with request keys: choose one no request is keyed by, such as
 // "xero-app:<client id>". New fails when appKey is empty or a rule is invalid.

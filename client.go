@@ -310,18 +310,29 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.send(base, req, key)
 }
 
-// record counts one request on key and, with WithAppRules, on the app key. The first store
-// error comes back as a *StoreError naming the key it was on.
+// record counts one request on key and, with WithAppRules, on the app key, and returns the
+// first store error as a *StoreError naming the key it was on. Under FailOpen both are tried,
+// since the request is sent either way. Under FailClosed the app key goes first and a failure
+// there records nothing; when the request's key then fails, the app key keeps a count for a
+// request that was not sent (one of the app's many: an over-count, never an under-count).
 func (t *Transport) record(ctx context.Context, key string) error {
-	if err := t.store.Record(ctx, t.strat, key, 1); err != nil {
-		return &StoreError{Key: key, Err: err}
+	if t.app == nil {
+		if err := t.store.Record(ctx, t.strat, key, 1); err != nil {
+			return &StoreError{Key: key, Err: err}
+		}
+		return nil
 	}
-	if t.app != nil {
-		if err := t.store.Record(ctx, t.app.strat, t.app.key, 1); err != nil {
-			return &StoreError{Key: t.app.key, Err: err}
+	var first error
+	if err := t.store.Record(ctx, t.app.strat, t.app.key, 1); err != nil {
+		first = &StoreError{Key: t.app.key, Err: err}
+		if t.policy == FailClosed {
+			return first
 		}
 	}
-	return nil
+	if err := t.store.Record(ctx, t.strat, key, 1); err != nil && first == nil {
+		first = &StoreError{Key: key, Err: err}
+	}
+	return first
 }
 
 func (t *Transport) storeFailed(req *http.Request, key string, err error) {

@@ -2,13 +2,10 @@ package ratemonitor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync"
 	"time"
-
-	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // WithPacing makes RoundTrip wait for a free slot before each attempt instead of only recording
@@ -59,66 +56,73 @@ func (t *Transport) Queued(key string) int {
 	return 0
 }
 
-// acquire reserves a burst of n on key and then, with WithAppRules, on the app key, waiting
-// for each. A store error comes back as a *StoreError; a context that ends first, or a wait that
-// would pass its deadline, comes back as the context's error. On error nothing stays recorded,
-// except the key's slots when the app key's store call failed and keepOnStoreError is set (the
-// request is then sent anyway, under FailOpen). It returns the instants the burst was recorded
-// at, on key and on the app key.
+// acquire reserves a burst of n on key and, with WithAppRules, on the app key, waiting its turn
+// in key's queue and then until both have room at the same moment. It returns the instants the
+// burst was recorded at, on key and on the app key.
+//
+// A store error comes back as a *StoreError; a context that ends first comes back as its error,
+// and a wait that would pass its deadline, at once, as a *DeadlineError. On error nothing stays
+// recorded, except the key's slots when the app key's store call failed and keepOnStoreError is
+// set (the request is then sent anyway, under FailOpen).
 func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError bool) (at, appAt time.Time, err error) {
-	res, err := t.acquireOn(ctx, t.strat, key, key, n)
-	if err != nil || t.app == nil {
-		return res.At, time.Time{}, err
-	}
-	ares, err := t.acquireOn(ctx, t.app.strat, t.app.key, appQueue+t.app.key, n)
-	if err != nil {
-		var se *StoreError
-		if !keepOnStoreError || !errors.As(err, &se) {
-			// The key's slots were never used: give them back, even if ctx has ended.
-			t.store.Release(context.WithoutCancel(ctx), t.strat, key, res.At, n)
-		}
-		return res.At, time.Time{}, err
-	}
-	return res.At, ares.At, nil
-}
-
-// appQueue prefixes the app key's queue in the pacer, so that it never shares a queue with a
-// request key of the same name.
-const appQueue = "\x00app\x00"
-
-// acquireOn reserves a burst of n on key under strat, waiting for its turn in queue qkey and
-// then for room.
-func (t *Transport) acquireOn(ctx context.Context, strat *strategy.Strategy, key, qkey string, n int) (strategy.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return strategy.Result{}, err
+		return at, appAt, err
 	}
-	// reserve asks the store once; a refusal whose wait would pass the deadline is an error.
-	reserve := func() (strategy.Result, error) {
-		res, err := t.store.Reserve(ctx, strat, key, n)
+	// reserve asks the store once for both keys. The key's slots are never held while waiting
+	// for the app key's: a slot is counted from the instant it is recorded, so one held for a
+	// while before the send would free early by as much. A refusal whose wait would pass the
+	// deadline is an error; the wait reported is the longer of the two keys'.
+	reserve := func() (time.Duration, error) {
+		res, err := t.store.Reserve(ctx, t.strat, key, n)
 		if err != nil {
-			return res, &StoreError{Key: key, Err: err}
+			return 0, &StoreError{Key: key, Err: err}
 		}
-		if !res.Allowed {
-			err = deadlineCheck(ctx, key, n, res.Wait)
+		wait := res.Wait
+		if t.app != nil {
+			if res.Allowed {
+				ares, err := t.store.Reserve(ctx, t.app.strat, t.app.key, n)
+				var se *StoreError
+				if err != nil {
+					se = &StoreError{Key: t.app.key, Err: err}
+				}
+				if err == nil && ares.Allowed {
+					at, appAt = res.At, ares.At
+					return 0, nil
+				}
+				if se == nil || !keepOnStoreError {
+					// Give the key's slots back, even if ctx has ended: they were never used.
+					t.store.Release(context.WithoutCancel(ctx), t.strat, key, res.At, n)
+				}
+				if se != nil {
+					at = res.At
+					return 0, se
+				}
+				wait = ares.Wait
+			} else if snap, err := t.store.Peek(ctx, t.app.strat, t.app.key, n); err == nil {
+				wait = max(wait, snap.Wait)
+			}
+		} else if res.Allowed {
+			at = res.At
+			return 0, nil
 		}
-		return res, err
+		return wait, deadlineCheck(ctx, key, n, wait)
 	}
-	sh := t.pacer.shard(qkey)
+	sh := t.pacer.shard(key)
 	sh.mu.Lock()
-	q := sh.queues[qkey]
+	q := sh.queues[key]
 	if q == nil {
 		// Nobody waits on this key: try at once, without queueing.
 		sh.mu.Unlock()
-		if res, err := reserve(); err != nil || res.Allowed {
-			return res, err
+		if wait, err := reserve(); err != nil || wait == 0 {
+			return at, appAt, err
 		}
 		sh.mu.Lock()
-		if q = sh.queues[qkey]; q == nil {
+		if q = sh.queues[key]; q == nil {
 			if sh.queues == nil {
 				sh.queues = map[string]*queue{}
 			}
 			q = &queue{}
-			sh.queues[qkey] = q
+			sh.queues[key] = q
 		}
 	}
 	w := &waiter{n: n, turn: make(chan struct{})}
@@ -131,25 +135,25 @@ func (t *Transport) acquireOn(ctx context.Context, strat *strategy.Strategy, key
 		close(w.turn)
 	}
 	sh.mu.Unlock()
-	defer t.leave(sh, qkey, q, w)
+	defer t.leave(sh, key, q, w)
 
 	if ahead > 0 {
-		if err := t.queueDeadlineCheck(ctx, strat, key, n, ahead); err != nil {
-			return strategy.Result{}, err
+		if err := t.queueDeadlineCheck(ctx, key, n, ahead); err != nil {
+			return at, appAt, err
 		}
 		select {
 		case <-w.turn:
 		case <-ctx.Done():
-			return strategy.Result{}, ctx.Err()
+			return at, appAt, ctx.Err()
 		}
 	}
 	for {
-		res, err := reserve()
-		if err != nil || res.Allowed {
-			return res, err
+		wait, err := reserve()
+		if err != nil || wait == 0 {
+			return at, appAt, err
 		}
-		if err := t.clock.Sleep(ctx, res.Wait); err != nil {
-			return res, err
+		if err := t.clock.Sleep(ctx, wait); err != nil {
+			return at, appAt, err
 		}
 	}
 }
@@ -175,11 +179,11 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 // queueDeadlineCheck refuses at once a waiter that cannot get its turn before ctx's deadline:
 // the requests ahead of it and its own must all fit, which takes at least the wait for their
 // sum (capped at the smallest limit, the most a window can ever hold).
-func (t *Transport) queueDeadlineCheck(ctx context.Context, strat *strategy.Strategy, key string, n, ahead int) error {
+func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead int) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return nil
 	}
-	snap, err := t.store.Peek(ctx, strat, key, min(n+ahead, strat.MaxBurst()))
+	snap, err := t.store.Peek(ctx, t.strat, key, min(n+ahead, t.strat.MaxBurst()))
 	if err != nil {
 		return nil // the head's own reserve will report the store's state
 	}

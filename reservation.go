@@ -22,9 +22,10 @@ type Reservation struct {
 }
 
 // Reserve waits its turn on key and then until a burst of n fits in every rule, records the n
-// requests, and returns the Reservation holding them. With WithAppRules it then does the same
-// on the app key; the key's slots are held while it waits there. A pause the upstream asked for
-// (WithSync) is waited out like a full window. Requests sent with Reservation.Context
+// requests, and returns the Reservation holding them. With WithAppRules the burst must fit on
+// the app key too, at the same moment, and is recorded on both. A pause the upstream asked for
+// (WithSync) is waited out like a full window; slots already reserved are still spent during a
+// pause that begins later. Requests sent with Reservation.Context
 // spend its slots instead of being recorded (or paced) again.
 //
 // Fairness: within one Transport, callers waiting on a key — Reserve and paced RoundTrips alike

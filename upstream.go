@@ -28,8 +28,8 @@ type SyncConfig struct {
 	Readers []headers.Reader
 	// Fallback is how long a 429 without a usable Retry-After pauses the key (default 60 s).
 	Fallback time.Duration
-	// MaxPause caps every pause (default 24 h), so that a wild Retry-After cannot stop a key
-	// for years.
+	// MaxPause caps every pause and every reset (default 24 h, at most strategy.MaxWindow),
+	// so that a wild Retry-After cannot stop a key for years.
 	MaxPause time.Duration
 }
 
@@ -59,8 +59,9 @@ type SyncConfig struct {
 // cache.Syncer (the memory and Redis stores do); New fails otherwise.
 func WithSync(cfg SyncConfig) Option {
 	return func(t *Transport) error {
-		if cfg.Fallback < 0 || cfg.MaxPause < 0 {
-			return fmt.Errorf("ratemonitor: WithSync: Fallback %v and MaxPause %v must not be negative", cfg.Fallback, cfg.MaxPause)
+		if cfg.Fallback < 0 || cfg.MaxPause < 0 || cfg.MaxPause > strategy.MaxWindow {
+			return fmt.Errorf("ratemonitor: WithSync: Fallback %v must not be negative, and MaxPause %v must be from 0 (the default) to %v",
+				cfg.Fallback, cfg.MaxPause, strategy.MaxWindow)
 		}
 		if cfg.Fallback == 0 {
 			cfg.Fallback = DefaultFallbackPause

@@ -53,15 +53,16 @@ type Report struct {
 	Reset time.Duration
 }
 
-// CheckUpdate returns an error wrapping ErrInvalidUpdate when u has a negative pause, names a
-// rule out of range, or carries a negative or too large (over 2^31) figure.
+// CheckUpdate returns an error wrapping ErrInvalidUpdate when u has a pause or a reset that is
+// negative or longer than MaxWindow, names a rule out of range, or carries a negative or too
+// large (over 2^31) figure.
 func (s *Strategy) CheckUpdate(u Update) error {
-	if u.Pause < 0 {
-		return fmt.Errorf("%w: pause %v is negative", ErrInvalidUpdate, u.Pause)
+	if u.Pause < 0 || u.Pause > MaxWindow {
+		return fmt.Errorf("%w: pause %v, want 0 to %v", ErrInvalidUpdate, u.Pause, MaxWindow)
 	}
 	for _, r := range u.Reports {
-		if r.Reset < 0 {
-			return fmt.Errorf("%w: reset %v is negative", ErrInvalidUpdate, r.Reset)
+		if r.Reset < 0 || r.Reset > MaxWindow {
+			return fmt.Errorf("%w: reset %v, want 0 to %v", ErrInvalidUpdate, r.Reset, MaxWindow)
 		}
 	}
 	for _, r := range u.Reports {
@@ -130,7 +131,8 @@ func (s *Strategy) ReserveWith(cs []Counter, up *Upstream, now time.Time, n int)
 
 // PeekWith is Peek with what the upstream said: the wait for n ≥ 1 is at least the rest of the
 // pause, Snapshot.PausedUntil is set while the pause lasts, and each rule's usage carries the
-// last figure reported for its counter. up may be nil.
+// last figure reported for its counter while it is less than a window old (a figure about a
+// window that has passed says nothing any more). up may be nil.
 func (s *Strategy) PeekWith(cs []Counter, up *Upstream, now time.Time, n int) (Snapshot, error) {
 	snap, err := s.Peek(cs, now, n)
 	if err != nil || up == nil {
@@ -143,7 +145,8 @@ func (s *Strategy) PeekWith(cs []Counter, up *Upstream, now time.Time, n int) (S
 		}
 	}
 	for i := range snap.Usage {
-		if r, ok := up.Reported[s.ids[s.slotOf[i]]]; ok {
+		slot := s.slotOf[i]
+		if r, ok := up.Reported[s.ids[slot]]; ok && now.Before(r.At.Add(s.SlotRule(slot).EffectiveWindow())) {
 			snap.Usage[i].Reported, snap.Usage[i].ReportedAt = r.Remaining, r.At
 		}
 	}

@@ -203,8 +203,14 @@ if op == 'peek' then
   end
   for i = 1, nrules do
     local s = st[RS[i]]
-    out[2 + nrules + 2 * i] = s.rr or -1
-    out[3 + nrules + 2 * i] = s.ra or 0
+    -- a figure about a window that has passed says nothing any more
+    if s.rr ~= nil and s.ra ~= nil and s.ra + W[RS[i]] > now then
+      out[2 + nrules + 2 * i] = s.rr
+      out[3 + nrules + 2 * i] = s.ra
+    else
+      out[2 + nrules + 2 * i] = -1
+      out[3 + nrules + 2 * i] = 0
+    end
   end
   if exists then save() end
   return out

@@ -97,21 +97,35 @@ func Sync(t *testing.T, st SyncStore, clk *clock.Manual) {
 		t.Fatalf("reserve after the pause: %+v", res)
 	}
 
+	// A reported figure is shown for a window after it was given, then no more; the longest
+	// pause a store takes is kept whole.
+	at(3*time.Minute + 30*time.Second)
+	must(st.Sync(ctx, s, "old", strategy.Update{Pause: strategy.MaxWindow, Reports: []strategy.Report{{Rule: 0, Remaining: 60, Used: 0}}}))
+	at(4*time.Minute + 30*time.Second - time.Microsecond)
+	if snap := peek("old", 1); snap.Usage[0].Reported != 60 || !snap.Usage[0].ReportedAt.Equal(t0.Add(210*time.Second)) ||
+		!snap.PausedUntil.Equal(t0.Add(210*time.Second+strategy.MaxWindow)) {
+		t.Fatalf("a figure just under a window old, or the longest pause: %+v", snap)
+	}
+	at(4*time.Minute + 30*time.Second)
+	if u := peek("old", 0).Usage[0]; u.Reported != 0 || !u.ReportedAt.IsZero() {
+		t.Fatalf("a figure a window old is still shown: %+v", u)
+	}
+
 	// A raise with a reset is dated so that it stops counting when the upstream frees it: 50
-	// raised at 4 min with a reset of 20 s count until 4 min 20 s, not for a whole minute.
-	at(4 * time.Minute)
+	// raised at 5 min with a reset of 20 s count until 5 min 20 s, not for a whole minute.
+	at(5 * time.Minute)
 	must(st.Sync(ctx, s, "r", strategy.Update{Reports: []strategy.Report{{Rule: 0, Remaining: 10, Used: 50, Reset: 20 * time.Second}}}))
 	if snap := peek("r", 11); snap.Usage[0].Used != 50 || snap.Wait != 20*time.Second {
 		t.Fatalf("raise with a 20 s reset: used %d, wait for 11 %v, want 50 and 20s", snap.Usage[0].Used, snap.Wait)
 	}
-	if u := peek("r", 0).Usage[0]; !u.ReportedAt.Equal(t0.Add(4 * time.Minute)) {
-		t.Fatalf("reported at %v, want t0+4m", u.ReportedAt)
+	if u := peek("r", 0).Usage[0]; !u.ReportedAt.Equal(t0.Add(5 * time.Minute)) {
+		t.Fatalf("reported at %v, want t0+5m", u.ReportedAt)
 	}
-	at(4*time.Minute + 20*time.Second - time.Nanosecond)
+	at(5*time.Minute + 20*time.Second - time.Nanosecond)
 	if u := peek("r", 0).Usage[0]; u.Used != 50 {
 		t.Fatalf("raised usage stopped counting before its reset: %+v", u)
 	}
-	at(4*time.Minute + 20*time.Second)
+	at(5*time.Minute + 20*time.Second)
 	if u := peek("r", 0).Usage[0]; u.Used != 0 {
 		t.Fatalf("raised usage still counts at its reset: %+v", u)
 	}
@@ -128,6 +142,8 @@ func Sync(t *testing.T, st SyncStore, clk *clock.Manual) {
 		{Reports: []strategy.Report{{Rule: 0, Remaining: -1, Used: 1}}},
 		{Reports: []strategy.Report{{Rule: 0, Used: 1 << 32}}},
 		{Reports: []strategy.Report{{Rule: 0, Used: 1, Reset: -time.Second}}},
+		{Pause: strategy.MaxWindow + 1},
+		{Reports: []strategy.Report{{Rule: 0, Used: 1, Reset: strategy.MaxWindow + 1}}},
 	} {
 		if err := st.Sync(ctx, s, "bad", u); !errors.Is(err, strategy.ErrInvalidUpdate) {
 			t.Fatalf("Sync(%+v) = %v, want ErrInvalidUpdate", u, err)
