@@ -53,7 +53,8 @@ func Exponential(minWait, maxWait time.Duration, attempt int, _ *http.Response) 
 // base's answer: the Transport still paces the next attempt when it was made WithPacing. The
 // wait is capped at the time left before the request context's deadline, at which
 // retryablehttp gives up with the context's error (CheckRetry gives up sooner, when it can
-// tell).
+// tell); without a deadline it is as long as the monitor says, which for a full day rule can be
+// hours. After a redirect, resp is the last hop's, and so is the key.
 func Backoff(t *ratemonitor.Transport, base retryablehttp.Backoff) retryablehttp.Backoff {
 	return func(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
 		d := base(minWait, maxWait, attempt, resp)
