@@ -116,7 +116,8 @@ func RaisedAt(now time.Time, reset, w time.Duration) time.Time {
 // ReserveWith is Reserve under a pause: while up is paused at the decision's instant nothing
 // is recorded, and the wait is at least the rest of the pause. up may be nil.
 func (s *Strategy) ReserveWith(cs []Counter, up *Upstream, now time.Time, n int) (Result, error) {
-	if up == nil {
+	if up == nil || !up.PausedUntil.After(now) {
+		// Not paused now; the decision's instant can only be later than now.
 		return s.Reserve(cs, now, n)
 	}
 	if err := s.CheckBurst(n); err != nil {
