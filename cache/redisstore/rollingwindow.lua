@@ -57,7 +57,12 @@ end
 local st = {}
 
 local function load(j, field)
-  local v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', field, 'rr', 'ra')
+  local v
+  if op == 'peek' then -- only a peek answers with the reported figures
+    v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', field, 'rr', 'ra')
+  else
+    v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', field)
+  end
   st[j] = {hw = tonumber(v[1]), total = tonumber(v[2]) or 0, lo = tonumber(v[3]), x = tonumber(v[4]),
     field = field, count = tonumber(v[5]) or 0, rr = tonumber(v[6]), ra = tonumber(v[7]), skip = 0, set = {}}
 end
