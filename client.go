@@ -290,7 +290,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var err error
 	if t.pacing {
-		_, _, err = t.acquire(ctx, key, 1, t.policy == FailOpen)
+		_, _, _, err = t.acquire(ctx, key, 1, t.policy == FailOpen)
 	} else {
 		err = t.record(ctx, key)
 	}
@@ -316,6 +316,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // there records nothing; when the request's key then fails, the app key keeps a count for a
 // request that was not sent (one of the app's many: an over-count, never an under-count).
 func (t *Transport) record(ctx context.Context, key string) error {
+	err := t.recordBoth(ctx, key)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err() // the caller gave up: not the store's failure
+	}
+	return err
+}
+
+func (t *Transport) recordBoth(ctx context.Context, key string) error {
 	if t.app == nil {
 		if err := t.store.Record(ctx, t.strat, key, 1); err != nil {
 			return &StoreError{Key: key, Err: err}

@@ -58,23 +58,32 @@ func (t *Transport) Queued(key string) int {
 
 // acquire reserves a burst of n on key and, with WithAppRules, on the app key, waiting its turn
 // in key's queue and then until both have room at the same moment. It returns the instants the
-// burst was recorded at, on key and on the app key.
+// burst was recorded at, on key and on the app key, and the Transport's clock just before the
+// store was asked for them (no later than the store's own instant).
 //
 // A store error comes back as a *StoreError; a context that ends first comes back as its error,
 // and a wait that would pass its deadline, at once, as a *DeadlineError. On error nothing stays
 // recorded, except the key's slots when the app key's store call failed and keepOnStoreError is
 // set (the request is then sent anyway, under FailOpen).
-func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError bool) (at, appAt time.Time, err error) {
+func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError bool) (at, appAt, local time.Time, err error) {
 	if err := ctx.Err(); err != nil {
-		return at, appAt, err
+		return at, appAt, local, err
 	}
 	// reserve asks the store once for both keys. The key's slots are never held while waiting
 	// for the app key's: a slot is counted from the instant it is recorded, so one held for a
 	// while before the send would free early by as much. A refusal whose wait would pass the
 	// deadline is an error; the wait reported is the longer of the two keys'.
 	reserve := func() (time.Duration, error) {
+		local = t.clock.Now()
 		res, err := t.store.Reserve(ctx, t.strat, key, n)
 		if err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err() // the caller gave up: not the store's failure
+			}
+			if t.app != nil && keepOnStoreError {
+				// The request goes anyway (FailOpen): the app key still counts it.
+				t.store.Record(ctx, t.app.strat, t.app.key, n)
+			}
 			return 0, &StoreError{Key: key, Err: err}
 		}
 		wait := res.Wait
@@ -82,8 +91,12 @@ func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreE
 			if res.Allowed {
 				ares, err := t.store.Reserve(ctx, t.app.strat, t.app.key, n)
 				var se *StoreError
-				if err != nil {
+				if err != nil && ctx.Err() == nil {
 					se = &StoreError{Key: t.app.key, Err: err}
+				} else if err != nil {
+					// The caller gave up: give the key's slots back and say so.
+					t.store.Release(context.WithoutCancel(ctx), t.strat, key, res.At, n)
+					return 0, ctx.Err()
 				}
 				if err == nil && ares.Allowed {
 					at, appAt = res.At, ares.At
@@ -107,23 +120,61 @@ func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreE
 		}
 		return wait, deadlineCheck(ctx, key, n, wait)
 	}
-	sh := t.pacer.shard(key)
-	sh.mu.Lock()
-	q := sh.queues[key]
-	if q == nil {
-		// Nobody waits on this key: try at once, without queueing.
-		sh.mu.Unlock()
+	// Nobody waits on this key (nor on the app key): try at once, without queueing.
+	if t.Queued(key) == 0 && (t.app == nil || t.Queued(appQueue+t.app.key) == 0) {
 		if wait, err := reserve(); err != nil || wait == 0 {
-			return at, appAt, err
+			return at, appAt, local, err
 		}
-		sh.mu.Lock()
-		if q = sh.queues[key]; q == nil {
-			if sh.queues == nil {
-				sh.queues = map[string]*queue{}
+	}
+	leaveKey, err := t.join(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, ahead) })
+	if err != nil {
+		return at, appAt, local, err
+	}
+	defer leaveKey()
+	if t.app != nil {
+		// Holding the key's turn, wait for a turn at the app key: bursts and single requests of
+		// every key of this Transport are served there in order, so none starves.
+		leaveApp, err := t.join(ctx, appQueue+t.app.key, n, func(ahead int) error {
+			snap, err := t.store.Peek(ctx, t.app.strat, t.app.key, min(n+ahead, t.app.strat.MaxBurst()))
+			if err != nil {
+				return nil
 			}
-			q = &queue{}
-			sh.queues[key] = q
+			return deadlineCheck(ctx, key, n, snap.Wait)
+		})
+		if err != nil {
+			return at, appAt, local, err
 		}
+		defer leaveApp()
+	}
+	for {
+		wait, err := reserve()
+		if err != nil || wait == 0 {
+			return at, appAt, local, err
+		}
+		if err := t.clock.Sleep(ctx, wait); err != nil {
+			return at, appAt, local, err
+		}
+	}
+}
+
+// appQueue prefixes the app key's queue in the pacer, so that it never shares a queue with a
+// request key of the same name.
+const appQueue = "\x00app\x00"
+
+// join queues a waiter for n on queue qkey and waits for its turn. When others are ahead, check
+// is called first with the requests they hold, to refuse at once a wait that cannot end before
+// the deadline. The returned func takes the waiter out and hands the turn on; it must be called
+// once the waiter is done, and is already called when join fails.
+func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahead int) error) (func(), error) {
+	sh := t.pacer.shard(qkey)
+	sh.mu.Lock()
+	q := sh.queues[qkey]
+	if q == nil {
+		if sh.queues == nil {
+			sh.queues = map[string]*queue{}
+		}
+		q = &queue{}
+		sh.queues[qkey] = q
 	}
 	w := &waiter{n: n, turn: make(chan struct{})}
 	ahead := 0
@@ -135,27 +186,20 @@ func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreE
 		close(w.turn)
 	}
 	sh.mu.Unlock()
-	defer t.leave(sh, key, q, w)
-
+	leave := func() { t.leave(sh, qkey, q, w) }
 	if ahead > 0 {
-		if err := t.queueDeadlineCheck(ctx, key, n, ahead); err != nil {
-			return at, appAt, err
+		if err := check(ahead); err != nil {
+			leave()
+			return nil, err
 		}
 		select {
 		case <-w.turn:
 		case <-ctx.Done():
-			return at, appAt, ctx.Err()
+			leave()
+			return nil, ctx.Err()
 		}
 	}
-	for {
-		wait, err := reserve()
-		if err != nil || wait == 0 {
-			return at, appAt, err
-		}
-		if err := t.clock.Sleep(ctx, wait); err != nil {
-			return at, appAt, err
-		}
-	}
+	return leave, nil
 }
 
 // leave takes w out of its queue and hands the turn to the next waiter.
@@ -187,7 +231,14 @@ func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead
 	if err != nil {
 		return nil // the head's own reserve will report the store's state
 	}
-	return deadlineCheck(ctx, key, n, snap.Wait)
+	wait := snap.Wait
+	if t.app != nil {
+		// The app key must have room for this burst too, whatever other keys take meanwhile.
+		if app, err := t.store.Peek(ctx, t.app.strat, t.app.key, n); err == nil {
+			wait = max(wait, app.Wait)
+		}
+	}
+	return deadlineCheck(ctx, key, n, wait)
 }
 
 // deadlineCheck returns a *DeadlineError when waiting d would pass ctx's deadline.

@@ -16,6 +16,7 @@ type Reservation struct {
 	at    time.Time
 	appAt time.Time // the instant on the app key (WithAppRules), zero without one
 	n     int
+	until time.Time // on the Transport's clock: from then on the slots no longer count
 
 	mu   sync.Mutex
 	left int // slots neither spent by a request nor given back
@@ -51,18 +52,29 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 			return nil, fmt.Errorf("app key %q: %w", t.app.key, err)
 		}
 	}
-	at, appAt, err := t.acquire(ctx, key, n, false)
+	at, appAt, local, err := t.acquire(ctx, key, n, false)
 	if err != nil {
 		return nil, err
 	}
-	return &Reservation{t: t, key: key, at: at, appAt: appAt, n: n, left: n}, nil
+	shortest := t.strat.Rule(0).EffectiveWindow()
+	for i := range t.strat.NumRules() {
+		shortest = min(shortest, t.strat.Rule(i).EffectiveWindow())
+	}
+	if t.app != nil {
+		for i := range t.app.strat.NumRules() {
+			shortest = min(shortest, t.app.strat.Rule(i).EffectiveWindow())
+		}
+	}
+	return &Reservation{t: t, key: key, at: at, appAt: appAt, n: n, left: n, until: local.Add(shortest)}, nil
 }
 
 type reservationContext struct{}
 
 // Context returns a copy of ctx that makes the Transport spend this reservation's slots on the
 // requests that carry it, one per attempt, as long as the request's key is the reservation's.
-// When they are spent, further requests are counted as usual.
+// When they are spent, further requests are counted as usual, and so are requests sent once the
+// slots have stopped counting (the shortest rule's window, margin included, after they were
+// reserved). A slot counts from its reservation, not from the send: send promptly.
 func (r *Reservation) Context(ctx context.Context) context.Context {
 	return context.WithValue(ctx, reservationContext{}, r)
 }
@@ -72,9 +84,10 @@ func reservationFrom(ctx context.Context) *Reservation {
 	return r
 }
 
-// take spends one slot for a request of t on key, if the reservation has one for it.
+// take spends one slot for a request of t on key, if the reservation has one for it that still
+// counts.
 func (r *Reservation) take(t *Transport, key string) bool {
-	if r.t != t || r.key != key {
+	if r.t != t || r.key != key || !t.clock.Now().Before(r.until) {
 		return false
 	}
 	r.mu.Lock()

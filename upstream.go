@@ -28,8 +28,9 @@ type SyncConfig struct {
 	Readers []headers.Reader
 	// Fallback is how long a 429 without a usable Retry-After pauses the key (default 60 s).
 	Fallback time.Duration
-	// MaxPause caps every pause and every reset (default 24 h, at most strategy.MaxWindow),
-	// so that a wild Retry-After cannot stop a key for years.
+	// MaxPause caps every pause (default 24 h, at most strategy.MaxWindow), so that a wild
+	// Retry-After cannot stop a key for years. It does not shorten the reset that dates a raise
+	// (that stays the upstream's, up to strategy.MaxWindow).
 	MaxPause time.Duration
 }
 
@@ -50,9 +51,10 @@ type SyncConfig struct {
 //     is the first of that key whose Window equals the figure's window: Xero's
 //     X-DayLimit-Remaining updates the 24-hour rule, X-AppMinLimit-Remaining the app key's
 //     1-minute rule.
-//   - A 429 without a usable Retry-After pauses until the latest reset of a limit the
-//     response says is used up (GitHub's X-RateLimit-Remaining: 0 with X-RateLimit-Reset), and
-//     for SyncConfig.Fallback when it says none.
+//   - A limit the response says is used up (remaining 0) with a reset (GitHub's
+//     X-RateLimit-Reset, IETF t) pauses its key until that reset, whatever the status, so that
+//     a reset longer than our rule's window is kept too. A 429 that gives neither a usable
+//     Retry-After nor such a reset pauses for SyncConfig.Fallback.
 //
 // A figure no rule matches is ignored. A store error while syncing does not fail the
 // response: it goes to the error handler and the logger. The store must implement
@@ -106,30 +108,44 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
 	now := t.clock.Now()
 	var keyUp, appUp strategy.Update
 	app := false
-	var reset time.Duration // the latest reset of a limit the response says is used up
+	// the latest reset of a limit the response says is used up, per key
+	var keyReset, appReset time.Duration
 	for _, read := range t.sync.Readers {
 		rep := read(resp.Header, now)
 		app = app || rep.App
 		for _, sig := range rep.Signals {
-			if sig.Remaining == 0 {
-				reset = max(reset, sig.Reset)
-			}
-			if sig.App {
-				if t.app != nil {
-					appUp.Reports = t.addReport(appUp.Reports, t.app.strat, sig)
+			switch {
+			case sig.App && t.app == nil:
+			case sig.App:
+				appUp.Reports = t.addReport(appUp.Reports, t.app.strat, sig)
+				if sig.Remaining == 0 {
+					appReset = max(appReset, sig.Reset)
 				}
-			} else {
+			default:
 				keyUp.Reports = t.addReport(keyUp.Reports, t.strat, sig)
+				if sig.Remaining == 0 {
+					keyReset = max(keyReset, sig.Reset)
+				}
 			}
 		}
 	}
-	if pause, ok := t.pause(resp, now, reset); ok {
-		if app && t.app != nil {
-			appUp.Pause = pause
-		} else {
-			keyUp.Pause = pause
-		}
+	app = app && t.app != nil
+	retry, refused := t.retryPause(resp, now)
+	if app {
+		appReset = max(appReset, retry)
+	} else {
+		keyReset = max(keyReset, retry)
 	}
+	// A 429 that gives no time at all pauses whoever it was about for the fallback.
+	if refused && !app && keyReset <= 0 {
+		keyReset = t.sync.Fallback
+	}
+	if refused && app && appReset <= 0 {
+		appReset = t.sync.Fallback
+	}
+	keyUp.Pause = min(max(0, keyReset), t.sync.MaxPause)
+	appUp.Pause = min(max(0, appReset), t.sync.MaxPause)
+
 	syncer := t.store.(cache.Syncer)
 	ctx := context.WithoutCancel(req.Context()) // the response has arrived: record what it said
 	if keyUp.Pause > 0 || len(keyUp.Reports) > 0 {
@@ -144,21 +160,15 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
 	}
 }
 
-// pause returns how long resp asks us to stop: a 429's Retry-After, or else the reset of a
-// limit the response says is used up (GitHub's X-RateLimit-Reset with remaining 0), or else the
-// fallback; or a 503's Retry-After. It is capped at MaxPause.
-func (t *Transport) pause(resp *http.Response, now time.Time, reset time.Duration) (time.Duration, bool) {
-	d, ok := headers.RetryAfter(resp.Header, now)
-	switch {
-	case resp.StatusCode == http.StatusTooManyRequests && !ok && reset > 0:
-		d = reset
-	case resp.StatusCode == http.StatusTooManyRequests && !ok:
-		d = t.sync.Fallback
-	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable && ok:
-	default:
+// retryPause returns the pause resp's Retry-After asks for on a 429 or a 503 (0 when it has
+// none), and whether resp is a 429.
+func (t *Transport) retryPause(resp *http.Response, now time.Time) (time.Duration, bool) {
+	refused := resp.StatusCode == http.StatusTooManyRequests
+	if !refused && resp.StatusCode != http.StatusServiceUnavailable {
 		return 0, false
 	}
-	return min(d, t.sync.MaxPause), d > 0
+	d, _ := headers.RetryAfter(resp.Header, now)
+	return d, refused
 }
 
 // addReport turns sig into a report on the first rule of s with sig's window, replacing an
@@ -174,8 +184,13 @@ func (t *Transport) addReport(reports []strategy.Report, s *strategy.Strategy, s
 		if sig.Limit != headers.Unknown {
 			limit = sig.Limit
 		}
-		rep := strategy.Report{Rule: i, Remaining: min(sig.Remaining, 1<<31), Used: min(max(0, limit-sig.Remaining), 1<<31),
-			Reset: min(max(0, sig.Reset), t.sync.MaxPause)}
+		rep := strategy.Report{Rule: i, Remaining: min(sig.Remaining, 1<<31), Used: min(max(0, limit-sig.Remaining), 1<<31)}
+		switch {
+		case sig.Reset == 0:
+			rep.Used = 0 // the usage reported is already freed: nothing to raise
+		case sig.Reset > 0:
+			rep.Reset = min(sig.Reset, strategy.MaxWindow)
+		}
 		for j := range reports {
 			if reports[j].Rule == i {
 				// Two readers may give figures for one rule: keep the higher usage.

@@ -194,6 +194,18 @@ func TestSyncIETFAndXRateLimit(t *testing.T) {
 	if s := status(t, tr, "t5"); !s.PausedUntil.Equal(t0.Add(40*time.Second)) || s.Wait != 40*time.Second || s.Rules[1].Used != 5000 {
 		t.Fatalf("429 with X-RateLimit-Reset: %+v, want paused 40s", s)
 	}
+	// A reset of 0 (the quota is already restored) raises nothing.
+	a.set(200, "RateLimit-Policy", `"burst";q=60;w=60`, "RateLimit", `"burst";r=0;t=0`)
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t6")
+	if s := status(t, tr, "t6"); s.Rules[0].Used != 1 || s.Rules[0].Reported != 0 || s.Rules[0].ReportedAt.IsZero() || s.Wait != 0 {
+		t.Fatalf("IETF with t=0: %+v, want our own 1 used and no wait", s)
+	}
+	// A used-up limit whose reset is longer than our window pauses until that reset.
+	a.set(200, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800172800") // two days on
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t7")
+	if s := status(t, tr, "t7"); !s.PausedUntil.Equal(t0.Add(24*time.Hour)) || s.Wait != 24*time.Hour {
+		t.Fatalf("a 2-day reset on a 1-day rule: %+v, want paused for MaxPause (24 h)", s)
+	}
 	// Malformed fields change nothing but the request's own count.
 	a.set(200, "RateLimit-Policy", `"burst";q=60;w=`, "RateLimit", `"burst";r=x`, "X-RateLimit-Remaining", "-3", "X-MinLimit-Remaining", "many")
 	get(t, c, srv.URL, "Xero-Tenant-Id", "t3")
@@ -251,6 +263,22 @@ func TestSyncStoreErrorKeepsResponse(t *testing.T) {
 		t.Fatalf("error handler called %d times, want 2", failures.Load())
 	}
 	_ = tr
+}
+
+// TestMaxPauseKeepsReset: MaxPause shortens the pause, not the reset the raise is dated by, so
+// the day rule stays used up until the upstream's reset.
+func TestMaxPauseKeepsReset(t *testing.T) {
+	c, tr, a, clk, _ := syncSetup(t, SyncConfig{MaxPause: time.Hour})
+	srv, _ := upstream(t, a.serve)
+	a.set(429, "Retry-After", "18000", "X-Rate-Limit-Problem", "day")
+	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	if s := status(t, tr, "t1"); !s.PausedUntil.Equal(t0.Add(time.Hour)) || s.Wait != 5*time.Hour {
+		t.Fatalf("after a day 429 with a 5 h Retry-After and MaxPause 1 h: %+v", s)
+	}
+	clk.Advance(time.Hour)
+	if s := status(t, tr, "t1"); s.Rules[1].Used != 5000 || s.Wait != 4*time.Hour {
+		t.Fatalf("an hour later: %+v, want the day rule used up for 4 h more", s)
+	}
 }
 
 func TestSyncNeedsSyncer(t *testing.T) {

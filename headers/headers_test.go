@@ -80,9 +80,9 @@ func TestXeroReader(t *testing.T) {
 	read := XeroReader(time.Minute, 24*time.Hour)
 	got := read(hdr("X-MinLimit-Remaining", "12", "X-DayLimit-Remaining", "4000", "X-AppMinLimit-Remaining", "9000"), now)
 	want := Report{Signals: []Signal{
-		{Window: time.Minute, Remaining: 12, Limit: Unknown},
-		{Window: 24 * time.Hour, Remaining: 4000, Limit: Unknown},
-		{App: true, Window: time.Minute, Remaining: 9000, Limit: Unknown},
+		{Window: time.Minute, Remaining: 12, Limit: Unknown, Reset: Unknown},
+		{Window: 24 * time.Hour, Remaining: 4000, Limit: Unknown, Reset: Unknown},
+		{App: true, Window: time.Minute, Remaining: 9000, Limit: Unknown, Reset: Unknown},
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
@@ -90,8 +90,8 @@ func TestXeroReader(t *testing.T) {
 	// A day problem uses up the day rule, not the minute rule.
 	got = read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "Daily"), now)
 	want = Report{Signals: []Signal{
-		{Window: time.Minute, Remaining: 40, Limit: Unknown},
-		{Window: 24 * time.Hour, Remaining: 0, Limit: Unknown},
+		{Window: time.Minute, Remaining: 40, Limit: Unknown, Reset: Unknown},
+		{Window: 24 * time.Hour, Remaining: 0, Limit: Unknown, Reset: Unknown},
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("day problem: got %+v\nwant %+v", got, want)
@@ -100,7 +100,7 @@ func TestXeroReader(t *testing.T) {
 	// minute frees, not the tenant's.
 	got = read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "appminute", "Retry-After", "9"), now)
 	want = Report{App: true, Signals: []Signal{
-		{Window: time.Minute, Remaining: 40, Limit: Unknown},
+		{Window: time.Minute, Remaining: 40, Limit: Unknown, Reset: Unknown},
 		{App: true, Window: time.Minute, Remaining: 0, Limit: Unknown, Reset: 9 * time.Second},
 	}}
 	if !reflect.DeepEqual(got, want) {
@@ -152,7 +152,7 @@ func TestIETFReader(t *testing.T) {
 	got := IETFReader(hdr(
 		"RateLimit-Policy", `"minute";q=60;w=60, "nowindow";q=5`,
 		"RateLimit", `"minute";r=7, "nowindow";r=1`), now)
-	want := Report{Signals: []Signal{{Window: time.Minute, Remaining: 7, Limit: 60}}}
+	want := Report{Signals: []Signal{{Window: time.Minute, Remaining: 7, Limit: 60, Reset: Unknown}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
@@ -194,7 +194,7 @@ func TestParseXRateLimit(t *testing.T) {
 func TestXRateLimitReader(t *testing.T) {
 	read := XRateLimitReader(time.Hour, ResetEpoch)
 	got := read(hdr("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "10"), now)
-	want := Report{Signals: []Signal{{Window: time.Hour, Remaining: 10, Limit: 5000}}}
+	want := Report{Signals: []Signal{{Window: time.Hour, Remaining: 10, Limit: 5000, Reset: Unknown}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}

@@ -115,7 +115,7 @@ func IETFReader(h http.Header, _ time.Time) Report {
 	var r Report
 	for _, p := range ParseIETF(h) {
 		if p.Window > 0 && p.Remaining != Unknown {
-			r.Signals = append(r.Signals, Signal{Window: p.Window, Remaining: p.Remaining, Limit: p.Quota, Reset: max(0, p.Reset)})
+			r.Signals = append(r.Signals, Signal{Window: p.Window, Remaining: p.Remaining, Limit: p.Quota, Reset: p.Reset})
 		}
 	}
 	return r

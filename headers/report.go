@@ -30,8 +30,8 @@ type Signal struct {
 	// Unknown otherwise (the rule's Limit is then taken as the upstream's).
 	Limit int
 	// Reset is how long until the upstream frees the usage it reports (IETF t,
-	// X-RateLimit-Reset, or a 429's Retry-After for the limit it names); 0 when the
-	// response did not say.
+	// X-RateLimit-Reset, or a 429's Retry-After for the limit it names): 0 when it is
+	// already freed, Unknown (-1ns) when the response did not say.
 	Reset time.Duration
 }
 

@@ -79,7 +79,7 @@ func XeroReader(minute, day time.Duration) Reader {
 	return func(h http.Header, now time.Time) Report {
 		x := ParseXero(h)
 		r := Report{Signals: make([]Signal, 0, 3)}
-		var resets [3]time.Duration
+		resets := [3]time.Duration{Unknown, Unknown, Unknown}
 		if x.Problem != NoProblem && x.Problem != OtherProblem {
 			if d, ok := RetryAfter(h, now); ok {
 				resets[x.Problem-MinuteProblem] = d

@@ -65,6 +65,6 @@ func XRateLimitReader(window time.Duration, mode ResetMode) Reader {
 		if x.Remaining == Unknown {
 			return Report{}
 		}
-		return Report{Signals: []Signal{{Window: window, Remaining: x.Remaining, Limit: x.Limit, Reset: max(0, x.Reset)}}}
+		return Report{Signals: []Signal{{Window: window, Remaining: x.Remaining, Limit: x.Limit, Reset: x.Reset}}}
 	}
 }

@@ -116,7 +116,8 @@ local function add(j, t, k)
   local m = bucket(t, G[j])
   local f = 'b' .. m
   if f ~= s.field then
-    s.count = tonumber(redis.call('HGET', KEYS[2 * j], f)) or 0
+    -- a bucket this run has written is read from its pending write
+    s.count = tonumber(s.set[f]) or tonumber(redis.call('HGET', KEYS[2 * j], f)) or 0
     s.field = f
   end
   redis.call('ZADD', KEYS[2 * j - 1], 'GT', int(t), m)
