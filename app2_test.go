@@ -39,23 +39,6 @@ func TestQueuedDeadlineSeesApp(t *testing.T) {
 	_ = up
 }
 
-// failKey is a memory store whose operations on key "k" fail (another Redis Cluster shard).
-type failKey struct{ *cache.Memory }
-
-func (f failKey) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
-	if key == "k" {
-		return errAppDown
-	}
-	return f.Memory.Record(ctx, s, key, n)
-}
-
-func (f failKey) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
-	if key == "k" {
-		return strategy.Result{}, errAppDown
-	}
-	return f.Memory.Reserve(ctx, s, key, n)
-}
-
 // Under FailOpen a request whose key's store fails is sent and still counted on the app key,
 // paced or not.
 func TestFailOpenCountsApp(t *testing.T) {
@@ -67,7 +50,7 @@ func TestFailOpenCountsApp(t *testing.T) {
 		}
 		defer m.Close()
 		b := &clockBase{clk: clk}
-		opts := []Option{WithStore(failKey{m}), WithRules(minute), WithAppRules("app", strategy.Rule{Limit: 1, Window: time.Minute}), WithLogger(discard)}
+		opts := []Option{WithStore(failOn{m, "k"}), WithRules(minute), WithAppRules("app", strategy.Rule{Limit: 1, Window: time.Minute}), WithLogger(discard)}
 		if paced {
 			opts = append(opts, WithPacing())
 		}

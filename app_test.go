@@ -210,21 +210,25 @@ func b2i(b bool) int {
 	return 0
 }
 
-// failApp is a memory store whose operations on the app key fail.
-type failApp struct{ *cache.Memory }
+// failOn is a memory store whose operations on one key fail, as another Redis Cluster shard
+// that is down would.
+type failOn struct {
+	*cache.Memory
+	key string
+}
 
-var errAppDown = errors.New("app shard down")
+var errShardDown = errors.New("shard down")
 
-func (f failApp) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
-	if key == "app" {
-		return errAppDown
+func (f failOn) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	if key == f.key {
+		return errShardDown
 	}
 	return f.Memory.Record(ctx, s, key, n)
 }
 
-func (f failApp) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
-	if key == "app" {
-		return strategy.Result{}, errAppDown
+func (f failOn) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	if key == f.key {
+		return strategy.Result{}, errShardDown
 	}
 	return f.Memory.Reserve(ctx, s, key, n)
 }
@@ -242,7 +246,7 @@ func TestAppStoreFailure(t *testing.T) {
 			defer m.Close()
 			b := &clockBase{clk: clk}
 			var reported []string
-			opts := []Option{WithStore(failApp{m}), WithRules(minute), WithAppRules("app", minute), WithErrorPolicy(policy),
+			opts := []Option{WithStore(failOn{m, "app"}), WithRules(minute), WithAppRules("app", minute), WithErrorPolicy(policy),
 				WithLogger(discard), WithErrorHandler(func(_ *http.Request, key string, _ error) { reported = append(reported, key) })}
 			if paced {
 				opts = append(opts, WithPacing())
