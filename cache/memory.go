@@ -157,6 +157,20 @@ func (m *Memory) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 	return res, err
 }
 
+// Admit implements Admitter.
+func (m *Memory) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+	if s != nil {
+		if err := s.CheckBurst(n); err != nil {
+			return strategy.Decision{}, err
+		}
+	}
+	var d strategy.Decision
+	err := m.do(ctx, s, key, true, func(cs []strategy.Counter, _ *strategy.Upstream, now time.Time) {
+		d, _ = s.Admit(cs, now, n)
+	})
+	return d, err
+}
+
 // Release implements Store.
 func (m *Memory) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
 	if err := CheckCount(n); err != nil {

@@ -66,6 +66,15 @@ type Syncer interface {
 	Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error
 }
 
+// Admitter is implemented by stores that decide a server's requests (the middleware package)
+// in one atomic step that also returns every rule's state for the response's RateLimit fields.
+type Admitter interface {
+	// Admit decides an attempt of n requests for key under s: see strategy.Strategy.Admit.
+	// Under the fixed window a refused attempt is counted too. Burst errors are
+	// strategy.CheckBurst's.
+	Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error)
+}
+
 // Validator is implemented by stores that cannot hold every strategy (the Redis store has a
 // script for the rolling window only, and bounds buckets per rule). ratemonitor.New calls it, so
 // that such a strategy is refused when the Transport is made, not on every request.

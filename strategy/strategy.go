@@ -111,7 +111,8 @@ type Strategy struct {
 }
 
 // New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
-// error wrapping ErrInvalidRule for the first invalid one.
+// error wrapping ErrInvalidRule for the first invalid one (Rule.Validate, then the algorithm's
+// own RuleChecker when it has one).
 func New(alg Algorithm, rules ...Rule) (*Strategy, error) {
 	if alg == nil {
 		return nil, errors.New("strategy: nil Algorithm")
@@ -123,6 +124,11 @@ func New(alg Algorithm, rules ...Rule) (*Strategy, error) {
 	for i, r := range s.rules {
 		if err := r.Validate(); err != nil {
 			return nil, err
+		}
+		if rc, ok := alg.(RuleChecker); ok {
+			if err := rc.CheckRule(r); err != nil {
+				return nil, err
+			}
 		}
 		id := alg.CounterID(r)
 		slot := -1

@@ -161,6 +161,30 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	return res, nil
 }
 
+// Admit implements cache.Admitter for the rolling window: a Reserve (atomic, one round trip)
+// followed by a Peek (a second round trip) for the rules' state. The decision is exact; the
+// Used and Remaining figures are read just after it, so another process's requests in between
+// may show in them. Reset is the rule's effective window when anything counts: an upper bound,
+// since the script does not return the time until the window empties.
+func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+	res, err := st.Reserve(ctx, s, key, n)
+	if err != nil {
+		return strategy.Decision{}, err
+	}
+	snap, err := st.Peek(ctx, s, key, 0)
+	if err != nil {
+		return strategy.Decision{}, err
+	}
+	d := strategy.Decision{Allowed: res.Allowed, RetryAfter: res.Wait, At: res.At, Rules: make([]strategy.RuleState, len(snap.Usage))}
+	for i, u := range snap.Usage {
+		d.Rules[i] = strategy.RuleState{Rule: u.Rule, Used: u.Used, Remaining: u.Remaining}
+		if u.Used > 0 {
+			d.Rules[i].Reset = u.Rule.EffectiveWindow()
+		}
+	}
+	return d, nil
+}
+
 // Validate reports whether the store can hold s: a rolling-window strategy whose rules have
 // whole-microsecond windows and granularities, at most MaxBuckets buckets and limits up to
 // cache.MaxCount. ratemonitor.New calls it (cache.Validator); every operation checks it too.

@@ -1,0 +1,222 @@
+package fixedwindow
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+func sec(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
+
+func newStrategy(t *testing.T, rules ...strategy.Rule) (*strategy.Strategy, []strategy.Counter) {
+	t.Helper()
+	s, err := New(rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, s.NewCounters()
+}
+
+var minute = strategy.Rule{Limit: 60, Window: time.Minute}
+
+// TestWorkedValues: W=60 s, N=60. Windows are aligned on the minute: 1000 s lies in [960, 1020).
+func TestWorkedValues(t *testing.T) {
+	cases := []struct {
+		name    string
+		history map[float64]int
+		at      float64
+		used    int
+		wait1   time.Duration
+		waitN   int
+		wantN   time.Duration
+	}{
+		{"empty", nil, 1000, 0, 0, 60, 0},
+		{"full window", map[float64]int{1000: 60}, 1000, 60, 20 * time.Second, 60, 20 * time.Second},
+		{"full, 19.5 s later", map[float64]int{1000: 60}, 1019.5, 60, 500 * time.Millisecond, 1, 500 * time.Millisecond},
+		{"next window starts empty", map[float64]int{1000: 60}, 1020, 0, 0, 60, 0},
+		{"two windows", map[float64]int{1000: 30, 1030: 20}, 1030, 20, 0, 41, 50 * time.Second},
+		{"room for exactly the rest", map[float64]int{961: 59}, 1019, 59, 0, 2, time.Second},
+		{"window start is inclusive", map[float64]int{960: 60}, 960, 60, time.Minute, 1, time.Minute},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, cs := newStrategy(t, minute)
+			for _, at := range sortedKeys(c.history) {
+				s.Record(cs, sec(at), c.history[at])
+			}
+			snap, err := s.Peek(cs, sec(c.at), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Usage[0].Used != c.used || snap.Wait != c.wait1 {
+				t.Errorf("used, wait(1) = %d, %v; want %d, %v", snap.Usage[0].Used, snap.Wait, c.used, c.wait1)
+			}
+			snap, err = s.Peek(cs, sec(c.at), c.waitN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Wait != c.wantN {
+				t.Errorf("wait(%d) = %v, want %v", c.waitN, snap.Wait, c.wantN)
+			}
+		})
+	}
+}
+
+func sortedKeys(m map[float64]int) []float64 {
+	var ks []float64
+	for k := range m {
+		ks = append(ks, k)
+	}
+	for i := range ks {
+		for j := i + 1; j < len(ks); j++ {
+			if ks[j] < ks[i] {
+				ks[i], ks[j] = ks[j], ks[i]
+			}
+		}
+	}
+	return ks
+}
+
+// TestAdmitCountsRefused: the (limit+1)-th attempt is counted and refused, and Retry-After is
+// the window's end minus now.
+func TestAdmitCountsRefused(t *testing.T) {
+	s, cs := newStrategy(t, strategy.Rule{Limit: 3, Window: 10 * time.Second})
+	for i := range 3 {
+		d, err := s.Admit(cs, sec(1001.25), 1)
+		if err != nil || !d.Allowed || d.RetryAfter != 0 {
+			t.Fatalf("attempt %d: %+v, %v; want allowed", i+1, d, err)
+		}
+		want := strategy.RuleState{Rule: s.Rule(0), Used: i + 1, Remaining: 2 - i, Reset: 8750 * time.Millisecond}
+		if d.Rules[0] != want {
+			t.Errorf("attempt %d: state %+v, want %+v", i+1, d.Rules[0], want)
+		}
+	}
+	for i, at := range []float64{1001.25, 1009.999} {
+		d, err := s.Admit(cs, sec(at), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantWait := sec(1010).Sub(sec(at))
+		if d.Allowed || d.RetryAfter != wantWait || d.Rules[0].Used != 4+i || d.Rules[0].Remaining != 0 {
+			t.Errorf("attempt %d at %v: %+v; want refused, wait %v, used %d", 4+i, at, d, wantWait, 4+i)
+		}
+	}
+	d, _ := s.Admit(cs, sec(1010), 1)
+	if !d.Allowed || d.Rules[0].Used != 1 || d.Rules[0].Reset != 10*time.Second {
+		t.Errorf("first attempt of the next window: %+v; want allowed, used 1, reset 10s", d)
+	}
+}
+
+// TestLayered: 2 per second and 3 per minute on one key; the minute rule refuses the fourth
+// attempt although its second has room, and all refused attempts count in both.
+func TestLayered(t *testing.T) {
+	s, cs := newStrategy(t, strategy.Rule{Limit: 2, Window: time.Second}, strategy.Rule{Limit: 3, Window: time.Minute})
+	steps := []struct {
+		at      float64
+		allowed bool
+		wait    time.Duration
+		used    [2]int
+	}{
+		{60.1, true, 0, [2]int{1, 1}},
+		{60.2, true, 0, [2]int{2, 2}},
+		{60.3, false, 700 * time.Millisecond, [2]int{3, 3}},
+		// The second has room, but the minute rule is at 3 (the refused attempt counted).
+		{61, false, 59 * time.Second, [2]int{1, 4}},
+	}
+	for _, st := range steps {
+		d, err := s.Admit(cs, sec(st.at), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != st.allowed || d.RetryAfter != st.wait || d.Rules[0].Used != st.used[0] || d.Rules[1].Used != st.used[1] {
+			t.Errorf("at %v: allowed %v wait %v used %d,%d; want %v %v %v", st.at, d.Allowed, d.RetryAfter,
+				d.Rules[0].Used, d.Rules[1].Used, st.allowed, st.wait, st.used)
+		}
+	}
+}
+
+// TestLateAndBackwards: a record from a window that has ended is dropped; a query dated before
+// the latest instant seen is answered at that instant.
+func TestLateAndBackwards(t *testing.T) {
+	c := NewCounter(time.Minute)
+	c.Add(sec(1030), 2)
+	c.Add(sec(1010), 5) // window [960, 1020) ended at the counter's time
+	if got := c.Used(sec(1030)); got != 2 {
+		t.Errorf("used = %d, want 2", got)
+	}
+	c.Add(sec(1025), 1) // late but in the current window
+	if got := c.Used(sec(1000)); got != 3 {
+		t.Errorf("used asked in the past = %d, want 3 (answered at 1030)", got)
+	}
+	if got := c.WaitTime(sec(1000), 58, 60); got != 50*time.Second {
+		t.Errorf("wait asked in the past = %v, want 50s", got)
+	}
+	if e := c.Expiry(); !e.Equal(sec(1080)) {
+		t.Errorf("expiry = %v, want 1080 s", e.Unix())
+	}
+	c.Remove(sec(1010), 1) // an old window: nothing to take back
+	c.Remove(sec(1079), 2)
+	if got := c.Used(sec(1030)); got != 1 {
+		t.Errorf("used after release = %d, want 1", got)
+	}
+	c.Remove(sec(1020), 5)
+	if got, e := c.Used(sec(1030)), c.Expiry(); got != 0 || !e.IsZero() {
+		t.Errorf("after releasing more than counted: used %d expiry %v; want 0, zero", got, e)
+	}
+}
+
+func TestWindowStart(t *testing.T) {
+	at := time.Date(2026, 11, 30, 17, 42, 13, 5, time.FixedZone("X", 5*3600))
+	cases := []struct {
+		w    time.Duration
+		want time.Time
+	}{
+		{time.Minute, time.Date(2026, 11, 30, 12, 42, 0, 0, time.UTC)},
+		{time.Hour, time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
+		{24 * time.Hour, time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)},
+		{10 * time.Second, time.Date(2026, 11, 30, 12, 42, 10, 0, time.UTC)},
+	}
+	for _, c := range cases {
+		if got := WindowStart(at, c.w); !got.Equal(c.want) || got.Location() != time.UTC {
+			t.Errorf("WindowStart(%v) = %v, want %v", c.w, got, c.want)
+		}
+	}
+	if got := WindowStart(sec(-0.5), time.Second); !got.Equal(sec(-1)) {
+		t.Errorf("before 1970: %v, want -1 s", got)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	if _, err := New(); !errors.Is(err, strategy.ErrNoRules) {
+		t.Errorf("no rules: %v", err)
+	}
+	if _, err := New(strategy.Rule{Limit: 0, Window: time.Second}); !errors.Is(err, strategy.ErrInvalidRule) {
+		t.Errorf("limit 0: %v", err)
+	}
+	s, cs := newStrategy(t, minute)
+	if _, err := s.Admit(cs, sec(0), 61); !errors.Is(err, strategy.ErrBurstTooLarge) {
+		t.Errorf("burst 61: %v", err)
+	}
+	if _, err := s.Admit(cs, sec(0), 0); !errors.Is(err, strategy.ErrInvalidBurst) {
+		t.Errorf("burst 0: %v", err)
+	}
+	if got := cs[0].Used(sec(0)); got != 0 {
+		t.Errorf("a refused burst error counted %d", got)
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	c := NewCounter(time.Minute)
+	c.Add(sec(1030), 7)
+	start, n := c.State()
+	d := NewCounter(time.Minute)
+	d.SetState(start, n, c.Latest())
+	if !d.Latest().Equal(sec(1030)) || d.Used(sec(1030)) != 7 || d.WaitTime(sec(1040), 54, 60) != 40*time.Second {
+		t.Errorf("restored counter differs: latest %v used %d", d.Latest().Unix(), d.Used(sec(1030)))
+	}
+	if !start.Equal(sec(1020)) {
+		t.Errorf("start = %v, want 1020 s", start)
+	}
+}

@@ -1,0 +1,205 @@
+package tokenbucket
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+func sec(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
+
+// ten is a bucket of 10 tokens refilled at 1 per second.
+var ten = strategy.Rule{Limit: 10, Window: 10 * time.Second}
+
+func TestWorkedValues(t *testing.T) {
+	type q struct {
+		at   float64
+		n    int
+		used int
+		wait time.Duration
+	}
+	cases := []struct {
+		name    string
+		history [][2]float64 // instant, tokens spent
+		queries []q
+	}{
+		{"full bucket", nil, []q{{100, 1, 0, 0}, {100, 10, 0, 0}}},
+		{"emptied at once", [][2]float64{{100, 10}}, []q{
+			{100, 1, 10, time.Second},
+			{100, 10, 10, 10 * time.Second},
+			{100.5, 1, 10, 500 * time.Millisecond}, // 0.5 token: none to spend yet
+			{103, 1, 7, 0},
+			{103, 4, 7, time.Second},
+			{110, 10, 0, 0},
+		}},
+		{"refill stops at the capacity", [][2]float64{{100, 10}, {1000, 10}}, []q{
+			{1000, 1, 10, time.Second}, // the 890 s between did not store 890 tokens
+		}},
+		{"spent as it refills", [][2]float64{{100, 5}, {102, 5}}, []q{
+			{102, 3, 8, time.Second},
+			{104, 10, 6, 6 * time.Second},
+		}},
+		{"late write spends but does not refill", [][2]float64{{100, 10}, {95, 1}}, []q{
+			{100, 1, 11, 2 * time.Second}, // 11 missing: the write at 95 is applied at 100
+			{99, 1, 11, 2 * time.Second},  // asked in the past: answered at 100
+			{111, 10, 0, 0},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := New(ten)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := s.NewCounters()
+			for _, h := range c.history {
+				s.Record(cs, sec(h[0]), int(h[1]))
+			}
+			for _, q := range c.queries {
+				snap, err := s.Peek(cs, sec(q.at), q.n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if snap.Usage[0].Used != q.used || snap.Wait != q.wait {
+					t.Errorf("at %v: used %d, wait(%d) %v; want %d, %v", q.at, snap.Usage[0].Used, q.n, snap.Wait, q.used, q.wait)
+				}
+			}
+		})
+	}
+}
+
+// TestFractionalRate: 5 tokens at 3 per second. The window is 5/3 s rounded up to the
+// nanosecond, and a token takes a fifth of it, rounded up: never early.
+func TestFractionalRate(t *testing.T) {
+	r, err := Rule(5, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Window != 1666666667 || r.Limit != 5 {
+		t.Fatalf("Rule(5, 3) = %+v, want window 1666666667ns", r)
+	}
+	s, _ := New(r)
+	cs := s.NewCounters()
+	for i := range 5 {
+		if res, _ := s.Reserve(cs, sec(10), 1); !res.Allowed {
+			t.Fatalf("token %d refused", i+1)
+		}
+	}
+	res, _ := s.Reserve(cs, sec(10), 1)
+	if res.Allowed || res.Wait != 333333334 {
+		t.Fatalf("sixth: %+v, want a wait of 333333334ns", res)
+	}
+	at := sec(10).Add(res.Wait)
+	if res, _ := s.Reserve(cs, at.Add(-1), 1); res.Allowed || res.Wait != 1 {
+		t.Errorf("1 ns early: %+v, want a wait of 1ns", res)
+	}
+	if res, _ := s.Reserve(cs, at, 1); !res.Allowed {
+		t.Errorf("at the wait's end: %+v, want allowed", res)
+	}
+}
+
+// TestAdmit: a refused attempt spends nothing, and each rule reports its remaining tokens and
+// the time until the bucket is full.
+func TestAdmit(t *testing.T) {
+	s, _ := New(strategy.Rule{Limit: 2, Window: 2 * time.Second}, strategy.Rule{Limit: 10, Window: 100 * time.Second})
+	cs := s.NewCounters()
+	want := []struct {
+		at      float64
+		allowed bool
+		retry   time.Duration
+		rem     [2]int
+		reset   [2]time.Duration
+	}{
+		{50, true, 0, [2]int{1, 9}, [2]time.Duration{time.Second, 10 * time.Second}},
+		{50, true, 0, [2]int{0, 8}, [2]time.Duration{2 * time.Second, 20 * time.Second}},
+		{50, false, time.Second, [2]int{0, 8}, [2]time.Duration{2 * time.Second, 20 * time.Second}},
+		{50.25, false, 750 * time.Millisecond, [2]int{0, 8}, [2]time.Duration{1750 * time.Millisecond, 19750 * time.Millisecond}},
+		{51, true, 0, [2]int{0, 7}, [2]time.Duration{2 * time.Second, 29 * time.Second}},
+	}
+	for i, w := range want {
+		d, err := s.Admit(cs, sec(w.at), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != w.allowed || d.RetryAfter != w.retry ||
+			d.Rules[0].Remaining != w.rem[0] || d.Rules[1].Remaining != w.rem[1] ||
+			d.Rules[0].Reset != w.reset[0] || d.Rules[1].Reset != w.reset[1] {
+			t.Errorf("attempt %d at %v: %+v; want %+v", i+1, w.at, d, w)
+		}
+	}
+}
+
+func TestHeadroom(t *testing.T) {
+	s, _ := New(strategy.Rule{Limit: 10, Window: 10 * time.Second, Headroom: 2})
+	cs := s.NewCounters()
+	for i := range 8 {
+		if res, _ := s.Reserve(cs, sec(0), 1); !res.Allowed {
+			t.Fatalf("token %d refused", i+1)
+		}
+	}
+	if res, _ := s.Reserve(cs, sec(0), 1); res.Allowed || res.Wait != time.Second {
+		t.Errorf("ninth: %+v, want a wait of 1s (2 tokens held back)", res)
+	}
+}
+
+func TestReleaseAndExpiry(t *testing.T) {
+	b := NewBucket(10, 10*time.Second)
+	if !b.Expiry().IsZero() || !b.Latest().IsZero() {
+		t.Error("a new bucket has an expiry or a latest instant")
+	}
+	b.Add(sec(100), 4)
+	if e := b.Expiry(); !e.Equal(sec(104)) {
+		t.Errorf("expiry = %v, want 104 s", e)
+	}
+	b.Remove(sec(100), 3)
+	if got := b.Used(sec(100)); got != 1 {
+		t.Errorf("used after giving back 3 = %d, want 1", got)
+	}
+	b.Remove(sec(100), 50)
+	if got, e := b.Used(sec(100)), b.Expiry(); got != 0 || !e.IsZero() {
+		t.Errorf("giving back more than spent: used %d, expiry %v; want a full bucket", got, e)
+	}
+	c := NewBucket(10, 10*time.Second)
+	b.Add(sec(101), 6)
+	debt, last := b.State()
+	c.SetState(debt, last)
+	if c.Used(sec(102)) != 5 || c.WaitTime(sec(102), 6, 10) != time.Second || c.Tokens() != 5 {
+		t.Errorf("restored bucket: used %d tokens %v", c.Used(sec(102)), c.Tokens())
+	}
+}
+
+// TestMonitoringOverflow: recording far more than the bucket holds keeps the expiry within
+// strategy.MaxWindow instead of overflowing.
+func TestMonitoringOverflow(t *testing.T) {
+	b := NewBucket(1, time.Hour)
+	for range 4 {
+		b.Add(sec(0), math.MaxInt32)
+	}
+	if e := b.Expiry(); !e.Equal(sec(0).Add(strategy.MaxWindow)) {
+		t.Errorf("expiry = %v, want MaxWindow after 0", e)
+	}
+	if got := b.Used(sec(0)); got != 87600 {
+		t.Errorf("used = %d, want 87600 (what refills in ten years at one an hour)", got)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	for _, c := range []struct {
+		capacity int
+		rate     float64
+	}{{0, 1}, {1, 0}, {1, -1}, {1, math.NaN()}, {1, math.Inf(1)}, {1, 1e-12}} {
+		if _, err := Rule(c.capacity, c.rate); !errors.Is(err, strategy.ErrInvalidRule) {
+			t.Errorf("Rule(%d, %v): %v, want ErrInvalidRule", c.capacity, c.rate, err)
+		}
+	}
+	if _, err := New(strategy.Rule{Limit: 1 << 30, Window: 24 * time.Hour}); !errors.Is(err, strategy.ErrInvalidRule) {
+		t.Errorf("limit × window past 2^62: %v", err)
+	}
+	s, _ := New(ten)
+	if _, err := s.Admit(s.NewCounters(), sec(0), 11); !errors.Is(err, strategy.ErrBurstTooLarge) {
+		t.Errorf("burst 11: %v", err)
+	}
+}
