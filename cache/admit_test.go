@@ -1,0 +1,20 @@
+package cache_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
+)
+
+func TestMemoryAdmit(t *testing.T) {
+	clk := clock.NewManual(time.Unix(0, 0))
+	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	storetest.Admit(t, m, clk)
+}

@@ -1,0 +1,293 @@
+// Package sqlitestore is a cache.Store in a SQLite file, through modernc.org/sqlite (pure Go, no
+// cgo), for a server's limits shared by the processes of one host.
+//
+// The fixed window is kept in the table rate_limit_windows and counted by one upsert per
+// request: INSERT … ON CONFLICT(key, window_start) DO UPDATE SET count = count + 1 RETURNING
+// count. The rolling window and the token bucket are kept encoded in rate_limit_state and
+// updated in one write transaction per operation (BEGIN IMMEDIATE). The database runs in WAL
+// mode with a busy timeout, so several processes can share one file; every operation is atomic
+// across processes. See schema.sql.
+//
+// Old rows are deleted by PruneExpired, which the store also calls itself on one write in
+// Options.PruneEvery.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"encoding"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+//go:embed schema.sql
+var schema string
+
+// Defaults of Options.
+const (
+	DefaultBusyTimeout = 10 * time.Second
+	DefaultPruneEvery  = 1000
+)
+
+// Options configures Open. The zero value gives the defaults.
+type Options struct {
+	// Clock is where instants come from; clock.Real() when nil. Processes sharing a file
+	// should all use the host's clock.
+	Clock clock.Clock
+	// BusyTimeout is how long an operation waits for another connection's write lock before it
+	// fails with SQLITE_BUSY; DefaultBusyTimeout (10 s) when zero.
+	BusyTimeout time.Duration
+	// PruneEvery is how many writes pass between two calls of PruneExpired from this Store;
+	// DefaultPruneEvery when zero, never when negative.
+	PruneEvery int
+	// OnPruneError is called with the error of a sampled PruneExpired; nil ignores it (the
+	// write that triggered it has succeeded either way).
+	OnPruneError func(error)
+}
+
+// Store is a cache.Store and cache.Admitter in a SQLite file. It is safe for concurrent use,
+// and by several processes on one host. Make one with Open; the zero Store is not usable.
+type Store struct {
+	db         *sql.DB
+	clock      clock.Clock
+	pruneEvery uint64
+	onPrune    func(error)
+	writes     atomic.Uint64
+	closed     atomic.Bool
+	valid      sync.Map // *strategy.Strategy -> error from validate
+}
+
+var (
+	_ cache.Store     = (*Store)(nil)
+	_ cache.Admitter  = (*Store)(nil)
+	_ cache.Validator = (*Store)(nil)
+	_ cache.Clocked   = (*Store)(nil)
+)
+
+// Open opens (creating if needed) the SQLite database at path, sets WAL mode, the busy timeout
+// and immediate write transactions, and creates the tables. path is a file name; ":memory:" is
+// refused, since each connection would see its own database. Errors say which step failed.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" || path == ":memory:" {
+		return nil, fmt.Errorf("ratemonitor: sqlite store: want a file path, got %q", path)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	if opts.PruneEvery == 0 {
+		opts.PruneEvery = DefaultPruneEvery
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "NORMAL")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("ratemonitor: sqlite store: open %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ratemonitor: sqlite store: create tables in %s: %w", path, err)
+	}
+	st := &Store{db: db, clock: opts.Clock, onPrune: opts.OnPruneError}
+	if opts.PruneEvery > 0 {
+		st.pruneEvery = uint64(opts.PruneEvery)
+	}
+	return st, nil
+}
+
+// DB returns the database the store uses, for reports and audit tables of one's own. Writing
+// to the store's tables through it voids the store's guarantees.
+func (st *Store) DB() *sql.DB { return st.db }
+
+// Clock implements cache.Clocked.
+func (st *Store) Clock() clock.Clock { return st.clock }
+
+// Close closes the database; later operations return cache.ErrClosed. It is safe to call more
+// than once.
+func (st *Store) Close() error {
+	if st.closed.Swap(true) {
+		return nil
+	}
+	return st.db.Close()
+}
+
+// Validate implements cache.Validator: a fixed-window strategy needs windows (with margin) of
+// whole seconds, since window_start is written to the second; any other strategy needs counters
+// that encode themselves (encoding.BinaryMarshaler and BinaryUnmarshaler), as the rolling window
+// and the token bucket do.
+func (st *Store) Validate(s *strategy.Strategy) error {
+	if s == nil {
+		return errors.New("ratemonitor: sqlite store: nil strategy")
+	}
+	if v, ok := st.valid.Load(s); ok {
+		err, _ := v.(error)
+		return err
+	}
+	err := validate(s)
+	st.valid.Store(s, err)
+	return err
+}
+
+func validate(s *strategy.Strategy) error {
+	for j := range s.Slots() {
+		if isFixed(s) {
+			if w := s.SlotRule(j).EffectiveWindow(); w%time.Second != 0 {
+				return fmt.Errorf("ratemonitor: sqlite store: rule %s: a fixed window here must be whole seconds, got %v", s.SlotRule(j), w)
+			}
+			continue
+		}
+		c := s.NewCounter(j)
+		_, m := c.(encoding.BinaryMarshaler)
+		_, u := c.(encoding.BinaryUnmarshaler)
+		if !m || !u {
+			return fmt.Errorf("ratemonitor: sqlite store: %s counters cannot be encoded; use the fixed window, rolling window or token bucket", s.Name())
+		}
+	}
+	return nil
+}
+
+func isFixed(s *strategy.Strategy) bool { return s.Name() == fixedwindow.Algorithm{}.Name() }
+
+// check is run by every operation: the store is open, the strategy fits it, the count is valid.
+func (st *Store) check(s *strategy.Strategy, n int) error {
+	if st.closed.Load() {
+		return cache.ErrClosed
+	}
+	if err := st.Validate(s); err != nil {
+		return err
+	}
+	return cache.CheckCount(n)
+}
+
+// Record implements cache.Store.
+func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	if err := st.check(s, n); err != nil {
+		return err
+	}
+	defer st.wrote(ctx)
+	if isFixed(s) {
+		_, err := st.fixedAdd(ctx, s, key, n, st.clock.Now())
+		return err
+	}
+	return st.inTx(ctx, s, key, func(cs []strategy.Counter, now time.Time) { s.Record(cs, now, n) })
+}
+
+// Reserve implements cache.Store.
+func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	if err := st.check(s, n); err != nil {
+		return strategy.Result{}, err
+	}
+	if err := s.CheckBurst(n); err != nil {
+		return strategy.Result{}, err
+	}
+	defer st.wrote(ctx)
+	if isFixed(s) {
+		return st.fixedReserve(ctx, s, key, n)
+	}
+	var res strategy.Result
+	err := st.inTx(ctx, s, key, func(cs []strategy.Counter, now time.Time) { res, _ = s.Reserve(cs, now, n) })
+	return res, err
+}
+
+// Admit implements cache.Admitter. Under the fixed window it is the single upsert the package
+// comment gives, so the (limit+1)-th attempt is counted and refused.
+func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+	if err := st.check(s, n); err != nil {
+		return strategy.Decision{}, err
+	}
+	if err := s.CheckBurst(n); err != nil {
+		return strategy.Decision{}, err
+	}
+	defer st.wrote(ctx)
+	if isFixed(s) {
+		return st.fixedAdmit(ctx, s, key, n)
+	}
+	var d strategy.Decision
+	err := st.inTx(ctx, s, key, func(cs []strategy.Counter, now time.Time) { d, _ = s.Admit(cs, now, n) })
+	return d, err
+}
+
+// Release implements cache.Store.
+func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+	if err := st.check(s, n); err != nil {
+		return err
+	}
+	if isFixed(s) {
+		return st.fixedRelease(ctx, s, key, at, n)
+	}
+	return st.inTx(ctx, s, key, func(cs []strategy.Counter, _ time.Time) { s.Release(cs, at, n) })
+}
+
+// Peek implements cache.Store. It reads without taking the write lock.
+func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+	if err := st.check(s, 1); err != nil {
+		return strategy.Snapshot{}, err
+	}
+	if n != 0 {
+		if err := s.CheckBurst(n); err != nil {
+			return strategy.Snapshot{}, err
+		}
+	}
+	now := st.clock.Now()
+	var cs []strategy.Counter
+	var err error
+	if isFixed(s) {
+		cs, err = st.fixedLoad(ctx, st.db, s, key, now)
+	} else {
+		cs, err = st.load(ctx, st.db, s, key)
+	}
+	if err != nil {
+		return strategy.Snapshot{}, err
+	}
+	return s.Peek(cs, now, n)
+}
+
+// wrote counts a write and runs PruneExpired on one in PruneEvery.
+func (st *Store) wrote(ctx context.Context) {
+	if st.pruneEvery == 0 || st.writes.Add(1)%st.pruneEvery != 0 {
+		return
+	}
+	if _, err := st.PruneExpired(ctx); err != nil && st.onPrune != nil {
+		st.onPrune(err)
+	}
+}
+
+// PruneExpired deletes the fixed windows that started two window lengths or more before now
+// (they ended at least one window ago) and the encoded states in which nothing counts any
+// more. It returns how many rows it deleted.
+func (st *Store) PruneExpired(ctx context.Context) (int64, error) {
+	if st.closed.Load() {
+		return 0, cache.ErrClosed
+	}
+	now := st.clock.Now()
+	r1, err := st.db.ExecContext(ctx,
+		`DELETE FROM rate_limit_windows WHERE unixepoch(window_start) + 2 * CAST(key AS INTEGER) <= ?`, now.Unix())
+	if err != nil {
+		return 0, fmt.Errorf("ratemonitor: sqlite store: prune windows: %w", err)
+	}
+	r2, err := st.db.ExecContext(ctx, `DELETE FROM rate_limit_state WHERE expires_at <= ?`, now.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("ratemonitor: sqlite store: prune states: %w", err)
+	}
+	n1, _ := r1.RowsAffected()
+	n2, _ := r2.RowsAffected()
+	return n1 + n2, nil
+}
