@@ -18,10 +18,12 @@ type appLimit struct {
 // a limit the upstream applies to the whole app across every key, such as Xero's 10 000 calls
 // per minute per app across all tenants. Pacing (WithPacing, Reserve) waits until both the
 // request's key and appKey have room, and records on both at the same moment: a slot on the
-// key is never held while waiting for appKey, since it would count from before the send. The
-// FIFO order of Reserve is per request key; waiters of different keys meet at appKey in no
-// particular order. WaitTime and Wait take both keys into account; WithSync sends the
-// upstream's app-wide figures (Xero's X-AppMinLimit-Remaining) to appKey.
+// key is never held while waiting for appKey, since it would count from before the send. Within
+// one Transport, waiters of every key then take turns at appKey in the order they reach it,
+// once their own key has room, so a burst is not starved by single requests of other keys; a
+// waiter whose key is at its limit or paused waits for its key without holding up the others.
+// WaitTime and Wait take both keys into account; WithSync sends the upstream's app-wide
+// figures (Xero's X-AppMinLimit-Remaining) to appKey.
 //
 // appKey shares the store with request keys: choose one no request is keyed by, such as
 // "xero-app:<client id>". New fails when appKey is empty or a rule is invalid.

@@ -73,9 +73,11 @@ func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreE
 	// for the app key's: a slot is counted from the instant it is recorded, so one held for a
 	// while before the send would free early by as much. A refusal whose wait would pass the
 	// deadline is an error; the wait reported is the longer of the two keys'.
+	keyFull := false // the last reserve was refused by key itself, not by the app key
 	reserve := func() (time.Duration, error) {
 		local = t.clock.Now()
 		res, err := t.store.Reserve(ctx, t.strat, key, n)
+		keyFull = err == nil && !res.Allowed
 		if err != nil {
 			if ctx.Err() != nil {
 				return 0, ctx.Err() // the caller gave up: not the store's failure
@@ -131,28 +133,62 @@ func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreE
 		return at, appAt, local, err
 	}
 	defer leaveKey()
-	if t.app != nil {
-		// Holding the key's turn, wait for a turn at the app key: bursts and single requests of
-		// every key of this Transport are served there in order, so none starves.
-		leaveApp, err := t.join(ctx, appQueue+t.app.key, n, func(ahead int) error {
-			snap, err := t.store.Peek(ctx, t.app.strat, t.app.key, min(n+ahead, t.app.strat.MaxBurst()))
-			if err != nil {
-				return nil
-			}
-			return deadlineCheck(ctx, key, n, snap.Wait)
-		})
-		if err != nil {
-			return at, appAt, local, err
-		}
-		defer leaveApp()
-	}
 	for {
-		wait, err := reserve()
-		if err != nil || wait == 0 {
-			return at, appAt, local, err
+		leaveApp := func() {}
+		if t.app != nil {
+			// Wait for room on key first, holding only key's turn: a key at its limit or paused
+			// must not hold up the other keys at the app key meanwhile.
+			if err := t.waitKey(ctx, key, n); err != nil {
+				return at, appAt, local, err
+			}
+			// Then wait for a turn at the app key: bursts and single requests of every key of
+			// this Transport are served there in order, so none starves.
+			leaveApp, err = t.join(ctx, appQueue+t.app.key, n, func(ahead int) error {
+				snap, err := t.store.Peek(ctx, t.app.strat, t.app.key, min(n+ahead, t.app.strat.MaxBurst()))
+				if err != nil {
+					return nil
+				}
+				return deadlineCheck(ctx, key, n, snap.Wait)
+			})
+			if err != nil {
+				return at, appAt, local, err
+			}
 		}
-		if err := t.clock.Sleep(ctx, wait); err != nil {
-			return at, appAt, local, err
+		for {
+			wait, err := reserve()
+			if err != nil || wait == 0 {
+				leaveApp()
+				return at, appAt, local, err
+			}
+			if t.app != nil && keyFull {
+				break // key is full again (a pause, another process): give up the app turn
+			}
+			if err := t.clock.Sleep(ctx, wait); err != nil {
+				leaveApp()
+				return at, appAt, local, err
+			}
+		}
+		leaveApp()
+	}
+}
+
+// waitKey sleeps until a burst of n fits on key alone, or returns a *DeadlineError at once
+// when that wait, or the app key's, would pass ctx's deadline.
+func (t *Transport) waitKey(ctx context.Context, key string, n int) error {
+	for {
+		snap, err := t.store.Peek(ctx, t.strat, key, n)
+		if err != nil || snap.Wait == 0 {
+			return nil // the store's error, if any, comes from the reserve that follows
+		}
+		wait := snap.Wait
+		if app, err := t.store.Peek(ctx, t.app.strat, t.app.key, n); err == nil {
+			wait = max(wait, app.Wait)
+		}
+		if err := deadlineCheck(ctx, key, n, wait); err != nil {
+			return err
+		}
+		if err := t.clock.Sleep(ctx, snap.Wait); err != nil {
+			return err
 		}
 	}
 }

@@ -1,0 +1,103 @@
+package ratemonitor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// sendNow sends one paced request on key with ctx and fails the test if it does not go at
+// once: if it queues on its key or sleeps on the clock (it is then cancelled, so the test
+// cannot hang).
+func sendNow(t *testing.T, tr *Transport, clk *clock.Manual, ctx context.Context, key string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sleepers := clk.Sleepers()
+	done := make(chan error, 1)
+	go func() { done <- doKey(tr, ctx, key) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		default:
+		}
+		if q, s := tr.Queued(key), clk.Sleepers(); q > 0 || s > sleepers || time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("the request on %q does not go at once: %d queued on its key, %d asleep on the clock (%d before)", key, q, s, sleepers)
+		}
+	}
+}
+
+// TestReservationStopsCounting: a reserved slot is spent without a second count up to, and
+// not at, the instant the reservation's slots stop counting (the clock before the reserve plus
+// the shortest effective window of the key's and the app key's rules); from then on a request
+// carrying the reservation is recorded anew on both keys and the slot is not spent.
+func TestReservationStopsCounting(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		key, app  strategy.Rule
+		until     time.Duration // the shortest effective window
+		keyAfter  int           // the key's count once the request after until is recorded
+		appAfter  int           // the app key's count then
+		keyCancel int           // the key's count after Cancel gives back the 4 unsent slots
+		appCancel int           // the app key's count then
+	}{
+		// The key's rule is the shortest: its reserved slots have expired, the app's still count.
+		{"key rule shortest", strategy.Rule{Limit: 5, Window: time.Minute}, strategy.Rule{Limit: 100, Window: time.Hour},
+			time.Minute, 1, 6, 2, 3},
+		// The app's rule, margin included, is the shortest: the key's hour still counts the five.
+		{"app rule shortest", strategy.Rule{Limit: 10, Window: time.Hour}, strategy.Rule{Limit: 5, Window: 50 * time.Second, Margin: 10 * time.Second},
+			time.Minute, 6, 1, 3, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, up, clk := appSetup(t, c.key, c.app)
+			ctx := context.Background()
+			r, err := tr.Reserve(ctx, "k", 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.until.Equal(t0.Add(c.until)) {
+				t.Fatalf("reservation counts until %v, want %v", r.until.Sub(t0), c.until)
+			}
+			counts := func(step string, key, app, left, sent int) {
+				t.Helper()
+				s, err := tr.Status(ctx, "k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Rules[0].Used != key || s.App.Rules[0].Used != app || r.Remaining() != left || up.count() != sent {
+					t.Fatalf("%s: k counts %d, app %d, %d slots left, %d sent; want %d, %d, %d, %d",
+						step, s.Rules[0].Used, s.App.Rules[0].Used, r.Remaining(), up.count(), key, app, left, sent)
+				}
+			}
+			counts("reserved", 5, 5, 5, 0)
+
+			// The last instant the slots count: a slot is spent, nothing is recorded again.
+			clk.Set(t0.Add(c.until - time.Nanosecond))
+			sendNow(t, tr, clk, r.Context(ctx), "k")
+			counts("just before the slots stop counting", 5, 5, 4, 1)
+
+			// From then on the request is recorded anew, on both keys, and no slot is spent.
+			clk.Set(t0.Add(c.until))
+			sendNow(t, tr, clk, r.Context(ctx), "k")
+			counts("once the slots stopped counting", c.keyAfter, c.appAfter, 4, 2)
+			sendNow(t, tr, clk, r.Context(ctx), "k")
+			counts("a second request after", c.keyAfter+1, c.appAfter+1, 4, 3)
+
+			// Cancel still gives back the 4 slots never sent where they count (the longer rule);
+			// on the shortest rule they have expired and nothing more is taken off.
+			if err := r.Cancel(ctx); err != nil {
+				t.Fatal(err)
+			}
+			counts("after Cancel", c.keyCancel, c.appCancel, 0, 3)
+		})
+	}
+}
