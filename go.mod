@@ -8,8 +8,10 @@ require (
 	github.com/eko/gocache/lib/v4 v4.3.0
 	github.com/eko/gocache/store/ristretto/v4 v4.3.2
 	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/realclientip/realclientip-go v1.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
+	modernc.org/sqlite v1.62.0
 	pgregory.net/rapid v1.3.0
 )
 
@@ -27,5 +29,4 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 )

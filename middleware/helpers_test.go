@@ -1,0 +1,99 @@
+package middleware
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// start is the instant the tests' clocks start at: 1001.25 s after the Unix epoch, so a 10 s
+// fixed window ends 8.75 s later.
+var start = time.Unix(1001, 250_000_000)
+
+// newStore returns a memory store on a manual clock standing at start, closed with the test.
+func newStore(t *testing.T) (*cache.Memory, *clock.Manual) {
+	t.Helper()
+	clk := clock.NewManual(start)
+	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, clk
+}
+
+// must returns s, or panics with err: the tests' rules are valid.
+func must(s *strategy.Strategy, err error) *strategy.Strategy {
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// counting is a handler that answers 200 "ok" and counts its calls.
+type counting struct{ calls atomic.Int64 }
+
+func (c *counting) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	c.calls.Add(1)
+	_, _ = w.Write([]byte("ok"))
+}
+
+// serve sends a GET of path from remote through h and returns the recorded response.
+func serve(h http.Handler, path, remote string, header map[string]string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r = r.WithContext(context.WithValue(r.Context(), ctxMark{}, "req"))
+	r.RemoteAddr = remote
+	for k, v := range header {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// wantHeader fails the test unless every field of want has exactly that value in w.
+func wantHeader(t *testing.T, w *httptest.ResponseRecorder, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got := w.Header().Values(k); len(got) != 1 || got[0] != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+}
+
+// wantProblem fails the test unless w is a problem details response equal to want.
+func wantProblem(t *testing.T, w *httptest.ResponseRecorder, want Problem) {
+	t.Helper()
+	if w.Code != want.Status {
+		t.Errorf("status %d, want %d", w.Code, want.Status)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type %q, want application/problem+json", ct)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &raw); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	if len(raw) != 5 {
+		t.Errorf("body has members %v, want type, title, status, detail, instance", raw)
+	}
+	var got Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("problem\n got %+v\nwant %+v", got, want)
+	}
+}

@@ -1,0 +1,155 @@
+package middleware
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// Limiter decides each request with a strategy kept in a store. Make one with New; it is safe
+// for concurrent use, and one Limiter may wrap several handlers (they then share their keys'
+// allocations).
+type Limiter struct {
+	store       cache.Admitter
+	strat       *strategy.Strategy
+	names       []string
+	policy      string // the RateLimit-Policy field's value
+	keys        *keyer
+	onErr       ErrorPolicy
+	onError     func(*http.Request, error)
+	problemType string
+	instance    func(*http.Request) string
+}
+
+// New returns a Limiter over store for the rules of s. store must implement cache.Admitter
+// (cache.Memory and the Redis store do) and accept s (cache.Validator); the store is not
+// closed by the Limiter. New returns an error for a nil store or strategy, a store that cannot
+// admit, a strategy the store refuses or that cannot admit one request, and invalid options.
+func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, error) {
+	if isNil(store) {
+		return nil, errors.New("ratemonitor: middleware: nil store")
+	}
+	if s == nil {
+		return nil, errors.New("ratemonitor: middleware: nil strategy")
+	}
+	adm, ok := store.(cache.Admitter)
+	if !ok {
+		return nil, fmt.Errorf("ratemonitor: middleware: store %T does not implement cache.Admitter", store)
+	}
+	if v, ok := store.(cache.Validator); ok {
+		if err := v.Validate(s); err != nil {
+			return nil, fmt.Errorf("ratemonitor: middleware: %w", err)
+		}
+	}
+	if err := s.CheckBurst(1); err != nil {
+		return nil, fmt.Errorf("ratemonitor: middleware: %w", err)
+	}
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.policy != FailClosed && c.policy != FailOpen {
+		return nil, fmt.Errorf("ratemonitor: middleware: unknown error policy %d", c.policy)
+	}
+	keys, err := newKeyer(&c)
+	if err != nil {
+		return nil, err
+	}
+	rules := s.Rules()
+	names, err := policyNames(rules, c.names)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := policyField(rules, names)
+	if err != nil {
+		return nil, fmt.Errorf("ratemonitor: middleware: policy names: %w", err)
+	}
+	l := &Limiter{store: adm, strat: s, names: names, policy: policy, keys: keys,
+		onErr: c.policy, onError: c.onError, problemType: c.problemType, instance: c.instance}
+	if l.problemType == "" {
+		l.problemType = "about:blank"
+	}
+	if l.instance == nil {
+		l.instance = func(r *http.Request) string { return r.URL.EscapedPath() }
+	}
+	return l, nil
+}
+
+// isNil reports whether v is nil or holds a nil pointer.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// Wrap returns a handler that decides each request before next sees it (see the package
+// comment). The RateLimit fields are set on the response before next is called.
+func (l *Limiter) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := l.keys.key(r)
+		if err != nil {
+			l.report(r, err)
+			writeProblem(w, l.problem(r, http.StatusInternalServerError,
+				"The server cannot tell which rate limit this request counts against."), -1)
+			return
+		}
+		d, err := l.store.Admit(r.Context(), l.strat, key, 1)
+		if err != nil {
+			l.report(r, fmt.Errorf("ratemonitor: middleware: store: %w", err))
+			if l.onErr == FailOpen {
+				next.ServeHTTP(w, r)
+				return
+			}
+			writeProblem(w, l.problem(r, http.StatusServiceUnavailable,
+				"The rate limiter is unavailable; retry shortly."), 1)
+			return
+		}
+		l.setRateLimit(w.Header(), d)
+		if d.Allowed {
+			next.ServeHTTP(w, r)
+			return
+		}
+		retry := seconds(d.RetryAfter)
+		p := l.problem(r, http.StatusTooManyRequests, l.refusal(d, retry))
+		p.Type = l.problemType
+		writeProblem(w, p, retry)
+	})
+}
+
+func (l *Limiter) report(r *http.Request, err error) {
+	if l.onError != nil {
+		l.onError(r, err)
+	}
+}
+
+// refusal explains a refusal: the rules that have nothing left, and when to retry.
+func (l *Limiter) refusal(d strategy.Decision, retry int64) string {
+	var used []string
+	for i, st := range d.Rules {
+		if st.Remaining < 1 {
+			used = append(used, strconv.Quote(l.names[i])+" ("+strconv.Itoa(st.Rule.EffectiveLimit())+
+				" per "+windowText(st.Rule.EffectiveWindow())+")")
+		}
+	}
+	var b strings.Builder
+	switch len(used) {
+	case 0:
+		b.WriteString("The request exceeds the rate limit")
+	case 1:
+		b.WriteString("Rate limit " + used[0] + " is used up")
+	default:
+		b.WriteString("Rate limits " + strings.Join(used, ", ") + " are used up")
+	}
+	fmt.Fprintf(&b, "; retry after %d s.", retry)
+	return b.String()
+}

@@ -1,0 +1,107 @@
+package middleware
+
+import (
+	"net/http"
+)
+
+// ErrorPolicy says what the middleware does with a request when the store fails.
+type ErrorPolicy int
+
+const (
+	// FailClosed answers 503 Service Unavailable (with Retry-After: 1 and a problem details
+	// body) and does not call the wrapped handler. It is the zero value and the default: a
+	// limit that protects a server does not vanish silently while its store is down.
+	FailClosed ErrorPolicy = iota
+	// FailOpen passes the request to the wrapped handler, uncounted and without RateLimit
+	// fields: the server stays available while its store is down.
+	FailOpen
+)
+
+// KeyFunc returns the key a request is counted under. An error, or an empty key, is answered
+// 500 Internal Server Error (see the package comment).
+type KeyFunc func(r *http.Request) (string, error)
+
+// Option configures a Limiter; New reports invalid options.
+type Option func(*config)
+
+type config struct {
+	keyFunc       KeyFunc
+	keyHeader     string
+	ipv6Bits      int
+	proxyHeader   string
+	proxyRanges   []string
+	policy        ErrorPolicy
+	onError       func(*http.Request, error)
+	names         []string
+	problemType   string
+	instance      func(*http.Request) string
+	ipv6BitsSet   bool
+	trustedCalled bool
+}
+
+// WithKeyFunc makes f the only source of keys: WithKeyHeader, WithIPv6Prefix and
+// WithTrustedProxies cannot be combined with it (New says so).
+func WithKeyFunc(f KeyFunc) Option { return func(c *config) { c.keyFunc = f } }
+
+// WithKeyHeader counts a request under the value of header name (such as "X-Client-Key" or an
+// API-key header) when it is present and not empty, and under its client's address otherwise.
+// Header keys and address keys never collide: they are kept under different prefixes
+// ("key:" and "ip:").
+//
+// The header's value is taken as the client sends it: unless something in front of the
+// handler authenticates it, a client can change its key by changing the header.
+func WithKeyHeader(name string) Option { return func(c *config) { c.keyHeader = name } }
+
+// WithIPv6Prefix counts IPv6 clients by the first bits bits of their address (1 to 128), so
+// that the addresses of one /64 network, which a single host can rotate through, share one
+// key: WithIPv6Prefix(64). The default, 128, keys each address. IPv4 addresses (and
+// IPv4-mapped IPv6 addresses) are always keyed whole.
+func WithIPv6Prefix(bits int) Option {
+	return func(c *config) { c.ipv6Bits, c.ipv6BitsSet = bits, true }
+}
+
+// WithTrustedProxies lets header ("X-Forwarded-For" or "Forwarded") name the client when the
+// request comes from a trusted proxy: a peer whose address is in one of ranges (CIDR prefixes
+// such as "10.0.0.0/8" or single addresses). The client's address is then the rightmost
+// address in header that is not in ranges (github.com/realclientip/realclientip-go's
+// RightmostTrustedRangeStrategy); when the field names none (absent, or all trusted), the
+// peer's own address is used. Only the one field is read: a client cannot pass its own value
+// through a proxy that writes the other. ranges must list every proxy that appends to the
+// field.
+func WithTrustedProxies(header string, ranges ...string) Option {
+	return func(c *config) {
+		c.trustedCalled = true
+		c.proxyHeader = header
+		c.proxyRanges = append([]string(nil), ranges...)
+	}
+}
+
+// WithErrorPolicy sets what happens when the store fails (default FailClosed).
+func WithErrorPolicy(p ErrorPolicy) Option {
+	return func(c *config) { c.policy = p }
+}
+
+// WithErrorHandler makes f receive every store error and every key error, with the request
+// it happened to, before the response is written (under either ErrorPolicy). f runs on the
+// request's goroutine: keep it short.
+func WithErrorHandler(f func(r *http.Request, err error)) Option {
+	return func(c *config) { c.onError = f }
+}
+
+// WithPolicyNames names the strategy's rules in the RateLimit-Policy and RateLimit fields,
+// one name per rule in rule order. Names must be distinct and not empty. By default a rule
+// is named after its effective limit and window, "<limit>-per-<window>" ("60-per-60s",
+// "10-per-500ms"), with "-2", "-3", … added to tell equal names apart.
+func WithPolicyNames(names ...string) Option {
+	return func(c *config) { c.names = append([]string(nil), names...) }
+}
+
+// WithProblemType sets the type URI of the 429 problem details (RFC 9457 §3.1.1; default
+// "about:blank", whose title is the status phrase, "Too Many Requests").
+func WithProblemType(uri string) Option { return func(c *config) { c.problemType = uri } }
+
+// WithInstance sets how the instance member of problem details is derived from the request
+// (RFC 9457 §3.1.5; default the request's URL path, escaped).
+func WithInstance(f func(r *http.Request) string) Option {
+	return func(c *config) { c.instance = f }
+}
