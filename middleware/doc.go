@@ -1,6 +1,7 @@
 // Package middleware is net/http server middleware that limits the requests a server accepts,
 // per key, with a ratemonitor strategy (fixed window, token bucket or rolling window) kept in
-// a store that implements cache.Admitter (the memory store, the Redis store).
+// a store that implements cache.Admitter (the memory store, the SQLite store, the Redis store).
+// The wrapped handler finds the key and decision with FromContext.
 //
 // Each request is one attempt (n = 1) under every rule of the strategy, decided in one atomic
 // store call on the request's context. An admitted request goes to the wrapped handler; a

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 // allocations).
 type Limiter struct {
 	store       cache.Admitter
+	peek        cache.Store
 	strat       *strategy.Strategy
 	names       []string
 	policy      string // the RateLimit-Policy field's value
@@ -28,7 +30,7 @@ type Limiter struct {
 }
 
 // New returns a Limiter over store for the rules of s. store must implement cache.Admitter
-// (cache.Memory and the Redis store do) and accept s (cache.Validator); the store is not
+// (cache.Memory, the SQLite and the Redis stores do) and accept s (cache.Validator); the store is not
 // closed by the Limiter. New returns an error for a nil store or strategy, a store that cannot
 // admit, a strategy the store refuses or that cannot admit one request, and invalid options.
 func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, error) {
@@ -72,7 +74,7 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 	if err != nil {
 		return nil, fmt.Errorf("ratemonitor: middleware: policy names: %w", err)
 	}
-	l := &Limiter{store: adm, strat: s, names: names, policy: policy, keys: keys,
+	l := &Limiter{store: adm, peek: store, strat: s, names: names, policy: policy, keys: keys,
 		onErr: c.policy, onError: c.onError, problemType: c.problemType, instance: c.instance}
 	if l.problemType == "" {
 		l.problemType = "about:blank"
@@ -116,7 +118,7 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 		}
 		l.setRateLimit(w.Header(), d)
 		if d.Allowed {
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, Admission{Key: key, Decision: d})))
 			return
 		}
 		retry := seconds(d.RetryAfter)

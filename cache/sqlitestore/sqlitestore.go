@@ -106,6 +106,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("ratemonitor: sqlite store: create tables in %s: %w", path, err)
 	}
+	// SQLite lets one connection write at a time. With one connection per process, this
+	// process's operations queue in Go instead of in SQLite's busy handler, which sleeps and
+	// retries: measured on the demo service, twice the requests per second and a p99 of 19 ms
+	// instead of 122 ms. Other processes still wait through the busy timeout.
+	db.SetMaxOpenConns(1)
 	st := &Store{db: db, clock: opts.Clock, onPrune: opts.OnPruneError}
 	if opts.PruneEvery > 0 {
 		st.pruneEvery = uint64(opts.PruneEvery)
@@ -113,8 +118,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return st, nil
 }
 
-// DB returns the database the store uses, for reports and audit tables of one's own. Writing
-// to the store's tables through it voids the store's guarantees.
+// DB returns the database the store uses, for reports and audit tables of one's own. It has one
+// connection, shared with the store: do not hold a transaction or an open Rows across a call
+// to the store. Writing to the store's tables through it voids the store's guarantees.
 func (st *Store) DB() *sql.DB { return st.db }
 
 // Clock implements cache.Clocked.
