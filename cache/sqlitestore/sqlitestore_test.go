@@ -196,3 +196,20 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("prune after Close: %v", err)
 	}
 }
+
+// TestPragmas: the file is in WAL mode with the busy timeout asked for, so that processes can
+// share it.
+func TestPragmas(t *testing.T) {
+	st, _ := open(t, Options{BusyTimeout: 2500 * time.Millisecond})
+	var mode string
+	var busy int
+	if err := st.DB().QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DB().QueryRow(`PRAGMA busy_timeout`).Scan(&busy); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" || busy != 2500 {
+		t.Errorf("journal_mode %q, busy_timeout %d; want wal, 2500", mode, busy)
+	}
+}
