@@ -12,10 +12,11 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// Field names as written on the wire (draft-ietf-httpapi-ratelimit-headers; RFC 9110).
+// Field names (draft-ietf-httpapi-ratelimit-headers; RFC 9110) in Go's canonical form, so that
+// setting them needs no canonicalization per request. HTTP field names are case-insensitive.
 const (
-	fieldPolicy     = "RateLimit-Policy"
-	fieldRateLimit  = "RateLimit"
+	fieldPolicy     = "Ratelimit-Policy"
+	fieldRateLimit  = "Ratelimit"
 	fieldRetryAfter = "Retry-After"
 )
 
@@ -92,20 +93,35 @@ func policyField(rules []strategy.Rule, names []string) (string, error) {
 	return httpsfv.Marshal(l)
 }
 
+// memberNames serializes each policy name as an RFC 9651 String (quoted and escaped), once, so
+// that the RateLimit field can be built per request by appending integers.
+func memberNames(names []string) ([]string, error) {
+	out := make([]string, len(names))
+	for i, n := range names {
+		v, err := httpsfv.Marshal(httpsfv.NewItem(n))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 // setRateLimit writes the RateLimit field for d: one member "<name>";r=<remaining>;t=<reset in
-// seconds, rounded up> per rule.
+// seconds, rounded up> per rule. r and t are RFC 9651 Integers (at most 15 digits): remaining
+// is below 2^31 and a reset at most strategy.MaxWindow, about 3·10^8 s.
 func (l *Limiter) setRateLimit(h http.Header, d strategy.Decision) {
-	list := make(httpsfv.List, len(d.Rules))
+	b := make([]byte, 0, 32*len(d.Rules))
 	for i, st := range d.Rules {
-		it := httpsfv.NewItem(l.names[i])
-		it.Params.Add("r", int64(max(0, st.Remaining)))
-		it.Params.Add("t", seconds(st.Reset))
-		list[i] = it
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, l.members[i]...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, int64(max(0, st.Remaining)), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, seconds(st.Reset), 10)
 	}
-	v, err := httpsfv.Marshal(list)
-	if err != nil {
-		return // names were checked by New, integers are in range: cannot happen
-	}
-	h.Set(fieldPolicy, l.policy)
-	h.Set(fieldRateLimit, v)
+	h[fieldPolicy] = []string{l.policy} // a slice of its own: handlers may change it
+	h[fieldRateLimit] = []string{string(b)}
 }

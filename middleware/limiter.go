@@ -21,7 +21,8 @@ type Limiter struct {
 	peek        cache.Store
 	strat       *strategy.Strategy
 	names       []string
-	policy      string // the RateLimit-Policy field's value
+	members     []string // names serialized as RFC 9651 Strings
+	policy      string   // the RateLimit-Policy field's value
 	keys        *keyer
 	onErr       ErrorPolicy
 	onError     func(*http.Request, error)
@@ -74,7 +75,12 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 	if err != nil {
 		return nil, fmt.Errorf("ratemonitor: middleware: policy names: %w", err)
 	}
-	l := &Limiter{store: adm, peek: store, strat: s, names: names, policy: policy, keys: keys,
+	members, err := memberNames(names)
+	if err != nil {
+		return nil, fmt.Errorf("ratemonitor: middleware: policy names: %w", err)
+	}
+	l := &Limiter{store: adm, peek: store, strat: s, names: names, members: members, policy: policy,
+		keys:  keys,
 		onErr: c.policy, onError: c.onError, problemType: c.problemType, instance: c.instance}
 	if l.problemType == "" {
 		l.problemType = "about:blank"
