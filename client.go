@@ -89,6 +89,8 @@ type Transport struct {
 	sync     *SyncConfig // WithSync
 }
 
+var errTwoStrategies = errors.New("ratemonitor: WithRules or WithStrategy given twice: give the rules once")
+
 // Option configures New.
 type Option func(*Transport) error
 
@@ -96,17 +98,24 @@ type Option func(*Transport) error
 // rule is invalid (see strategy.Rule.Validate).
 func WithRules(rules ...strategy.Rule) Option {
 	return func(t *Transport) error {
+		if t.strat != nil {
+			return errTwoStrategies
+		}
 		s, err := rollingwindow.New(rules...)
 		t.strat = s
 		return err
 	}
 }
 
-// WithStrategy sets a ready-made layered strategy, as an alternative to WithRules.
+// WithStrategy sets a ready-made layered strategy, as an alternative to WithRules: the way to
+// pace under the fixed window (fixedwindow.New) or the token bucket (tokenbucket.New).
 func WithStrategy(s *strategy.Strategy) Option {
 	return func(t *Transport) error {
 		if s == nil {
 			return errors.New("ratemonitor: WithStrategy(nil)")
+		}
+		if t.strat != nil {
+			return errTwoStrategies
 		}
 		t.strat = s
 		return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -326,12 +327,14 @@ func TestStoreFailure(t *testing.T) {
 
 func TestNewErrors(t *testing.T) {
 	cases := map[string][]Option{
-		"no rules":     nil,
-		"invalid rule": {WithRules(strategy.Rule{Limit: 0, Window: time.Minute})},
-		"nil store":    {WithRules(minute), WithStore(nil)},
-		"nil key func": {WithRules(minute), WithKeyFunc(nil)},
-		"nil clock":    {WithRules(minute), WithClock(nil)},
-		"bad policy":   {WithRules(minute), WithErrorPolicy(7)},
+		"no rules":             nil,
+		"invalid rule":         {WithRules(strategy.Rule{Limit: 0, Window: time.Minute})},
+		"nil store":            {WithRules(minute), WithStore(nil)},
+		"nil key func":         {WithRules(minute), WithKeyFunc(nil)},
+		"nil clock":            {WithRules(minute), WithClock(nil)},
+		"bad policy":           {WithRules(minute), WithErrorPolicy(7)},
+		"rules twice":          {WithRules(minute), WithRules(minute)},
+		"rules and a strategy": {WithRules(minute), WithStrategy(mustFixed(minute))},
 	}
 	for name, opts := range cases {
 		if tr, err := New(nil, opts...); err == nil {
@@ -396,4 +399,12 @@ func TestWaitCancelledContext(t *testing.T) {
 	if err := tr.Wait(ctx, "k", 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("Wait with a cancelled context and room: %v", err)
 	}
+}
+
+func mustFixed(r strategy.Rule) *strategy.Strategy {
+	s, err := fixedwindow.New(r)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

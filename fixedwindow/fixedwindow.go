@@ -35,7 +35,7 @@ func (Algorithm) NewCounter(r strategy.Rule) strategy.Counter { return NewCounte
 func (Algorithm) CountsRefused() bool { return true }
 
 // New layers rules under the fixed window. Errors are strategy.New's: ErrNoRules, or one
-// wrapping ErrInvalidRule. Granularity plays no part in a fixed window.
+// wrapping ErrInvalidRule. Granularity plays no part in a fixed window and is not checked.
 func New(rules ...strategy.Rule) (*strategy.Strategy, error) {
 	return strategy.New(Algorithm{}, rules...)
 }
@@ -156,3 +156,7 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
+
+// UsesGranularity reports false: rules need not be whole multiples of a granularity, which this
+// algorithm ignores.
+func (Algorithm) UsesGranularity() bool { return false }

@@ -220,3 +220,21 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Errorf("start = %v, want 1020 s", start)
 	}
 }
+
+// TestAnyWindow: the fixed window ignores granularity, so windows need not be whole seconds.
+func TestAnyWindow(t *testing.T) {
+	s, err := New(strategy.Rule{Limit: 3, Window: 1500 * time.Millisecond}, strategy.Rule{Limit: 5, Window: 90 * time.Second, Margin: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := s.NewCounters()
+	d, _ := s.Admit(cs, sec(1.2), 1)
+	if !d.Allowed || d.Rules[0].Reset != 300*time.Millisecond || d.Rules[1].Reset != 89300*time.Millisecond {
+		t.Errorf("%+v; want resets at 1.5 s and 90.5 s", d)
+	}
+	for _, r := range []strategy.Rule{{Limit: 1, Window: 0}, {Limit: 1, Window: -time.Second}} {
+		if _, err := New(r); !errors.Is(err, strategy.ErrInvalidRule) {
+			t.Errorf("window %v: %v", r.Window, err)
+		}
+	}
+}

@@ -38,6 +38,13 @@ type RefusedCounter interface {
 	CountsRefused() bool
 }
 
+// GranularityUser is implemented by algorithms that may not group requests in time buckets:
+// when UsesGranularity reports false (the fixed window, the token bucket), New does not check a
+// rule's Granularity against its window, and the algorithm ignores it.
+type GranularityUser interface {
+	UsesGranularity() bool
+}
+
 // RuleChecker is implemented by algorithms that accept fewer rules than Rule.Validate does
 // (the token bucket bounds Limit × Window); New calls it for every rule.
 type RuleChecker interface {

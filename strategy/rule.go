@@ -48,10 +48,28 @@ type Rule struct {
 // Validate reports whether r can be enforced. The error wraps ErrInvalidRule and names the
 // field at fault.
 func (r Rule) Validate() error {
+	if err := r.validateBase(); err != nil {
+		return err
+	}
 	g := r.Bucket()
+	switch {
+	case r.Window < g:
+		return fmt.Errorf("%w %s: window %v is shorter than the granularity %v", ErrInvalidRule, r, r.Window, g)
+	case r.EffectiveWindow()%g != 0:
+		return fmt.Errorf("%w %s: window+margin %v is not a whole multiple of the granularity %v",
+			ErrInvalidRule, r, r.EffectiveWindow(), g)
+	}
+	return nil
+}
+
+// validateBase checks what every algorithm needs, granularity aside: a limit, a positive window
+// within MaxWindow, and sane margin and headroom.
+func (r Rule) validateBase() error {
 	switch {
 	case r.Limit < 1:
 		return fmt.Errorf("%w %s: limit is %d, it must be at least 1", ErrInvalidRule, r, r.Limit)
+	case r.Window <= 0:
+		return fmt.Errorf("%w %s: window %v must be positive", ErrInvalidRule, r, r.Window)
 	case r.Granularity < 0:
 		return fmt.Errorf("%w %s: granularity %v is negative", ErrInvalidRule, r, r.Granularity)
 	case r.Margin < 0:
@@ -61,11 +79,6 @@ func (r Rule) Validate() error {
 			ErrInvalidRule, r, r.Headroom, r.Limit)
 	case r.Window > MaxWindow || r.Margin > MaxWindow || r.EffectiveWindow() > MaxWindow:
 		return fmt.Errorf("%w %s: window+margin is longer than %v", ErrInvalidRule, r, MaxWindow)
-	case r.Window < g:
-		return fmt.Errorf("%w %s: window %v is shorter than the granularity %v", ErrInvalidRule, r, r.Window, g)
-	case r.EffectiveWindow()%g != 0:
-		return fmt.Errorf("%w %s: window+margin %v is not a whole multiple of the granularity %v",
-			ErrInvalidRule, r, r.EffectiveWindow(), g)
 	}
 	return nil
 }

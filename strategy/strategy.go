@@ -111,8 +111,9 @@ type Strategy struct {
 }
 
 // New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
-// error wrapping ErrInvalidRule for the first invalid one (Rule.Validate, then the algorithm's
-// own RuleChecker when it has one).
+// error wrapping ErrInvalidRule for the first invalid one (Rule.Validate, without the
+// granularity checks for an algorithm that does not use it, then the algorithm's own
+// RuleChecker when it has one).
 func New(alg Algorithm, rules ...Rule) (*Strategy, error) {
 	if alg == nil {
 		return nil, errors.New("strategy: nil Algorithm")
@@ -122,7 +123,11 @@ func New(alg Algorithm, rules ...Rule) (*Strategy, error) {
 	}
 	s := &Strategy{alg: alg, rules: append([]Rule(nil), rules...)}
 	for i, r := range s.rules {
-		if err := r.Validate(); err != nil {
+		validate := r.Validate
+		if g, ok := alg.(GranularityUser); ok && !g.UsesGranularity() {
+			validate = r.validateBase
+		}
+		if err := validate(); err != nil {
 			return nil, err
 		}
 		if rc, ok := alg.(RuleChecker); ok {

@@ -57,9 +57,10 @@ func New(rules ...strategy.Rule) (*strategy.Strategy, error) {
 }
 
 // Rule returns the rule for a bucket of capacity tokens refilled at ratePerSecond tokens per
-// second: Limit = capacity, Window = capacity / ratePerSecond rounded up to the nanosecond (so
-// the refill is never faster than asked), and Granularity = Window, which the token bucket does
-// not use. It returns an error wrapping strategy.ErrInvalidRule when capacity < 1, the rate is
+// second: Limit = capacity and Window = capacity / ratePerSecond rounded up to the nanosecond
+// (so the refill is never faster than asked). Layer it with New, or pass it to
+// ratemonitor.WithStrategy through New; ratemonitor.WithRules would make it a rolling window.
+// It returns an error wrapping strategy.ErrInvalidRule when capacity < 1, the rate is
 // not positive and finite, or the rule is out of range.
 func Rule(capacity int, ratePerSecond float64) (strategy.Rule, error) {
 	if capacity < 1 || !(ratePerSecond > 0) || math.IsInf(ratePerSecond, 1) {
@@ -71,11 +72,11 @@ func Rule(capacity int, ratePerSecond float64) (strategy.Rule, error) {
 		return strategy.Rule{}, fmt.Errorf("%w: token bucket capacity %d refilled at %v per second takes longer than %v to fill",
 			strategy.ErrInvalidRule, capacity, ratePerSecond, strategy.MaxWindow)
 	}
-	r := strategy.Rule{Limit: capacity, Window: time.Duration(w), Granularity: time.Duration(w)}
-	if err := r.Validate(); err != nil {
+	r := strategy.Rule{Limit: capacity, Window: time.Duration(w)}
+	if _, err := New(r); err != nil {
 		return strategy.Rule{}, err
 	}
-	return r, Algorithm{}.CheckRule(r)
+	return r, nil
 }
 
 // Bucket is the token-bucket strategy.Counter for one rule and one key. The zero Bucket is not
@@ -218,3 +219,7 @@ func satAdd(a, n, w int64) int64 {
 	}
 	return a + n*w
 }
+
+// UsesGranularity reports false: rules need not be whole multiples of a granularity, which this
+// algorithm ignores.
+func (Algorithm) UsesGranularity() bool { return false }

@@ -203,3 +203,19 @@ func TestInvalid(t *testing.T) {
 		t.Errorf("burst 11: %v", err)
 	}
 }
+
+// TestAnyWindow: the token bucket ignores granularity, so windows need not be whole seconds.
+func TestAnyWindow(t *testing.T) {
+	s, err := New(strategy.Rule{Limit: 3, Window: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := s.NewCounters()
+	s.Record(cs, sec(0), 3)
+	if snap, _ := s.Peek(cs, sec(0), 1); snap.Wait != 500*time.Millisecond {
+		t.Errorf("wait = %v, want 500ms (3 tokens per 1.5 s)", snap.Wait)
+	}
+	if r, err := Rule(5, 3); err != nil || r.Granularity != 0 {
+		t.Errorf("Rule(5, 3) = %+v, %v; want no granularity", r, err)
+	}
+}
