@@ -119,6 +119,8 @@ func TestNewErrors(t *testing.T) {
 		{"ipv6 prefix 0", mem, s, []Option{WithIPv6Prefix(0)}},
 		{"ipv6 prefix 129", mem, s, []Option{WithIPv6Prefix(129)}},
 		{"key func and header", mem, s, []Option{WithKeyHeader("X-Key"), WithKeyFunc(func(*http.Request) (string, error) { return "k", nil })}},
+		{"empty key header", mem, s, []Option{WithKeyHeader("")}},
+		{"key header with a space", mem, s, []Option{WithKeyHeader("X Client")}},
 		{"names count", mem, s, []Option{WithPolicyNames("a", "b")}},
 		{"empty name", mem, s, []Option{WithPolicyNames("")}},
 		{"name not ascii", mem, s, []Option{WithPolicyNames("débit")}},

@@ -32,7 +32,10 @@ type keyer struct {
 
 func newKeyer(c *config) (*keyer, error) {
 	k := &keyer{custom: c.keyFunc, ipv6Bits: 128}
-	if c.keyFunc != nil && (c.keyHeader != "" || c.ipv6BitsSet || c.trustedCalled) {
+	if c.keyHeaderSet && !isToken(c.keyHeader) {
+		return nil, fmt.Errorf("ratemonitor: middleware: WithKeyHeader(%q): not a header field name", c.keyHeader)
+	}
+	if c.keyFunc != nil && (c.keyHeaderSet || c.ipv6BitsSet || c.trustedCalled) {
 		return nil, errors.New("ratemonitor: middleware: WithKeyFunc cannot be combined with WithKeyHeader, WithIPv6Prefix or WithTrustedProxies")
 	}
 	if c.keyHeader != "" {
@@ -135,4 +138,20 @@ func parseAddr(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return ip.WithZone("").Unmap(), true
+}
+
+// isToken reports whether s is an RFC 9110 token (§5.6.2), as a field name must be.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -47,7 +47,7 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 	}
 	if v, ok := store.(cache.Validator); ok {
 		if err := v.Validate(s); err != nil {
-			return nil, fmt.Errorf("ratemonitor: middleware: %w", err)
+			return nil, err // the store's error says which store and rule
 		}
 	}
 	if err := s.CheckBurst(1); err != nil {

@@ -27,6 +27,7 @@ type Option func(*config)
 type config struct {
 	keyFunc       KeyFunc
 	keyHeader     string
+	keyHeaderSet  bool
 	ipv6Bits      int
 	proxyHeader   string
 	proxyRanges   []string
@@ -50,7 +51,9 @@ func WithKeyFunc(f KeyFunc) Option { return func(c *config) { c.keyFunc = f } }
 //
 // The header's value is taken as the client sends it: unless something in front of the
 // handler authenticates it, a client can change its key by changing the header.
-func WithKeyHeader(name string) Option { return func(c *config) { c.keyHeader = name } }
+func WithKeyHeader(name string) Option {
+	return func(c *config) { c.keyHeader, c.keyHeaderSet = name, true }
+}
 
 // WithIPv6Prefix counts IPv6 clients by the first bits bits of their address (1 to 128), so
 // that the addresses of one /64 network, which a single host can rotate through, share one

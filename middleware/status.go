@@ -33,8 +33,9 @@ func (l *Limiter) Key(r *http.Request) (string, error) { return l.keys.key(r) }
 // never take an address's allocation.
 func HeaderKey(v string) string { return prefixKey + v }
 
-// Status returns key's usage per rule, in rule order, without counting anything: the store's
-// Peek. Errors are the store's.
+// Status returns key's usage per rule, in rule order, and in Snapshot.Wait how long until one
+// more request would be admitted, without counting anything: the store's Peek. Errors are the
+// store's.
 func (l *Limiter) Status(ctx context.Context, key string) (strategy.Snapshot, error) {
-	return l.peek.Peek(ctx, l.strat, key, 0)
+	return l.peek.Peek(ctx, l.strat, key, 1)
 }

@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,7 +32,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stderr); errors.Is(err, flag.ErrHelp) {
+		return
+	} else if err != nil {
 		fmt.Fprintln(os.Stderr, "ratelimitd:", err)
 		os.Exit(1)
 	}
@@ -60,7 +63,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the log says which)")
 	fs.IntVar(&c.limit, "limit", 60, "requests allowed per window and key (the token bucket's capacity)")
 	fs.DurationVar(&c.window, "window", defaultWindow, "window length, e.g. 1m or 24h (the token bucket's time to refill from empty)")
-	fs.DurationVar(&c.granularity, "granularity", 0, "rolling window bucket width; 0 picks 1s, or window/1000 for windows over 1000s")
+	fs.DurationVar(&c.granularity, "granularity", 0, "rolling window only: bucket width; 0 picks 1s, or window/1000 for windows over 1000s")
 	fs.StringVar(&c.strategy, "strategy", "fixedwindow", "fixedwindow, rollingwindow or tokenbucket")
 	fs.StringVar(&c.store, "store", "memory", "where counts live: memory, sqlite (the -db file) or redis (-redis)")
 	fs.StringVar(&c.db, "db", "ratelimitd.db", "SQLite file for the api_calls audit table, and for the counts with -store sqlite")

@@ -219,12 +219,12 @@ func TestService(t *testing.T) {
 			}
 			for range 2 { // /status does not count
 				st := s.status(t, "?key=alice")
-				if st.Key != "key:alice" || st.Strategy != c.strategy || len(st.Rules) != 1 ||
+				if st.Key != "key:alice" || st.Strategy != c.strategy || len(st.Rules) != 1 || math.Abs(float64(st.RetryAfter-int64(retry))) > 2 ||
 					st.Rules[0].Used != c.usedAfter || st.Rules[0].Remaining != 0 || st.Rules[0].Limit != 5 {
 					t.Errorf("status of alice: %+v, want used %d", st, c.usedAfter)
 				}
 			}
-			if st := s.status(t, ""); st.Key != "ip:127.0.0.1" || st.Rules[0].Used != 0 {
+			if st := s.status(t, ""); st.Key != "ip:127.0.0.1" || st.Rules[0].Used != 0 || st.RetryAfter != 0 {
 				t.Errorf("own status: %+v, want ip:127.0.0.1 unused", st)
 			}
 			if resp, _ := s.get(t, "/ping", ""); resp.StatusCode != http.StatusOK {
@@ -250,14 +250,27 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-limit", "0"}, "-limit 0 -window 1m0s: invalid rule"},
 		{[]string{"-window", "1500ms", "-strategy", "rollingwindow"}, "not a whole multiple of the granularity"},
 		{[]string{"-store", "sqlite", "-window", "1500ms"}, "a fixed window here must be whole seconds"},
+		{[]string{"-strategy", "tokenbucket", "-limit", "1000000000", "-window", "24h"}, "a token bucket needs limit × window ≤ 2^62 ns"},
 		{[]string{"-store", "redis", "-redis", "127.0.0.1:1"}, "cannot reach Redis at 127.0.0.1:1"},
 		{[]string{"-db", ""}, "-db is empty"},
+		{[]string{"-key-header", ""}, "-key-header is empty"},
+		{[]string{"-trusted-proxies", "10.0.0.0/8,notanip"}, `-trusted-proxies: "notanip" is neither an address nor a CIDR range`},
+		{[]string{"-granularity", "7s"}, "-granularity applies to -strategy rollingwindow only"},
+		{[]string{"-window", "-1s"}, "window -1s must be positive"},
 		{[]string{"extra"}, "unexpected arguments"},
 	} {
 		out, err := exec.Command(binary, append([]string{"-addr", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "x.db")}, c.args...)...).CombinedOutput()
 		if code := exitCode(err); code != 1 || !strings.Contains(string(out), c.want) {
 			t.Errorf("%v: exit %d, output %q; want exit 1 and %q", c.args, code, out, c.want)
 		}
+	}
+}
+
+// TestHelp: -h prints the flags and exits 0.
+func TestHelp(t *testing.T) {
+	out, err := exec.Command(binary, "-h").CombinedOutput()
+	if exitCode(err) != 0 || !strings.Contains(string(out), "-strategy string") {
+		t.Errorf("-h: %v\n%s", err, out)
 	}
 }
 

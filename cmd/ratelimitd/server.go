@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -42,16 +43,41 @@ func (c config) check() error {
 	if c.db == "" {
 		return errors.New("-db is empty: the api_calls audit table needs a SQLite file")
 	}
+	if c.keyHeader == "" {
+		return errors.New("-key-header is empty: name the header that identifies a client, e.g. X-Client-Key")
+	}
+	if c.granularity != 0 && c.strategy != "rollingwindow" {
+		return fmt.Errorf("-granularity applies to -strategy rollingwindow only, not %s", c.strategy)
+	}
+	for _, p := range c.proxies() {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				return fmt.Errorf("-trusted-proxies: %q is neither an address nor a CIDR range", p)
+			}
+		}
+	}
 	_, err := c.rules()
 	return err
+}
+
+// proxies returns the trusted proxies, trimmed.
+func (c config) proxies() []string {
+	if strings.TrimSpace(c.trusted) == "" {
+		return nil
+	}
+	ps := strings.Split(c.trusted, ",")
+	for i := range ps {
+		ps[i] = strings.TrimSpace(ps[i])
+	}
+	return ps
 }
 
 // rules returns the strategy the flags describe.
 func (c config) rules() (*strategy.Strategy, error) {
 	r := strategy.Rule{Limit: c.limit, Window: c.window}
 	switch {
-	case c.strategy == "tokenbucket" || c.strategy == "fixedwindow":
-		r.Granularity = c.window // granularity plays no part in these; any window is fine
+	case c.strategy != "rollingwindow":
+		// The fixed window and the token bucket take any window.
 	case c.granularity != 0:
 		r.Granularity = c.granularity
 	case c.window > 1000*time.Second && c.window%1000 == 0:
@@ -126,7 +152,7 @@ func newServer(ctx context.Context, cfg config, log *slog.Logger) (_ *server, er
 		srv.store = sq
 	case "redis":
 		// The store refuses a client that retries: a script that may have run is never replayed.
-		client := redis.NewClient(&redis.Options{Addr: cfg.redis, MaxRetries: -1, ContextTimeoutEnabled: true})
+		client := redis.NewClient(&redis.Options{Addr: cfg.redis, MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1})
 		srv.closers = append(srv.closers, client.Close)
 		if err := client.Ping(ctx).Err(); err != nil {
 			return nil, fmt.Errorf("-store redis: cannot reach Redis at %s: %w", cfg.redis, err)
@@ -143,9 +169,10 @@ func newServer(ctx context.Context, cfg config, log *slog.Logger) (_ *server, er
 			log.Error("rate limiter", "path", r.URL.Path, "err", err)
 		}),
 	}
-	if cfg.trusted != "" {
-		opts = append(opts, middleware.WithTrustedProxies("X-Forwarded-For", strings.Split(cfg.trusted, ",")...))
+	if ps := cfg.proxies(); ps != nil {
+		opts = append(opts, middleware.WithTrustedProxies("X-Forwarded-For", ps...))
 	}
+	// New refuses, e.g., a strategy the store cannot hold: the error names the flags at fault.
 	if srv.limiter, err = middleware.New(srv.store, s, opts...); err != nil {
 		return nil, fmt.Errorf("-store %s -strategy %s: %w", cfg.store, cfg.strategy, err)
 	}
@@ -203,9 +230,12 @@ func (srv *server) ping(w http.ResponseWriter, r *http.Request) {
 
 // statusBody is GET /status's answer.
 type statusBody struct {
-	Key      string       `json:"key"`
-	Strategy string       `json:"strategy"`
-	Rules    []ruleStatus `json:"rules"`
+	Key      string `json:"key"`
+	Strategy string `json:"strategy"`
+	// RetryAfter is how long until one more call would be admitted, in whole seconds rounded
+	// up, as a 429's Retry-After would say; 0 when one would be admitted now.
+	RetryAfter int64        `json:"retry_after_seconds"`
+	Rules      []ruleStatus `json:"rules"`
 }
 
 type ruleStatus struct {
@@ -234,7 +264,7 @@ func (srv *server) status(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the rate-limit store is unavailable", http.StatusServiceUnavailable)
 		return
 	}
-	body := statusBody{Key: key, Strategy: srv.cfg.strategy}
+	body := statusBody{Key: key, Strategy: srv.cfg.strategy, RetryAfter: int64((snap.Wait + time.Second - 1) / time.Second)}
 	for _, u := range snap.Usage {
 		body.Rules = append(body.Rules, ruleStatus{Rule: fmt.Sprintf("%d/%v", u.Rule.Limit, u.Rule.Window),
 			Limit: u.Rule.EffectiveLimit(), WindowSeconds: u.Rule.EffectiveWindow().Seconds(), Used: u.Used, Remaining: u.Remaining})
