@@ -20,7 +20,10 @@
 //	RateLimit-Policy: "3-per-10s";q=3;w=10
 //	RateLimit: "3-per-10s";r=0;t=9
 //
-// which headers.ParseIETF reads back.
+// which headers.ParseIETF reads back. q is the rule's effective limit and w its effective
+// window in seconds, rounded up; r is what remains and t the seconds until the whole limit is
+// available again, rounded up. Under the token bucket q is the capacity and w the time to
+// refill from empty, so a client that finds the bucket full can send up to 2·q in the first w.
 //
 // # Keys
 //
