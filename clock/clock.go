@@ -43,6 +43,17 @@ func (monotonic) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+type wall struct{ monotonic }
+
+// Wall returns the host's wall clock (time.Now without its monotonic reading): what every
+// process on a host agrees on, for stores that several processes share without a clock of
+// their own (the SQLite store). It follows the system clock's steps, backwards too; the
+// strategies never let a key's time go backwards, so a step back only delays answers. Sleep
+// is the monotonic clock's.
+func Wall() Clock { return wall{} }
+
+func (wall) Now() time.Time { return time.Now().Round(0) }
+
 // Manual is a Clock that moves only when told to, for tests. With Auto set, Sleep moves the clock
 // forward by the duration asked for and returns at once (simulated time); otherwise Sleep
 // blocks until Advance or Set reaches its deadline.

@@ -121,7 +121,7 @@ func TestLayered(t *testing.T) {
 	}{
 		{60.1, true, 0, [2]int{1, 1}},
 		{60.2, true, 0, [2]int{2, 2}},
-		{60.3, false, 700 * time.Millisecond, [2]int{3, 3}},
+		{60.3, false, 59700 * time.Millisecond, [2]int{3, 3}},
 		// The second has room, but the minute rule is at 3 (the refused attempt counted).
 		{61, false, 59 * time.Second, [2]int{1, 4}},
 	}

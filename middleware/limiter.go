@@ -112,6 +112,12 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		d, err := l.store.Admit(r.Context(), l.strat, key, 1)
+		if err != nil && r.Context().Err() != nil {
+			// the client has gone (or the server is shutting down): not a store failure,
+			// and never a reason to run the handler uncounted
+			writeProblem(w, l.problem(r, http.StatusServiceUnavailable, "The request was cancelled."), -1)
+			return
+		}
 		if err != nil {
 			l.report(r, fmt.Errorf("ratemonitor: middleware: store: %w", err))
 			if l.onErr == FailOpen {

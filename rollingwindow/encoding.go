@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // logFormat is the first byte of an encoded Log, so that a later layout can be told apart.
@@ -70,6 +71,9 @@ func (l *Log) UnmarshalBinary(data []byte) error {
 		ring[i] = bucket{index: v[0], latest: v[1], count: v[2]}
 		if v[2] < 0 || i > 0 && v[0] <= ring[i-1].index {
 			return bad("buckets out of order or negative")
+		}
+		if v[2] > math.MaxInt64-total {
+			return bad("counts overflow")
 		}
 		total += v[2]
 	}

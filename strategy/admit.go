@@ -64,6 +64,10 @@ func (s *Strategy) Admit(cs []Counter, now time.Time, n int) (Decision, error) {
 	d.Allowed = d.RetryAfter == 0
 	if rc, ok := s.alg.(RefusedCounter); d.Allowed || ok && rc.CountsRefused() {
 		s.Record(cs, now, n)
+		if !d.Allowed {
+			// the refused attempt counts too: the next one waits for every rule it filled
+			d.RetryAfter = s.Wait(cs, now, n)
+		}
 	}
 	d.Rules = s.States(cs, now)
 	return d, nil

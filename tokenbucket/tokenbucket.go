@@ -14,6 +14,7 @@ package tokenbucket
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"time"
 
@@ -67,12 +68,20 @@ func Rule(capacity int, ratePerSecond float64) (strategy.Rule, error) {
 		return strategy.Rule{}, fmt.Errorf("%w: token bucket capacity %d and refill rate %v per second: want capacity ≥ 1 and a positive rate",
 			strategy.ErrInvalidRule, capacity, ratePerSecond)
 	}
-	w := math.Ceil(float64(capacity) / ratePerSecond * 1e9)
-	if w > float64(strategy.MaxWindow) {
+	// capacity·10⁹/rate, rounded up exactly: rate is a float64, which big.Rat holds exactly, and
+	// float division would round twice.
+	q := new(big.Rat).SetInt(new(big.Int).Mul(big.NewInt(int64(capacity)), big.NewInt(1e9)))
+	q.Quo(q, new(big.Rat).SetFloat64(ratePerSecond))
+	num, den := q.Num(), q.Denom()
+	wi, rem := new(big.Int).QuoRem(num, den, new(big.Int))
+	if rem.Sign() != 0 {
+		wi.Add(wi, big.NewInt(1))
+	}
+	if !wi.IsInt64() || wi.Int64() > int64(strategy.MaxWindow) {
 		return strategy.Rule{}, fmt.Errorf("%w: token bucket capacity %d refilled at %v per second takes longer than %v to fill",
 			strategy.ErrInvalidRule, capacity, ratePerSecond, strategy.MaxWindow)
 	}
-	r := strategy.Rule{Limit: capacity, Window: time.Duration(w)}
+	r := strategy.Rule{Limit: capacity, Window: time.Duration(wi.Int64())}
 	if _, err := New(r); err != nil {
 		return strategy.Rule{}, err
 	}

@@ -130,12 +130,20 @@ func (st *Store) fixedAdmit(ctx context.Context, s *strategy.Strategy, key strin
 		return strategy.Decision{}, err
 	}
 	d := strategy.Decision{At: now, Rules: s.States(cs, now)}
+	d.Allowed = true
 	for _, r := range d.Rules {
 		if r.Used > r.Rule.EffectiveLimit() {
-			d.RetryAfter = max(d.RetryAfter, r.Reset)
+			d.Allowed = false
 		}
 	}
-	d.Allowed = d.RetryAfter == 0
+	if !d.Allowed {
+		// the refused attempt is counted: the next one waits for every rule it cannot fit
+		for _, r := range d.Rules {
+			if r.Used+n > r.Rule.EffectiveLimit() {
+				d.RetryAfter = max(d.RetryAfter, r.Reset)
+			}
+		}
+	}
 	return d, nil
 }
 

@@ -18,3 +18,5 @@ CREATE TABLE IF NOT EXISTS rate_limit_state (
 	expires_at INTEGER NOT NULL,
 	PRIMARY KEY (key, counter)
 );
+
+CREATE INDEX IF NOT EXISTS rate_limit_state_expires ON rate_limit_state (expires_at);

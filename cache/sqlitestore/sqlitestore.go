@@ -44,8 +44,10 @@ const (
 
 // Options configures Open. The zero value gives the defaults.
 type Options struct {
-	// Clock is where instants come from; clock.Real() when nil. Processes sharing a file
-	// should all use the host's clock.
+	// Clock is where instants come from; clock.Wall() when nil, the host's wall clock, which
+	// every process sharing the file reads alike. (A process's monotonic clock, clock.Real(),
+	// is anchored at its start, so two processes' clocks could differ by any wall-clock step
+	// between their starts.)
 	Clock clock.Clock
 	// BusyTimeout is how long an operation waits for another connection's write lock before it
 	// fails with SQLITE_BUSY; DefaultBusyTimeout (10 s) when zero.
@@ -53,18 +55,23 @@ type Options struct {
 	// PruneEvery is how many writes pass between two calls of PruneExpired from this Store;
 	// DefaultPruneEvery when zero, never when negative.
 	PruneEvery int
-	// OnPruneError is called with the error of a sampled PruneExpired; nil ignores it (the
-	// write that triggered it has succeeded either way).
-	OnPruneError func(error)
+	// OnError hears of failures that do not fail an operation: a sampled PruneExpired that
+	// failed (the write that triggered it has succeeded), and an encoded state that did not
+	// decode (see Store). nil ignores them.
+	OnError func(error)
 }
 
 // Store is a cache.Store and cache.Admitter in a SQLite file. It is safe for concurrent use,
 // and by several processes on one host. Make one with Open; the zero Store is not usable.
+//
+// An encoded state that does not decode (a row written by hand, a damaged file) is reported to
+// Options.OnError and replaced by an empty counter, which the operation then writes back: the
+// key loses what the row held instead of failing every operation until an operator deletes it.
 type Store struct {
 	db         *sql.DB
 	clock      clock.Clock
 	pruneEvery uint64
-	onPrune    func(error)
+	onError    func(error)
 	writes     atomic.Uint64
 	closed     atomic.Bool
 	valid      sync.Map // *strategy.Strategy -> error from validate
@@ -85,7 +92,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("ratemonitor: sqlite store: want a file path, got %q", path)
 	}
 	if opts.Clock == nil {
-		opts.Clock = clock.Real()
+		opts.Clock = clock.Wall()
 	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = DefaultBusyTimeout
@@ -111,7 +118,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// retries: measured on the demo service, twice the requests per second and a p99 of 19 ms
 	// instead of 122 ms. Other processes still wait through the busy timeout.
 	db.SetMaxOpenConns(1)
-	st := &Store{db: db, clock: opts.Clock, onPrune: opts.OnPruneError}
+	st := &Store{db: db, clock: opts.Clock, onError: opts.OnError}
 	if opts.PruneEvery > 0 {
 		st.pruneEvery = uint64(opts.PruneEvery)
 	}
@@ -271,8 +278,16 @@ func (st *Store) wrote(ctx context.Context) {
 	if st.pruneEvery == 0 || st.writes.Add(1)%st.pruneEvery != 0 {
 		return
 	}
-	if _, err := st.PruneExpired(ctx); err != nil && st.onPrune != nil {
-		st.onPrune(err)
+	// The prune is the store's chore, not the caller's: a caller that gives up must not
+	// cut it short.
+	if _, err := st.PruneExpired(context.WithoutCancel(ctx)); err != nil {
+		st.report(err)
+	}
+}
+
+func (st *Store) report(err error) {
+	if st.onError != nil {
+		st.onError(err)
 	}
 }
 

@@ -147,6 +147,7 @@ func TestPruneSampled(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	var reported []error
 	ctx := context.Background()
 	for _, p := range []string{"", ":memory:"} {
 		if _, err := Open(ctx, p, Options{}); err == nil || !strings.Contains(err.Error(), "file path") {
@@ -156,7 +157,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := Open(ctx, filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"), Options{}); err == nil {
 		t.Error("Open in a missing directory succeeded")
 	}
-	st, _ := open(t, Options{})
+	st, _ := open(t, Options{OnError: func(err error) { reported = append(reported, err) }})
 	half := must(fixedwindow.New(strategy.Rule{Limit: 1, Window: 1500 * time.Millisecond, Granularity: 500 * time.Millisecond}))
 	if _, err := st.Admit(ctx, half, "k", 1); err == nil || !strings.Contains(err.Error(), "whole seconds") {
 		t.Errorf("a 1.5 s fixed window: %v", err)
@@ -171,17 +172,19 @@ func TestBadInput(t *testing.T) {
 	if _, err := st.Admit(ctx, nil, "k", 1); err == nil {
 		t.Error("nil strategy accepted")
 	}
-	// A state row that does not decode is an error naming the key, and is left as it was.
+	// A state row that does not decode is reported, naming the key, and replaced: the key
+	// works again at once.
 	if _, err := st.DB().Exec(`INSERT INTO rate_limit_state VALUES ('bad', ?, x'ff00', 9e18)`, s.CounterID(0)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Admit(ctx, s, "bad", 1); err == nil || !strings.Contains(err.Error(), `"bad"`) {
-		t.Errorf("corrupt state: %v, want an error naming the key", err)
+	if d, err := st.Admit(ctx, s, "bad", 1); err != nil || !d.Allowed || d.Rules[0].Used != 1 {
+		t.Errorf("corrupt state: %+v, %v; want admitted from an empty bucket", d, err)
 	}
-	var state []byte
-	st.DB().QueryRow(`SELECT state FROM rate_limit_state WHERE key = 'bad'`).Scan(&state)
-	if string(state) != "\xff\x00" {
-		t.Errorf("corrupt state was overwritten: %x", state)
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), `key "bad"`) || !strings.Contains(reported[0].Error(), "does not decode") {
+		t.Errorf("reported %v, want one error naming the key", reported)
+	}
+	if u := storetest.Used(t, st, s, "bad"); u[0] != 1 {
+		t.Errorf("used after the repair = %v, want 1", u)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

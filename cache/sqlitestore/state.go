@@ -47,7 +47,8 @@ func (st *Store) load(ctx context.Context, q querier, s *strategy.Strategy, key 
 				continue
 			}
 			if err := cs[j].(encoding.BinaryUnmarshaler).UnmarshalBinary(state); err != nil {
-				return nil, fmt.Errorf("ratemonitor: sqlite store: key %q, counter %s: %w", key, id, err)
+				// UnmarshalBinary left cs[j] empty; see Store.
+				st.report(fmt.Errorf("ratemonitor: sqlite store: key %q, counter %s: discarded a state that does not decode: %w", key, id, err))
 			}
 		}
 	}

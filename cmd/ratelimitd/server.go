@@ -125,7 +125,7 @@ func newServer(ctx context.Context, cfg config, log *slog.Logger) (_ *server, er
 	var sq *sqlitestore.Store
 	open := func() error {
 		sq, err = sqlitestore.Open(ctx, cfg.db, sqlitestore.Options{
-			OnPruneError: func(err error) { log.Warn("pruning old windows failed", "err", err) },
+			OnError: func(err error) { log.Warn("sqlite store", "err", err) },
 		})
 		if err != nil {
 			return err

@@ -87,7 +87,7 @@ func Admit(t *testing.T, st AdmitStore, clk *clock.Manual) {
 		run(t, s, "fw2", []step{
 			{60.5, true, 0, []int{1, 1}, []int{1, 2}, []time.Duration{d(0.5), d(59.5)}},
 			{60.5, true, 0, []int{2, 2}, []int{0, 1}, []time.Duration{d(0.5), d(59.5)}},
-			{60.5, false, d(0.5), []int{3, 3}, []int{0, 0}, []time.Duration{d(0.5), d(59.5)}},
+			{60.5, false, d(59.5), []int{3, 3}, []int{0, 0}, []time.Duration{d(0.5), d(59.5)}},
 			{61, false, d(59), []int{1, 4}, []int{1, 0}, []time.Duration{d(1), d(59)}},
 		})
 	})
