@@ -8,8 +8,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // counter is a go-redis hook that counts the commands sent: round trips per operation.
@@ -76,5 +79,59 @@ func BenchmarkRedis(b *testing.B) {
 			}
 			report(b)
 		})
+	}
+}
+
+// BenchmarkRedisAdmit measures the middleware's operation, Admit (one script call that decides,
+// records and returns every rule's state), under each strategy with one and three rules, and
+// Reserve under the two newer ones.
+func BenchmarkRedisAdmit(b *testing.B) {
+	srv := redistest.Start(b)
+	client := srv.Client()
+	hook := &counter{}
+	client.AddHook(hook)
+	ctx := context.Background()
+	st := newStore(b, client, Options{})
+	big := 1 << 30
+	sets := map[string][]strategy.Rule{
+		"1-rule": {{Limit: big, Window: time.Minute}},
+		"3-rules": {{Limit: big, Window: time.Minute}, {Limit: big, Window: time.Hour, Granularity: time.Minute},
+			{Limit: big, Window: 24 * time.Hour, Granularity: time.Minute}},
+	}
+	algs := []strategy.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
+	for _, alg := range algs {
+		for _, name := range []string{"1-rule", "3-rules"} {
+			rules := sets[name]
+			if _, ok := alg.(tokenbucket.Algorithm); ok {
+				// a token bucket needs limit × window ≤ 2^62 ns
+				rules = []strategy.Rule{{Limit: 1 << 20, Window: time.Minute}, {Limit: 1 << 20, Window: time.Hour}, {Limit: 50_000, Window: 24 * time.Hour}}[:len(rules)]
+			}
+			s, err := strategy.New(alg, rules...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ops := []string{"admit"}
+			if alg.Name() != "rollingwindow" {
+				ops = append(ops, "reserve")
+			}
+			for _, op := range ops {
+				b.Run(alg.Name()+"/"+op+"/"+name, func(b *testing.B) {
+					st.Record(ctx, s, "bench", 1)
+					hook.n.Store(0)
+					for b.Loop() {
+						var err error
+						if op == "admit" {
+							_, err = st.Admit(ctx, s, "bench", 1)
+						} else {
+							_, err = st.Reserve(ctx, s, "bench", 1)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(hook.n.Load())/float64(b.N), "roundtrips/op")
+				})
+			}
+		}
 	}
 }

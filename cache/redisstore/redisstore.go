@@ -1,12 +1,19 @@
 // Package redisstore is a cache.Store in Redis (6.2 or later, for ZADD GT), so that many processes share one allocation per
-// key (a Xero tenant's 60 per minute is shared by every worker that calls Xero for it).
+// key (a Xero tenant's 60 per minute is shared by every worker that calls Xero for it). It holds
+// the rolling window (rollingwindow), the fixed window (fixedwindow) and the token bucket
+// (tokenbucket), each with a Lua script of its own that mirrors the strategy's Counter exactly.
 //
 // Every operation is one round trip for all rules of a key: a Lua script, loaded once and run
 // with EVALSHA (on NOSCRIPT, after a restart, failover or SCRIPT FLUSH, it is loaded and run
 // once more). The script reads Redis TIME, so no client's clock decides. Keys of one logical key
 // share a {hash tag} (Redis Cluster works), user keys are encoded so that none can reach
-// another's, and every key the script writes gets a TTL of its window plus a small slack in the
-// same script.
+// another's, and every key the script writes gets a TTL in the same script: its window plus a
+// small slack (rolling window), the end of its current window plus slack (fixed window), the
+// instant the bucket is full again plus slack (token bucket).
+//
+// Instants are whole microseconds (Redis TIME's resolution), so every rule's effective window
+// must be whole microseconds too. Sync (upstream pauses and reported usage) is kept for the
+// rolling window only.
 package redisstore
 
 import (
@@ -15,6 +22,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"reflect"
 	"strconv"
@@ -27,14 +35,43 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 //go:embed rollingwindow.lua
-var scriptSource string
+var rollingSource string
 
-var script = redis.NewScript(scriptSource)
+//go:embed fixedwindow.lua
+var fixedSource string
+
+//go:embed tokenbucket.lua
+var bucketSource string
+
+var (
+	rollingScript = redis.NewScript(rollingSource)
+	fixedScript   = redis.NewScript(fixedSource)
+	bucketScript  = redis.NewScript(bucketSource)
+)
+
+// kind is the algorithm a strategy runs under, so the script that holds it.
+type kind int
+
+const (
+	rolling kind = iota
+	fixed
+	bucket
+)
+
+// plan is what the store needs for one strategy, built once: its script and the script
+// arguments fixed by the strategy (slots and rules).
+type plan struct {
+	kind   kind
+	script *redis.Script
+	args   []any
+}
 
 // MaxBuckets bounds W/G for a rule kept in Redis: the script walks the oldest buckets of a key
 // to answer a wait, and Redis serves nobody else meanwhile. A day window at 1 s granularity
@@ -71,7 +108,7 @@ type Store struct {
 	client  redis.UniversalClient
 	opts    Options
 	closed  atomic.Bool
-	static  sync.Map // *strategy.Strategy → []any, the script arguments fixed by the strategy
+	static  sync.Map // *strategy.Strategy → *plan
 	statics atomic.Int64
 }
 
@@ -120,11 +157,20 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	return &Store{client: client, opts: opts}, nil
 }
 
-// Keys returns the Redis keys that hold key's state under s: a sorted set and a hash per
-// counter, then the key's pause (a string, present only while a pause lasts), all with the
-// same hash tag. For inspection and tests.
+// Keys returns the Redis keys that hold key's state under s, all with the same hash tag. Under
+// the rolling window: a sorted set and a hash per counter, then the key's pause (a string,
+// present only while a pause lasts). Under the fixed window and the token bucket: one hash per
+// counter, named by its counter ID ("prefix:{k…}:fw:<W ns>", "prefix:{k…}:tb:<limit>:<W ns>").
+// For inspection and tests.
 func (st *Store) Keys(s *strategy.Strategy, key string) []string {
 	tag := st.opts.Prefix + ":{k" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}:"
+	if s.Name() == (fixedwindow.Algorithm{}).Name() || s.Name() == (tokenbucket.Algorithm{}).Name() {
+		keys := make([]string, s.Slots())
+		for j := range keys {
+			keys[j] = tag + s.CounterID(j)
+		}
+		return keys
+	}
 	keys := make([]string, 0, 2*s.Slots()+1)
 	for j := range s.Slots() {
 		base := tag + s.CounterID(j)
@@ -138,7 +184,7 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	if st.closed.Load() {
 		return nil, cache.ErrClosed
 	}
-	static, err := st.staticArgs(s)
+	pl, err := st.plan(s)
 	if err != nil {
 		return nil, err
 	}
@@ -146,64 +192,95 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	if st.opts.Clock != nil {
 		now = strconv.FormatInt(st.opts.Clock.Now().UnixMicro(), 10)
 	}
-	args := make([]any, 0, 4+len(static)+len(extra))
+	args := make([]any, 0, 4+len(pl.args)+len(extra))
 	args = append(args, op, n, now, at.UnixMicro())
-	args = append(args, static...)
+	args = append(args, pl.args...)
 	args = append(args, extra...)
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, st.opts.Timeout)
 	defer cancel()
 	start := time.Now()
-	res, err := script.Run(ctx, st.client, st.Keys(s, key), args...).Int64Slice()
+	res, err := pl.script.Run(ctx, st.client, st.Keys(s, key), args...).Int64Slice()
 	if err != nil {
 		return nil, st.explain(parent, op, key, time.Since(start), err)
 	}
 	return res, nil
 }
 
-// Admit implements cache.Admitter for the rolling window: a Reserve (atomic, one round trip)
-// followed by a Peek (a second round trip) for the rules' state. The decision is exact; the
-// Used and Remaining figures are read just after it, so another process's requests in between
-// may show in them. Reset is the rule's effective window when anything counts: an upper bound,
-// since the script does not return the time until the window empties.
+// Admit implements cache.Admitter: one round trip, which decides, records and returns every
+// rule's state exactly as strategy.Strategy.Admit does (under the fixed window a refused attempt
+// is counted too). Under the rolling window a pause set by Sync does not hold an admission, as
+// in the strategy. Durations are exact (token bucket: to the ns; others: whole µs), At is
+// Redis's instant. Errors are Record's, and strategy.CheckBurst's for the burst.
 func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
-	res, err := st.Reserve(ctx, s, key, n)
-	if err != nil {
-		return strategy.Decision{}, err
-	}
-	snap, err := st.Peek(ctx, s, key, 0)
-	if err != nil {
-		return strategy.Decision{}, err
-	}
-	d := strategy.Decision{Allowed: res.Allowed, RetryAfter: res.Wait, At: res.At, Rules: make([]strategy.RuleState, len(snap.Usage))}
-	for i, u := range snap.Usage {
-		d.Rules[i] = strategy.RuleState{Rule: u.Rule, Used: u.Used, Remaining: u.Remaining}
-		if u.Used > 0 {
-			d.Rules[i].Reset = u.Rule.EffectiveWindow()
+	if s != nil {
+		if err := s.CheckBurst(n); err != nil {
+			return strategy.Decision{}, err
 		}
+	}
+	r, err := st.run(ctx, s, key, "admit", int64(n), time.Time{})
+	if err != nil {
+		return strategy.Decision{}, err
+	}
+	nr := s.NumRules()
+	if len(r) != 4+3*nr {
+		return strategy.Decision{}, fmt.Errorf("ratemonitor: redis store: admit: unexpected reply %v", r)
+	}
+	d := strategy.Decision{Allowed: r[0] == 1, RetryAfter: duration(r[1], r[2]), At: time.UnixMicro(r[3]),
+		Rules: make([]strategy.RuleState, nr)}
+	for i := range nr {
+		rule, used := s.Rule(i), int(r[4+3*i])
+		d.Rules[i] = strategy.RuleState{Rule: rule, Used: used, Remaining: max(0, rule.EffectiveLimit()-used),
+			Reset: duration(r[5+3*i], r[6+3*i])}
 	}
 	return d, nil
 }
 
-// Validate reports whether the store can hold s: a rolling-window strategy whose rules have
-// whole-microsecond windows and granularities, at most MaxBuckets buckets and limits up to
-// cache.MaxCount. ratemonitor.New calls it (cache.Validator); every operation checks it too.
+// duration is a script's duration: whole µs, then the ns beyond them.
+func duration(us, ns int64) time.Duration {
+	return time.Duration(us)*time.Microsecond + time.Duration(ns)
+}
+
+// Validate reports whether the store can hold s: a strategy under the rolling window, the fixed
+// window or the token bucket whose rules have whole-microsecond effective windows and limits up
+// to cache.MaxCount; under the rolling window, whole-microsecond granularities and at most
+// MaxBuckets buckets per rule; under the token bucket, a debt cap whose whole tokens stay below
+// 2^53 (see MaxBucketTokens). ratemonitor.New and middleware.New call it (cache.Validator);
+// every operation checks it too.
 func (st *Store) Validate(s *strategy.Strategy) error {
-	_, err := st.staticArgs(s)
+	_, err := st.plan(s)
 	return err
 }
 
-// staticArgs returns the script arguments that depend only on the strategy (slots and rules),
-// built once per strategy.
-func (st *Store) staticArgs(s *strategy.Strategy) ([]any, error) {
+// MaxBucketTokens bounds the whole tokens a token bucket kept in Redis may owe: its Lua script
+// counts them in a Lua number, exact below 2^53. Monitoring (Record) can run a bucket's debt up
+// to what refills in strategy.MaxWindow, capped at 2^63 − 1 token·ns (tokenbucket.Bucket); a
+// rule whose cap, in whole tokens, reaches 2^53 is refused. Only windows under 2 µs can.
+const MaxBucketTokens = 1 << 53
+
+// plan returns the script and the script arguments that depend only on the strategy, built
+// once per strategy.
+func (st *Store) plan(s *strategy.Strategy) (*plan, error) {
 	if s == nil {
 		return nil, errors.New("ratemonitor: redis store: nil strategy")
 	}
 	if v, ok := st.static.Load(s); ok {
-		return v.([]any), nil
+		return v.(*plan), nil
 	}
-	if s.Name() != (rollingwindow.Algorithm{}).Name() {
-		return nil, fmt.Errorf("ratemonitor: redis store: no script for strategy %q", s.Name())
+	var pl *plan
+	var err error
+	switch s.Name() {
+	case (rollingwindow.Algorithm{}).Name():
+		pl, err = st.rollingPlan(s)
+	case (fixedwindow.Algorithm{}).Name():
+		pl, err = st.fixedPlan(s)
+	case (tokenbucket.Algorithm{}).Name():
+		pl, err = st.bucketPlan(s)
+	default:
+		return nil, fmt.Errorf("ratemonitor: redis store: no script for strategy %q (want rollingwindow, fixedwindow or tokenbucket)", s.Name())
+	}
+	if err != nil {
+		return nil, err
 	}
 	if st.statics.Add(1) > 1024 {
 		// Strategies are meant to live as long as their Transports; if callers make them per
@@ -211,6 +288,36 @@ func (st *Store) staticArgs(s *strategy.Strategy) ([]any, error) {
 		st.static.Clear()
 		st.statics.Store(1)
 	}
+	st.static.Store(s, pl)
+	return pl, nil
+}
+
+// wholeMicros checks that every rule's effective window is whole microseconds, the store's
+// resolution.
+func wholeMicros(s *strategy.Strategy) error {
+	for _, r := range s.Rules() {
+		if r.EffectiveWindow()%time.Microsecond != 0 {
+			return fmt.Errorf("ratemonitor: redis store: rule %s: window+margin %v must be whole microseconds", r, r.EffectiveWindow())
+		}
+	}
+	return nil
+}
+
+// ruleArgs appends the rule count and per rule its slot (1-based) and effective limit,
+// refusing limits above cache.MaxCount.
+func ruleArgs(s *strategy.Strategy, args []any) ([]any, error) {
+	rules := s.Rules()
+	args = append(args, len(rules))
+	for i, r := range rules {
+		if r.EffectiveLimit() > cache.MaxCount {
+			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: limit above %d", r, cache.MaxCount)
+		}
+		args = append(args, s.SlotOf(i)+1, r.EffectiveLimit())
+	}
+	return args, nil
+}
+
+func (st *Store) rollingPlan(s *strategy.Strategy) (*plan, error) {
 	args := []any{s.Slots()}
 	for j := range s.Slots() {
 		r := s.SlotRule(j)
@@ -224,16 +331,57 @@ func (st *Store) staticArgs(s *strategy.Strategy) ([]any, error) {
 		}
 		args = append(args, w.Microseconds(), g.Microseconds(), st.opts.Slack.Microseconds())
 	}
-	rules := s.Rules()
-	args = append(args, len(rules))
-	for i, r := range rules {
-		if r.EffectiveLimit() > cache.MaxCount {
-			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: limit above %d", r, cache.MaxCount)
-		}
-		args = append(args, s.SlotOf(i)+1, r.EffectiveLimit())
+	args, err := ruleArgs(s, args)
+	if err != nil {
+		return nil, err
 	}
-	st.static.Store(s, args)
-	return args, nil
+	return &plan{kind: rolling, script: rollingScript, args: args}, nil
+}
+
+func (st *Store) fixedPlan(s *strategy.Strategy) (*plan, error) {
+	if err := wholeMicros(s); err != nil {
+		return nil, err
+	}
+	args := []any{s.Slots()}
+	for j := range s.Slots() {
+		args = append(args, s.SlotRule(j).EffectiveWindow().Microseconds(), st.opts.Slack.Microseconds())
+	}
+	args, err := ruleArgs(s, args)
+	if err != nil {
+		return nil, err
+	}
+	return &plan{kind: fixed, script: fixedScript, args: args}, nil
+}
+
+func (st *Store) bucketPlan(s *strategy.Strategy) (*plan, error) {
+	if err := wholeMicros(s); err != nil {
+		return nil, err
+	}
+	args := []any{s.Slots()}
+	for j := range s.Slots() {
+		r := s.SlotRule(j)
+		capacity, w := int64(r.Limit), int64(r.EffectiveWindow())
+		if capacity > cache.MaxCount {
+			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: a token bucket's capacity must not exceed %d", r, cache.MaxCount)
+		}
+		// The debt cap of tokenbucket.Bucket (what refills in strategy.MaxWindow, at most
+		// 2^63 − 1 token·ns), as whole tokens q, then µs r and ns s beyond them.
+		maxDebt := int64(math.MaxInt64)
+		if capacity <= math.MaxInt64/int64(strategy.MaxWindow) {
+			maxDebt = capacity * int64(strategy.MaxWindow)
+		}
+		q, rest := maxDebt/w, maxDebt%w
+		if q >= MaxBucketTokens {
+			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: a token bucket in Redis counts the tokens it owes in a Lua number, exact below 2^53, "+
+				"and monitoring can run this one up to %d; lengthen the window (2 µs or more)", r, q)
+		}
+		args = append(args, capacity, w/int64(time.Microsecond), q, rest/1000, rest%1000, st.opts.Slack.Microseconds())
+	}
+	args, err := ruleArgs(s, args)
+	if err != nil {
+		return nil, err
+	}
+	return &plan{kind: bucket, script: bucketScript, args: args}, nil
 }
 
 // explain wraps a failed call's error with what happened: the caller's own cancellation or
@@ -278,7 +426,7 @@ func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n
 }
 
 // Reserve implements cache.Store: one round trip. Result.At is Redis's instant (µs
-// resolution) and Result.Wait is in µs steps. Errors are Record's, and strategy.CheckBurst's
+// resolution); Result.Wait is in µs steps, to the ns under the token bucket. Errors are Record's, and strategy.CheckBurst's
 // for the burst. A Reserve cut off by a timeout may still have recorded: its slots are then held
 // until they expire.
 func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
@@ -294,10 +442,15 @@ func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 	if err != nil {
 		return strategy.Result{}, err
 	}
-	if len(r) != 3 {
-		return strategy.Result{}, fmt.Errorf("ratemonitor: redis store: reserve: unexpected reply %v", r)
+	switch {
+	case len(r) == 3: // rolling window: {allowed, wait µs, at}
+		return strategy.Result{Allowed: r[0] == 1, Wait: time.Duration(r[1]) * time.Microsecond, At: time.UnixMicro(r[2])}, nil
+	case len(r) == 4 && r[0] == 1: // {allowed, wait µs, wait ns, at}
+		return strategy.Result{Allowed: true, At: time.UnixMicro(r[3])}, nil
+	case len(r) == 4:
+		return strategy.Result{Wait: duration(r[1], r[2])}, nil
 	}
-	return strategy.Result{Allowed: r[0] == 1, Wait: time.Duration(r[1]) * time.Microsecond, At: time.UnixMicro(r[2])}, nil
+	return strategy.Result{}, fmt.Errorf("ratemonitor: redis store: reserve: unexpected reply %v", r)
 }
 
 // Release implements cache.Store: one round trip. Errors are Record's.
@@ -323,6 +476,18 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 	}
 	rules := s.Rules()
 	nr := len(rules)
+	if pl, _ := st.plan(s); pl.kind != rolling {
+		// {wait µs, wait ns, used...}
+		if len(r) != 2+nr {
+			return strategy.Snapshot{}, fmt.Errorf("ratemonitor: redis store: peek: unexpected reply %v", r)
+		}
+		snap := strategy.Snapshot{Wait: duration(r[0], r[1]), Usage: make([]strategy.Usage, nr)}
+		for i, rule := range rules {
+			used := int(r[2+i])
+			snap.Usage[i] = strategy.Usage{Rule: rule, Used: used, Remaining: max(0, rule.EffectiveLimit()-used)}
+		}
+		return snap, nil
+	}
 	if len(r) != 3+3*nr {
 		return strategy.Snapshot{}, fmt.Errorf("ratemonitor: redis store: peek: unexpected reply %v", r)
 	}
@@ -341,12 +506,24 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 	return snap, nil
 }
 
-// Sync implements cache.Syncer: one round trip. The pause is a key of its own that expires
-// Slack after the pause ends; a Reserve or Peek by any process reads it. Errors are Record's,
-// and an error wrapping strategy.ErrInvalidUpdate for an invalid update.
+// ErrSyncUnsupported is wrapped by Sync under a strategy other than the rolling window: the
+// fixed-window and token-bucket scripts keep no pause and no reported figures.
+var ErrSyncUnsupported = errors.New("ratemonitor: redis store: Sync (upstream pause and reported usage) is supported for the rolling window only")
+
+// Sync implements cache.Syncer for the rolling window: one round trip. The pause is a key of
+// its own that expires Slack after the pause ends; a Reserve or Peek by any process reads it.
+// Errors are Record's, an error wrapping strategy.ErrInvalidUpdate for an invalid update, and
+// one wrapping ErrSyncUnsupported under another strategy (nothing is changed).
 func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error {
 	if s == nil {
 		return errors.New("ratemonitor: redis store: nil strategy")
+	}
+	pl, err := st.plan(s)
+	if err != nil {
+		return err
+	}
+	if pl.kind != rolling {
+		return fmt.Errorf("%w; strategy %q, key %q", ErrSyncUnsupported, s.Name(), key)
 	}
 	if err := s.CheckUpdate(u); err != nil {
 		return err
@@ -360,7 +537,7 @@ func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u s
 		reset := int64((r.Reset + time.Microsecond - 1) / time.Microsecond)
 		extra = append(extra, s.SlotOf(r.Rule)+1, r.Remaining, r.Used, reset)
 	}
-	_, err := st.run(ctx, s, key, "sync", pause, time.Time{}, extra...)
+	_, err = st.run(ctx, s, key, "sync", pause, time.Time{}, extra...)
 	return err
 }
 

@@ -8,14 +8,16 @@
 --       both keys are kept until (their TTL, refreshed only when it falls short), "rr" and
 --       "ra" the remaining count the upstream last reported and when; then last, the key's
 --       pause: a string holding the instant reservations are held until, expiring after it.
--- ARGV: op ("record" | "reserve" | "peek" | "release" | "sync"), n (for sync: the pause),
+-- ARGV: op ("record" | "reserve" | "admit" | "peek" | "release" | "sync"), n (for sync: the pause),
 --       now override in µs ("" for Redis TIME), at (µs, for release), slot count, then per
 --       slot W, G, slack (µs), then rule count, then per rule its slot (1-based) and effective
 --       limit; for sync, then the report count and per report its slot, remaining, used and
 --       reset (µs, 0 when unknown).
 -- Returns: record/release {now}; reserve {allowed, wait, at}; peek {wait, now, used...,
 --       paused until (0 when not paused), then per rule reported remaining and its instant
---       (-1 and 0 when none)}; sync {at}. µs.
+--       (-1 and 0 when none)}; sync {at}; admit {allowed, wait, 0, at, then per rule used,
+--       reset, 0} (the zeros are the ns parts of the durations, as the other scripts return
+--       them). µs.
 -- Each slot costs one HMGET, and for writes a ZADD and an HSET; pruning and TTL refreshes are
 -- rare extra calls.
 
@@ -246,6 +248,47 @@ if op == 'reserve' then
   save()
   if d > 0 then return {0, d, t} end
   return {1, 0, t}
+end
+
+-- time from t until slot j counts nothing: its newest bucket that holds a count leaving the
+-- window (rollingwindow.Log.WaitTime(t, limit, limit)); the slot is pruned and saved
+local function reset(j, t)
+  local off = 0
+  while true do
+    local items = redis.call('ZREVRANGE', KEYS[2 * j - 1], off, off + 99, 'WITHSCORES')
+    if #items == 0 then return W[j] end
+    local fields = {}
+    for i = 1, #items, 2 do fields[#fields + 1] = 'b' .. items[i] end
+    local counts = redis.call('HMGET', KEYS[2 * j], unpack(fields))
+    for i = 1, #counts do
+      if (tonumber(counts[i]) or 0) > 0 then return tonumber(items[2 * i]) + W[j] - t end
+    end
+    off = off + 100
+  end
+end
+
+if op == 'admit' then
+  -- strategy.Strategy.Admit: Reserve's decision (a pause does not hold a server's admissions),
+  -- then every rule's used count and reset at the decision's instant
+  local t = now
+  for j = 1, nslots do
+    load(j, 'b' .. bucket(now, G[j]))
+    if st[j].hw ~= nil and st[j].hw > t then t = st[j].hw end
+  end
+  local d = layered_wait(t, n, true)
+  if d == 0 then
+    for j = 1, nslots do add(j, t, n) end
+  end
+  local out = {d == 0 and 1 or 0, d, 0, t}
+  for i = 1, nrules do advance(RS[i], t, true) end
+  save()
+  for i = 1, nrules do
+    local used = st[RS[i]].total
+    out[#out + 1] = used
+    out[#out + 1] = used > 0 and reset(RS[i], t) or 0
+    out[#out + 1] = 0
+  end
+  return out
 end
 
 if op == 'release' then
