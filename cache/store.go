@@ -76,8 +76,10 @@ type Admitter interface {
 }
 
 // Validator is implemented by stores that cannot hold every strategy (the Redis store has a
-// script for the rolling window only, and bounds buckets per rule). ratemonitor.New calls it, so
-// that such a strategy is refused when the Transport is made, not on every request.
+// script per known algorithm, works in whole microseconds and bounds buckets per rule; the
+// SQLite store wants counters that encode themselves). ratemonitor.New and middleware.New call
+// it, so that such a strategy is refused when the Transport or Limiter is made, not on every
+// request.
 type Validator interface {
 	Validate(s *strategy.Strategy) error
 }

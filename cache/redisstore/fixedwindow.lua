@@ -139,8 +139,11 @@ if op == 'admit' then
   -- attempts count whether admitted or not
   local t = load_all()
   local d = layered_wait(t, n)
+  local allowed = d == 0 and 1 or 0
   for j = 1, nslots do add(j, t, n) end
-  local out = {d == 0 and 1 or 0, d, 0, t}
+  -- a refused attempt counts too: the next one waits for every rule it filled
+  if allowed == 0 then d = layered_wait(t, n) end
+  local out = {allowed, d, 0, t}
   for i = 1, nrules do
     local j = RS[i]
     advance(j, t)

@@ -159,6 +159,8 @@ func TestService(t *testing.T) {
 		{"sqlite", "fixedwindow", 6},
 		{"sqlite", "tokenbucket", 5},
 		{"redis", "rollingwindow", 5},
+		{"redis", "fixedwindow", 6},
+		{"redis", "tokenbucket", 5},
 	} {
 		t.Run(c.store+"/"+c.strategy, func(t *testing.T) {
 			args := []string{"-store", c.store, "-strategy", c.strategy, "-limit", "5", "-window", "24h"}
