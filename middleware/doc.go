@@ -28,7 +28,7 @@
 // # Keys
 //
 // By default a request is counted under its peer's IP address (Request.RemoteAddr without the
-// port; IPv6 optionally grouped by prefix, see WithIPv6Prefix). X-Forwarded-For and Forwarded
+// port), an IPv6 address by its /64 network (see WithIPv6Prefix). X-Forwarded-For and Forwarded
 // are never read unless WithTrustedProxies names the proxies' ranges, and then only when the
 // peer is one of them: the key is the rightmost address of the chosen field that is not a
 // trusted proxy, so entries a client writes to the left of its own address change nothing.

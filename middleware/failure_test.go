@@ -120,6 +120,7 @@ func TestNewErrors(t *testing.T) {
 		{"ipv6 prefix 129", mem, s, []Option{WithIPv6Prefix(129)}},
 		{"key func and header", mem, s, []Option{WithKeyHeader("X-Key"), WithKeyFunc(func(*http.Request) (string, error) { return "k", nil })}},
 		{"empty key header", mem, s, []Option{WithKeyHeader("")}},
+		{"limit past 15 digits", mem, must(fixedwindow.New(strategy.Rule{Limit: 1_000_000_000_000_000, Window: time.Hour})), nil},
 		{"key header with a space", mem, s, []Option{WithKeyHeader("X Client")}},
 		{"names count", mem, s, []Option{WithPolicyNames("a", "b")}},
 		{"empty name", mem, s, []Option{WithPolicyNames("")}},

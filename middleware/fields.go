@@ -20,6 +20,9 @@ const (
 	fieldRetryAfter = "Retry-After"
 )
 
+// maxSFInteger is the largest RFC 9651 Integer.
+const maxSFInteger = 999_999_999_999_999
+
 // policyNames returns one distinct name per rule: given ones, or ones derived from the rules.
 func policyNames(rules []strategy.Rule, given []string) ([]string, error) {
 	if given != nil {

@@ -31,7 +31,7 @@ type keyer struct {
 }
 
 func newKeyer(c *config) (*keyer, error) {
-	k := &keyer{custom: c.keyFunc, ipv6Bits: 128}
+	k := &keyer{custom: c.keyFunc, ipv6Bits: 64}
 	if c.keyHeaderSet && !isToken(c.keyHeader) {
 		return nil, fmt.Errorf("ratemonitor: middleware: WithKeyHeader(%q): not a header field name", c.keyHeader)
 	}

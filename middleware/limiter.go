@@ -67,6 +67,12 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 		return nil, err
 	}
 	rules := s.Rules()
+	for _, r := range rules {
+		if r.EffectiveLimit() > maxSFInteger {
+			return nil, fmt.Errorf("ratemonitor: middleware: rule %s: a limit of %d cannot be sent in RateLimit-Policy, whose integers have at most 15 digits (RFC 9651)",
+				r, r.EffectiveLimit())
+		}
+	}
 	names, err := policyNames(rules, c.names)
 	if err != nil {
 		return nil, err

@@ -55,10 +55,11 @@ func WithKeyHeader(name string) Option {
 	return func(c *config) { c.keyHeader, c.keyHeaderSet = name, true }
 }
 
-// WithIPv6Prefix counts IPv6 clients by the first bits bits of their address (1 to 128), so
-// that the addresses of one /64 network, which a single host can rotate through, share one
-// key: WithIPv6Prefix(64). The default, 128, keys each address. IPv4 addresses (and
-// IPv4-mapped IPv6 addresses) are always keyed whole.
+// WithIPv6Prefix counts IPv6 clients by the first bits bits of their address (1 to 128). The
+// default is 64: a single host usually holds a whole /64 (RFC 6177's end-site assignments are
+// /48 to /64) and can rotate through it, so keying each address would let it multiply its
+// allocation and flood the store with keys. WithIPv6Prefix(128) keys each address. IPv4
+// addresses (and IPv4-mapped IPv6 addresses) are always keyed whole.
 func WithIPv6Prefix(bits int) Option {
 	return func(c *config) { c.ipv6Bits, c.ipv6BitsSet = bits, true }
 }

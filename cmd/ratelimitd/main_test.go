@@ -256,6 +256,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-store", "redis", "-redis", "127.0.0.1:1"}, "cannot reach Redis at 127.0.0.1:1"},
 		{[]string{"-db", ""}, "-db is empty"},
 		{[]string{"-key-header", ""}, "-key-header is empty"},
+		{[]string{"-limit", "2000000000000000"}, "at most 15 digits"},
+		{[]string{"-db", "/nonexistent/dir/x.db"}, "-db /nonexistent/dir/x.db:"},
 		{[]string{"-trusted-proxies", "10.0.0.0/8,notanip"}, `-trusted-proxies: "notanip" is neither an address nor a CIDR range`},
 		{[]string{"-granularity", "7s"}, "-granularity applies to -strategy rollingwindow only"},
 		{[]string{"-window", "-1s"}, "window -1s must be positive"},

@@ -128,7 +128,7 @@ func newServer(ctx context.Context, cfg config, log *slog.Logger) (_ *server, er
 			OnError: func(err error) { log.Warn("sqlite store", "err", err) },
 		})
 		if err != nil {
-			return err
+			return fmt.Errorf("-db %s: %w", cfg.db, err)
 		}
 		srv.closers = append(srv.closers, sq.Close)
 		return nil
