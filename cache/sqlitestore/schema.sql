@@ -19,4 +19,7 @@ CREATE TABLE IF NOT EXISTS rate_limit_state (
 	PRIMARY KEY (key, counter)
 );
 
+-- What PruneExpired searches by: when a window may go (start + two window lengths), and when a
+-- state stops counting. Without them every prune scans both tables.
+CREATE INDEX IF NOT EXISTS rate_limit_windows_prune ON rate_limit_windows (unixepoch(window_start) + 2 * CAST(key AS INTEGER));
 CREATE INDEX IF NOT EXISTS rate_limit_state_expires ON rate_limit_state (expires_at);

@@ -280,7 +280,7 @@ func (st *Store) wrote(ctx context.Context) {
 	}
 	// The prune is the store's chore, not the caller's: a caller that gives up must not
 	// cut it short.
-	if _, err := st.PruneExpired(context.WithoutCancel(ctx)); err != nil {
+	if _, _, err := st.pruneOnce(context.WithoutCancel(ctx)); err != nil {
 		st.report(err)
 	}
 }
@@ -291,24 +291,43 @@ func (st *Store) report(err error) {
 	}
 }
 
+// pruneBatch is the most rows one prune statement deletes, so that the store's connection is
+// never held long: other operations run between batches.
+const pruneBatch = 5000
+
 // PruneExpired deletes the fixed windows that started two window lengths or more before now
 // (they ended at least one window ago) and the encoded states in which nothing counts any
-// more. It returns how many rows it deleted.
+// more, in batches of 5 000 rows. It returns how many rows it deleted. Both searches use an
+// index, so a prune with nothing to delete costs little whatever the table's size.
 func (st *Store) PruneExpired(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		n, more, err := st.pruneOnce(ctx)
+		total += n
+		if err != nil || !more {
+			return total, err
+		}
+	}
+}
+
+// pruneOnce deletes up to pruneBatch rows of each table, and reports whether there may be more.
+func (st *Store) pruneOnce(ctx context.Context) (deleted int64, more bool, err error) {
 	if st.closed.Load() {
-		return 0, cache.ErrClosed
+		return 0, false, cache.ErrClosed
 	}
 	now := st.clock.Now()
-	r1, err := st.db.ExecContext(ctx,
-		`DELETE FROM rate_limit_windows WHERE unixepoch(window_start) + 2 * CAST(key AS INTEGER) <= ?`, now.Unix())
+	r1, err := st.db.ExecContext(ctx, `DELETE FROM rate_limit_windows WHERE rowid IN (
+		SELECT rowid FROM rate_limit_windows WHERE unixepoch(window_start) + 2 * CAST(key AS INTEGER) <= ? LIMIT ?)`,
+		now.Unix(), pruneBatch)
 	if err != nil {
-		return 0, fmt.Errorf("ratemonitor: sqlite store: prune windows: %w", err)
+		return 0, false, fmt.Errorf("ratemonitor: sqlite store: prune windows: %w", err)
 	}
-	r2, err := st.db.ExecContext(ctx, `DELETE FROM rate_limit_state WHERE expires_at <= ?`, now.UnixNano())
+	r2, err := st.db.ExecContext(ctx, `DELETE FROM rate_limit_state WHERE rowid IN (
+		SELECT rowid FROM rate_limit_state WHERE expires_at <= ? LIMIT ?)`, now.UnixNano(), pruneBatch)
 	if err != nil {
-		return 0, fmt.Errorf("ratemonitor: sqlite store: prune states: %w", err)
+		return 0, false, fmt.Errorf("ratemonitor: sqlite store: prune states: %w", err)
 	}
 	n1, _ := r1.RowsAffected()
 	n2, _ := r2.RowsAffected()
-	return n1 + n2, nil
+	return n1 + n2, n1 == pruneBatch || n2 == pruneBatch, nil
 }
