@@ -1,0 +1,398 @@
+// Package dynamostore is a cache.Store and cache.Admitter in an Amazon DynamoDB table, through
+// github.com/aws/aws-sdk-go-v2/service/dynamodb, for limits shared by any number of processes
+// and hosts.
+//
+// # Item layout
+//
+// One item per key, partition key pk = "rate_limiter#" + key (a string; the table has no sort
+// key). Every write sets:
+//
+//	version  N  bumped by one on every write: the optimistic lock
+//	ttl      N  Unix seconds: now + Options.IdleTimeout, and never before the end of what
+//	            counts (enable DynamoDB TTL on "ttl" with EnableTTL to have idle keys deleted)
+//
+// and, per counter of the strategy (strategy.Strategy.CounterID: rules that share a counter
+// share the attributes, and all of a key's counters are in one item, so one conditional write
+// covers every rule atomically):
+//
+//   - token bucket: a map attribute named by the counter ID (e.g. "tb:60:60000000000") with
+//     debt (missing tokens × window in ns, the exact state of tokenbucket.Bucket.State),
+//     last_refill_time (Unix ns), and for people reading the table tokens (capacity −
+//     debt/window, to 9 decimals), capacity, refill_rate (tokens per second, to 9 decimals)
+//     and window_ns. Only debt and last_refill_time are read back.
+//   - fixed window: top-level numbers "<id>#start" (window start, Unix ns), "<id>#count"
+//     and "<id>#latest" (the latest instant seen, Unix ns), top-level so that ADD can
+//     increment them.
+//   - any other counter that encodes itself (the rolling window): a binary attribute named
+//     by the counter ID holding its MarshalBinary.
+//
+// All numbers are int64 values written as DynamoDB Numbers (38 digits), so they are exact.
+//
+// # Writes
+//
+// An operation reads the item (strongly consistent GetItem), applies the strategy's own
+// arithmetic to it at the store clock's instant, and writes the result with one UpdateItem
+// whose ConditionExpression requires the version it read (attribute_not_exists(pk) for a new
+// item) and, for a token-bucket consume, that every bucket still holds the tokens the consume
+// spends. When the condition fails (another writer came first), it waits a random jitter and
+// starts again from the read, at most Options.MaxRetries times; then it returns an error
+// wrapping ErrContended, having changed nothing. A refusal and a Peek write nothing.
+//
+// The fixed window's Admit and Record are one UpdateItem without a read: ADD n to every
+// counter under the condition that each counter's window is the current one and its latest
+// instant is not after now; when that fails (a new window, a new key, a clock behind the
+// key's), the operation falls back to the versioned read and write above.
+package dynamostore
+
+import (
+	"context"
+	"encoding"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/tokenbucket"
+)
+
+// KeyPrefix is put before a key to make its item's partition key.
+const KeyPrefix = "rate_limiter#"
+
+// Defaults of Options.
+const (
+	DefaultMaxRetries   = 3
+	DefaultIdleTimeout  = time.Hour
+	DefaultRetryBackoff = 2 * time.Millisecond
+	maxBackoff          = 100 * time.Millisecond
+)
+
+// ErrContended is wrapped when an operation's conditional write failed on every attempt
+// (1 + Options.MaxRetries) because other writers kept changing the key's item. Nothing was
+// recorded: the request was neither admitted nor refused. Callers may retry, or treat it like
+// any store failure (fail open or closed).
+var ErrContended = errors.New("ratemonitor: dynamodb store: too much contention on the key, gave up after the retries")
+
+// Options configures New. Table is required; the rest have defaults.
+type Options struct {
+	// Table is the table's name. It must exist with partition key pk of type string (see
+	// CreateTable).
+	Table string
+	// IdleTimeout is how long after its last write a key's item may be deleted by DynamoDB's
+	// TTL, if nothing in it counts any more then: every write sets ttl = max(now +
+	// IdleTimeout, the instant nothing counts), in Unix seconds rounded up.
+	// DefaultIdleTimeout (1 h) when zero.
+	IdleTimeout time.Duration
+	// MaxRetries is how many times an operation whose conditional write failed is tried
+	// again before it returns ErrContended: DefaultMaxRetries (3) when zero, none when
+	// negative.
+	MaxRetries int
+	// RetryBackoff scales the jitter before a retry: retry k (from 1) first sleeps a random
+	// duration in [0, RetryBackoff·2^(k−1)), at most 100 ms, on the wall clock (not Clock).
+	// DefaultRetryBackoff (2 ms) when zero.
+	RetryBackoff time.Duration
+	// Clock is where instants come from; clock.Wall() when nil. Every process sharing the
+	// table should read the same wall time.
+	Clock clock.Clock
+}
+
+// Stats counts the store's decisions and the contention it met. Counts are since New.
+type Stats struct {
+	// Accepted is the number of Reserve and Admit calls that admitted their burst.
+	Accepted int64
+	// Rejected is the number of Reserve and Admit calls that refused it.
+	Rejected int64
+	// ConditionalCheckFailures is the number of versioned writes DynamoDB refused because
+	// the item had changed since it was read.
+	ConditionalCheckFailures int64
+	// Retries is the number of times an operation started again after such a failure.
+	Retries int64
+	// Contended is the number of operations that returned ErrContended.
+	Contended int64
+	// FastPathMisses is the number of fixed-window ADDs whose condition failed (a new window
+	// or key) and that fell back to a versioned write.
+	FastPathMisses int64
+}
+
+// Store is a cache.Store and cache.Admitter in a DynamoDB table. It is safe for concurrent use
+// and by many processes. Make one with New; the zero Store is not usable.
+type Store struct {
+	client     *dynamodb.Client
+	table      string
+	idle       time.Duration
+	maxRetries int
+	backoff    time.Duration
+	clock      clock.Clock
+	closed     atomic.Bool
+	valid      sync.Map // *strategy.Strategy -> error
+
+	accepted, rejected, ccf, retries, contended, misses atomic.Int64
+
+	// beforeWrite, when set (tests), runs between the read and the conditional write of a
+	// versioned update, with the attempt number from 0.
+	beforeWrite func(attempt int)
+}
+
+var (
+	_ cache.Store     = (*Store)(nil)
+	_ cache.Admitter  = (*Store)(nil)
+	_ cache.Validator = (*Store)(nil)
+)
+
+// New returns a store on client's table opts.Table. It makes no request: an unreachable
+// endpoint or a missing table is reported by the first operation (or call Check). client is
+// built by the caller (region, credentials, endpoint); the store never closes it.
+func New(client *dynamodb.Client, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("ratemonitor: dynamodb store: nil client")
+	}
+	if opts.Table == "" {
+		return nil, errors.New("ratemonitor: dynamodb store: Options.Table is empty; name the table (see CreateTable)")
+	}
+	if opts.IdleTimeout < 0 {
+		return nil, fmt.Errorf("ratemonitor: dynamodb store: negative IdleTimeout %v", opts.IdleTimeout)
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	switch {
+	case opts.MaxRetries == 0:
+		opts.MaxRetries = DefaultMaxRetries
+	case opts.MaxRetries < 0:
+		opts.MaxRetries = 0
+	}
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = DefaultRetryBackoff
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Wall()
+	}
+	return &Store{client: client, table: opts.Table, idle: opts.IdleTimeout, maxRetries: opts.MaxRetries,
+		backoff: opts.RetryBackoff, clock: opts.Clock}, nil
+}
+
+// Stats returns the counts so far. It is safe for concurrent use.
+func (st *Store) Stats() Stats {
+	return Stats{
+		Accepted: st.accepted.Load(), Rejected: st.rejected.Load(),
+		ConditionalCheckFailures: st.ccf.Load(), Retries: st.retries.Load(),
+		Contended: st.contended.Load(), FastPathMisses: st.misses.Load(),
+	}
+}
+
+// Close marks the store closed; later operations return cache.ErrClosed. It does not close the
+// client, which the caller owns. It is safe to call more than once.
+func (st *Store) Close() error {
+	st.closed.Store(true)
+	return nil
+}
+
+// Validate implements cache.Validator: every counter must be a token bucket, a fixed window,
+// or encode itself (encoding.BinaryMarshaler and BinaryUnmarshaler, as the rolling window's
+// does).
+func (st *Store) Validate(s *strategy.Strategy) error {
+	if s == nil {
+		return errors.New("ratemonitor: dynamodb store: nil strategy")
+	}
+	if v, ok := st.valid.Load(s); ok {
+		err, _ := v.(error)
+		return err
+	}
+	var err error
+	for j := range s.Slots() {
+		switch c := s.NewCounter(j).(type) {
+		case *tokenbucket.Bucket, *fixedwindow.Counter:
+		default:
+			_, m := c.(encoding.BinaryMarshaler)
+			_, u := c.(encoding.BinaryUnmarshaler)
+			if !m || !u {
+				err = fmt.Errorf("ratemonitor: dynamodb store: %s counters cannot be stored; use the token bucket, fixed window or rolling window", s.Name())
+			}
+		}
+	}
+	st.valid.Store(s, err)
+	return err
+}
+
+func (st *Store) check(s *strategy.Strategy, n int) error {
+	if st.closed.Load() {
+		return cache.ErrClosed
+	}
+	if err := st.Validate(s); err != nil {
+		return err
+	}
+	return cache.CheckCount(n)
+}
+
+func (st *Store) count(allowed bool) {
+	if allowed {
+		st.accepted.Add(1)
+	} else {
+		st.rejected.Add(1)
+	}
+}
+
+// Record implements cache.Store. Errors: cache.ErrClosed, cache.ErrInvalidCount, ErrContended,
+// and DynamoDB's, wrapped with what to do.
+func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	if err := st.check(s, n); err != nil {
+		return err
+	}
+	if isFixed(s) {
+		_, err := st.fixedAdd(ctx, s, key, n, false)
+		return err
+	}
+	return st.update(ctx, s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+		s.Record(cs, now, n)
+		return true, 0
+	})
+}
+
+// Reserve implements cache.Store. Errors: Record's, and strategy.CheckBurst's.
+func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	if err := st.check(s, n); err != nil {
+		return strategy.Result{}, err
+	}
+	if err := s.CheckBurst(n); err != nil {
+		return strategy.Result{}, err
+	}
+	var res strategy.Result
+	err := st.update(ctx, s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+		res, _ = s.Reserve(cs, now, n)
+		return res.Allowed, n
+	})
+	if err != nil {
+		return strategy.Result{}, err
+	}
+	st.count(res.Allowed)
+	return res, nil
+}
+
+// Admit implements cache.Admitter: see strategy.Strategy.Admit. Under the fixed window a
+// refused attempt is counted too, by the ADD the package comment gives. Errors: Reserve's.
+func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+	if err := st.check(s, n); err != nil {
+		return strategy.Decision{}, err
+	}
+	if err := s.CheckBurst(n); err != nil {
+		return strategy.Decision{}, err
+	}
+	var d strategy.Decision
+	var err error
+	if isFixed(s) {
+		d, err = st.fixedAdd(ctx, s, key, n, true)
+	} else {
+		err = st.update(ctx, s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+			d, _ = s.Admit(cs, now, n)
+			return d.Allowed, n
+		})
+	}
+	if err != nil {
+		return strategy.Decision{}, err
+	}
+	st.count(d.Allowed)
+	return d, nil
+}
+
+// Release implements cache.Store. Errors: Record's.
+func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+	if err := st.check(s, n); err != nil {
+		return err
+	}
+	return st.update(ctx, s, key, func(cs []strategy.Counter, _ time.Time) (bool, int) {
+		s.Release(cs, at, n)
+		return true, 0
+	})
+}
+
+// Peek implements cache.Store with one strongly consistent read; it writes nothing. Errors:
+// cache.ErrClosed, strategy.CheckBurst's for n ≠ 0, and DynamoDB's.
+func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+	if err := st.check(s, 1); err != nil {
+		return strategy.Snapshot{}, err
+	}
+	if n != 0 {
+		if err := s.CheckBurst(n); err != nil {
+			return strategy.Snapshot{}, err
+		}
+	}
+	it, err := st.get(ctx, key)
+	if err != nil {
+		return strategy.Snapshot{}, err
+	}
+	cs, err := decode(s, it)
+	if err != nil {
+		return strategy.Snapshot{}, fmt.Errorf("ratemonitor: dynamodb store: key %q: %w", key, err)
+	}
+	return s.Peek(cs, st.clock.Now(), n)
+}
+
+// update runs the versioned read-modify-write: op applies the operation to the counters read
+// at now and reports whether to write, and how many tokens the write spends (consume > 0
+// adds the enough-tokens condition for token buckets).
+func (st *Store) update(ctx context.Context, s *strategy.Strategy, key string, op func([]strategy.Counter, time.Time) (write bool, consume int)) error {
+	for attempt := 0; ; attempt++ {
+		it, err := st.get(ctx, key)
+		if err != nil {
+			return err
+		}
+		cs, err := decode(s, it)
+		if err != nil {
+			return fmt.Errorf("ratemonitor: dynamodb store: key %q: %w", key, err)
+		}
+		version, exists := itemVersion(it)
+		pre := snapshotBuckets(cs)
+		now := st.clock.Now()
+		write, consume := op(cs, now)
+		if !write {
+			return nil
+		}
+		if st.beforeWrite != nil {
+			st.beforeWrite(attempt)
+		}
+		in := st.versionedUpdate(s, key, cs, pre, now, version, exists, consume)
+		_, err = st.client.UpdateItem(ctx, in)
+		if err == nil {
+			return nil
+		}
+		if !isConditionFailed(err) {
+			return st.wrap("write", key, err)
+		}
+		st.ccf.Add(1)
+		if attempt >= st.maxRetries {
+			st.contended.Add(1)
+			return fmt.Errorf("%w (%d attempts on key %q)", ErrContended, attempt+1, key)
+		}
+		st.retries.Add(1)
+		if err := st.jitter(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// jitter sleeps a random duration in [0, backoff·2^attempt), at most maxBackoff, on the wall
+// clock, or returns the context's error.
+func (st *Store) jitter(ctx context.Context, attempt int) error {
+	ceil := min(st.backoff<<min(attempt, 20), maxBackoff)
+	d := rand.N(ceil)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func isFixed(s *strategy.Strategy) bool { return s.Name() == fixedwindow.Algorithm{}.Name() }
