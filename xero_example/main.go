@@ -42,8 +42,10 @@ type config struct {
 	token     string        // bearer token for the real API
 	tenantIDs []string      // real tenant ids
 	redisAddr string        // share counts through Redis instead of process memory
-	sync      bool          // learn from the upstream's headers and retry through go-retryablehttp
-	foreign   int           // calls per tenant another app made just before the run (local upstream)
+	// share counts through DynamoDB (an endpoint URL and a table) instead
+	dynamoEndpoint, dynamoTable string
+	sync                        bool // learn from the upstream's headers and retry through go-retryablehttp
+	foreign                     int  // calls per tenant another app made just before the run (local upstream)
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -62,6 +64,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.path, "path", "/api.xro/2.0/Invoices", "path to GET")
 	fs.StringVar(&c.token, "token", os.Getenv("XERO_TOKEN"), "bearer token for -base-url (default $XERO_TOKEN)")
 	fs.StringVar(&ids, "tenant-ids", "", "comma-separated tenant ids for -base-url")
+	fs.StringVar(&c.dynamoEndpoint, "dynamodb-endpoint", "", "DynamoDB API URL (e.g. http://127.0.0.1:8000 for dynalite): keep the counts in DynamoDB, like -redis (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, region from AWS_REGION)")
+	fs.StringVar(&c.dynamoTable, "dynamodb-table", "ratemonitor", "DynamoDB table for -dynamodb-endpoint (partition key pk, a string); created when missing")
 	fs.StringVar(&c.redisAddr, "redis", "", "Redis address (host:port): keep the counts there and reserve each burst there, so several copies of this program share one allocation per tenant (each copy still starts its own local upstream unless -base-url is set)")
 	fs.BoolVar(&c.sync, "sync", false, "learn from the upstream's answers (X-*Limit-Remaining raise our counts, a 429 pauses the tenant until its Retry-After) and retry failed calls through go-retryablehttp, paced by the monitor")
 	fs.IntVar(&c.foreign, "foreign", 0, "calls per tenant that another app made just before the run, which this program cannot see (local upstream only): without -sync they cause 429s")

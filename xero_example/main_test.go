@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 )
 
@@ -158,6 +159,29 @@ func TestRunOnRedis(t *testing.T) {
 	}
 	if _, err := run(context.Background(), config{scale: 60, tenants: 1, requests: 1, burst: 1, redisAddr: "127.0.0.1:1", path: "/"}, &out); err == nil {
 		t.Error("an unreachable -redis was accepted")
+	}
+}
+
+// TestRunOnDynamoDB: the main job with its counts in DynamoDB (the test's own dynalite); the
+// example creates the table.
+func TestRunOnDynamoDB(t *testing.T) {
+	srv := dynalitetest.Start(t)
+	cfg, err := parseFlags([]string{"-scale", "60", "-progress", "0", "-dynamodb-endpoint", srv.Endpoint, "-dynamodb-table", "xero",
+		"-tenants", "2", "-requests", "100", "-margin", "6s"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sum, err := run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if sum.sent != 200 || sum.tooMany != 0 || sum.failed != 0 || !strings.Contains(out.String(), "counts kept in DynamoDB") {
+		t.Fatalf("sent %d, 429s %d, failures %d\n%s", sum.sent, sum.tooMany, sum.failed, out.String())
+	}
+	cfg.dynamoEndpoint = "http://127.0.0.1:1"
+	if _, err := run(context.Background(), cfg, &out); err == nil || !strings.Contains(err.Error(), "-dynamodb-endpoint http://127.0.0.1:1") {
+		t.Errorf("an unreachable -dynamodb-endpoint: %v", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/retry"
@@ -145,6 +146,19 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 			fmt.Fprintf(out, "(each copy starts its own local upstream: the 429s, peaks and rates below are this copy's alone; the monitor's counts are shared)\n")
 		}
 	}
+	if cfg.dynamoEndpoint != "" {
+		if cfg.redisAddr != "" {
+			return summary{}, errors.New("-redis and -dynamodb-endpoint: give one store")
+		}
+		store, err := openDynamo(ctx, cfg)
+		if err != nil {
+			return summary{}, err
+		}
+		defer store.Close()
+		opts = append(opts, ratemonitor.WithStore(store))
+		fmt.Fprintf(out, "counts kept in DynamoDB at %s, table %s: copies of this program share each tenant's allocation, and reserve each burst there\n",
+			cfg.dynamoEndpoint, cfg.dynamoTable)
+	}
 	if cfg.sync {
 		opts = append(opts,
 			ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XeroReader(tm.minute, tm.day)}}),
@@ -218,7 +232,7 @@ func paceTenant(ctx context.Context, cfg config, tr *ratemonitor.Transport, clie
 		r.waitUntil = time.Now().Add(d)
 		mu.Unlock()
 		sendCtx := ctx
-		if cfg.redisAddr != "" {
+		if cfg.redisAddr != "" || cfg.dynamoEndpoint != "" {
 			res, err := tr.Reserve(ctx, r.id, burst)
 			if err != nil {
 				return err
@@ -417,3 +431,12 @@ func pausedUntil(st ratemonitor.Status) time.Time {
 
 // appKey is the key the app-wide limit is counted under with -sync.
 const appKey = "xero-app"
+
+// openDynamo opens the DynamoDB store, creating its table when it does not exist.
+func openDynamo(ctx context.Context, cfg config) (*dynamostore.Store, error) {
+	st, err := dynamostore.OpenOrCreate(ctx, dynamostore.EndpointClient(cfg.dynamoEndpoint), dynamostore.Options{Table: cfg.dynamoTable})
+	if err != nil {
+		return nil, fmt.Errorf("-dynamodb-endpoint %s -dynamodb-table %s: %w", cfg.dynamoEndpoint, cfg.dynamoTable, err)
+	}
+	return st, nil
+}

@@ -13,7 +13,8 @@
 //	go run ./cmd/ratelimitd -limit 5 -window 1m -strategy fixedwindow -store sqlite -db ratelimitd.db
 //
 // Flags choose the rule (-limit per -window), the strategy (fixedwindow, rollingwindow,
-// tokenbucket: capacity -limit refilled over -window), and the store (memory, sqlite, redis).
+// tokenbucket: capacity -limit refilled over -window), and the store (memory, sqlite, redis,
+// dynamodb).
 // The audit table lives in the SQLite file -db whatever the store.
 package main
 
@@ -65,9 +66,11 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.window, "window", defaultWindow, "window length, e.g. 1m or 24h (the token bucket's time to refill from empty)")
 	fs.DurationVar(&c.granularity, "granularity", 0, "rolling window only: bucket width; 0 picks 1s, or window/1000 for windows over 1000s")
 	fs.StringVar(&c.strategy, "strategy", "fixedwindow", "fixedwindow, rollingwindow or tokenbucket")
-	fs.StringVar(&c.store, "store", "memory", "where counts live: memory, sqlite (the -db file) or redis (-redis)")
+	fs.StringVar(&c.store, "store", "memory", "where counts live: memory, sqlite (the -db file), redis (-redis) or dynamodb (-dynamodb-endpoint, -dynamodb-table)")
 	fs.StringVar(&c.db, "db", "ratelimitd.db", "SQLite file for the api_calls audit table, and for the counts with -store sqlite")
 	fs.StringVar(&c.redis, "redis", "127.0.0.1:6379", "Redis address for -store redis")
+	fs.StringVar(&c.dynamoEndpoint, "dynamodb-endpoint", "", "DynamoDB API URL for -store dynamodb, e.g. http://127.0.0.1:8000 for dynalite (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, region from AWS_REGION)")
+	fs.StringVar(&c.dynamoTable, "dynamodb-table", "ratemonitor", "DynamoDB table for -store dynamodb (partition key pk, a string); created when missing")
 	fs.StringVar(&c.keyHeader, "key-header", "X-Client-Key", "header that names the client; requests without it are counted by peer address")
 	fs.StringVar(&c.trusted, "trusted-proxies", "", "comma-separated addresses or CIDR ranges of proxies whose X-Forwarded-For is believed")
 	if err := fs.Parse(args); err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
 	"github.com/ratemonitor/ratemonitor/internal/loadtest"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 )
@@ -161,11 +162,16 @@ func TestService(t *testing.T) {
 		{"redis", "rollingwindow", 5},
 		{"redis", "fixedwindow", 6},
 		{"redis", "tokenbucket", 5},
+		{"dynamodb", "fixedwindow", 6},
+		{"dynamodb", "tokenbucket", 5},
 	} {
 		t.Run(c.store+"/"+c.strategy, func(t *testing.T) {
 			args := []string{"-store", c.store, "-strategy", c.strategy, "-limit", "5", "-window", "24h"}
-			if c.store == "redis" {
+			switch c.store {
+			case "redis":
 				args = append(args, "-redis", redistest.Start(t).String())
+			case "dynamodb": // the service creates the table
+				args = append(args, "-dynamodb-endpoint", dynalitetest.Start(t).Endpoint, "-dynamodb-table", "limits")
 			}
 			awayFromMidnight()
 			s := start(t, args...)
@@ -247,7 +253,9 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-store", "nosuch"}, `-store "nosuch": want memory, sqlite or redis`},
+		{[]string{"-store", "nosuch"}, `-store "nosuch": want memory, sqlite, redis or dynamodb`},
+		{[]string{"-store", "dynamodb"}, "-store dynamodb needs -dynamodb-endpoint"},
+		{[]string{"-store", "dynamodb", "-dynamodb-endpoint", "http://127.0.0.1:1"}, "-dynamodb-endpoint http://127.0.0.1:1 -dynamodb-table ratemonitor:"},
 		{[]string{"-strategy", "leaky"}, `-strategy "leaky": want fixedwindow, rollingwindow or tokenbucket`},
 		{[]string{"-limit", "0"}, "-limit 0 -window 1m0s: invalid rule"},
 		{[]string{"-window", "1500ms", "-strategy", "rollingwindow"}, "not a whole multiple of the granularity"},

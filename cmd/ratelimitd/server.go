@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/cache/sqlitestore"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
@@ -29,6 +30,7 @@ const defaultWindow = time.Minute
 
 type config struct {
 	addr, strategy, store, db, redis, keyHeader, trusted string
+	dynamoEndpoint, dynamoTable                          string
 	limit                                                int
 	window, granularity                                  time.Duration
 }
@@ -37,8 +39,15 @@ type config struct {
 func (c config) check() error {
 	switch c.store {
 	case "memory", "sqlite", "redis":
+	case "dynamodb":
+		if c.dynamoEndpoint == "" {
+			return errors.New("-store dynamodb needs -dynamodb-endpoint, the API's URL (e.g. http://127.0.0.1:8000 for dynalite)")
+		}
+		if c.dynamoTable == "" {
+			return errors.New("-dynamodb-table is empty")
+		}
 	default:
-		return fmt.Errorf("-store %q: want memory, sqlite or redis", c.store)
+		return fmt.Errorf("-store %q: want memory, sqlite, redis or dynamodb", c.store)
 	}
 	if c.db == "" {
 		return errors.New("-db is empty: the api_calls audit table needs a SQLite file")
@@ -162,6 +171,11 @@ func newServer(ctx context.Context, cfg config, log *slog.Logger) (_ *server, er
 			return nil, err
 		}
 		srv.store = rs
+	case "dynamodb":
+		if srv.store, err = openDynamo(ctx, cfg); err != nil {
+			return nil, err
+		}
+		srv.closers = append(srv.closers, srv.store.Close)
 	}
 	opts := []middleware.Option{
 		middleware.WithKeyHeader(cfg.keyHeader),
@@ -276,4 +290,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
+}
+
+// openDynamo opens the DynamoDB store, creating its table when it does not exist.
+func openDynamo(ctx context.Context, cfg config) (*dynamostore.Store, error) {
+	st, err := dynamostore.OpenOrCreate(ctx, dynamostore.EndpointClient(cfg.dynamoEndpoint), dynamostore.Options{Table: cfg.dynamoTable})
+	if err != nil {
+		return nil, fmt.Errorf("-dynamodb-endpoint %s -dynamodb-table %s: %w", cfg.dynamoEndpoint, cfg.dynamoTable, err)
+	}
+	return st, nil
 }

@@ -1,0 +1,55 @@
+package dynamostore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// EndpointClient returns a DynamoDB client for the API at endpoint (a URL such as
+// https://dynamodb.eu-west-1.amazonaws.com, or http://127.0.0.1:8000 for dynalite or DynamoDB
+// Local), for command-line tools. Credentials come from AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or are placeholders when those are unset (local
+// servers accept any); the region from AWS_REGION, or us-east-1. The SDK makes one attempt per
+// call: the store retries conditional writes itself. Programs that run in AWS should build
+// their client with the SDK's config.LoadDefaultConfig instead.
+func EndpointClient(endpoint string) *dynamodb.Client {
+	creds := credentials.NewStaticCredentialsProvider(
+		cmp.Or(os.Getenv("AWS_ACCESS_KEY_ID"), "placeholder"),
+		cmp.Or(os.Getenv("AWS_SECRET_ACCESS_KEY"), "placeholder"),
+		os.Getenv("AWS_SESSION_TOKEN"))
+	return dynamodb.New(dynamodb.Options{
+		Region:           cmp.Or(os.Getenv("AWS_REGION"), "us-east-1"),
+		Credentials:      creds,
+		BaseEndpoint:     aws.String(endpoint),
+		RetryMaxAttempts: 1,
+	})
+}
+
+// OpenOrCreate is New followed by Check, creating the table with CreateTable when it does not
+// exist (it does not enable TTL: see EnableTTL). Errors are New's, Check's and CreateTable's.
+func OpenOrCreate(ctx context.Context, client *dynamodb.Client, opts Options) (*Store, error) {
+	st, err := New(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	err = st.Check(ctx)
+	var nf *types.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		if err = CreateTable(ctx, client, opts.Table); err != nil {
+			err = fmt.Errorf("ratemonitor: dynamodb store: create table %q: %w", opts.Table, err)
+		}
+	}
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
