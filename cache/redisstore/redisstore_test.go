@@ -28,8 +28,14 @@ var t0 = time.Unix(1_800_000_000, 0)
 
 var mustStrategy = storetest.Strategy
 
+// newStore makes a store for a test. Unless the test is about timeouts (and sets one), each
+// operation may take 5 s: CI runs every package at once on 2 cores, Node's dynalite among them,
+// and the default 100 ms is a production setting, not what these tests check.
 func newStore(t testing.TB, c redis.UniversalClient, opts Options) *Store {
 	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = 5 * time.Second
+	}
 	st, err := New(c, opts)
 	if err != nil {
 		t.Fatal(err)
