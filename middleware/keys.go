@@ -114,8 +114,18 @@ func (k *keyer) isTrusted(ip netip.Addr) bool {
 	return false
 }
 
-// group returns ip's key text: IPv6 addresses cut to the configured prefix.
+// nat64 is the well-known NAT64 prefix (RFC 6052): IPv4 clients behind a NAT64 reach the
+// server as 64:ff9b::<their IPv4 address>.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// group returns ip's key text: IPv6 addresses cut to the configured prefix, and addresses of the
+// well-known NAT64 prefix keyed by the IPv4 address they carry, as each is a client of its own.
+// (A network-specific NAT64 prefix needs WithKeyFunc.)
 func (k *keyer) group(ip netip.Addr) string {
+	if nat64.Contains(ip) {
+		b := ip.As16()
+		return netip.AddrFrom4([4]byte(b[12:])).String()
+	}
 	if ip.Is4() || k.ipv6Bits == 128 {
 		return ip.String()
 	}

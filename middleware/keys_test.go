@@ -49,6 +49,8 @@ func TestKeys(t *testing.T) {
 		{"peer other port", nil, "192.0.2.1:5678", nil, "ip:192.0.2.1"},
 		{"peer without port", nil, "192.0.2.1", nil, "ip:192.0.2.1"},
 		{"ipv4-mapped", nil, "[::ffff:192.0.2.1]:80", nil, "ip:192.0.2.1"},
+		{"nat64 keyed by its ipv4 client", nil, "[64:ff9b::c000:201]:1000", nil, "ip:192.0.2.1"},
+		{"nat64 another client", nil, "[64:ff9b::cb00:7107]:1000", nil, "ip:203.0.113.7"},
 		{"ipv6 /64 by default", nil, "[2001:db8:1:2:aaaa::1]:443", nil, "ip:2001:db8:1:2::/64"},
 		{"ipv6 whole", []Option{WithIPv6Prefix(128)}, "[2001:db8:1:2:aaaa::1]:443", nil, "ip:2001:db8:1:2:aaaa::1"},
 		{"ipv6 zone dropped", []Option{WithIPv6Prefix(128)}, "[fe80::1%eth0]:443", nil, "ip:fe80::1"},

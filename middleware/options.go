@@ -59,7 +59,8 @@ func WithKeyHeader(name string) Option {
 // default is 64: a single host usually holds a whole /64 (RFC 6177's end-site assignments are
 // /48 to /64) and can rotate through it, so keying each address would let it multiply its
 // allocation and flood the store with keys. WithIPv6Prefix(128) keys each address. IPv4
-// addresses (and IPv4-mapped IPv6 addresses) are always keyed whole.
+// addresses, IPv4-mapped IPv6 addresses and addresses of the well-known NAT64 prefix
+// 64:ff9b::/96 (RFC 6052) are always keyed by their IPv4 address.
 func WithIPv6Prefix(bits int) Option {
 	return func(c *config) { c.ipv6Bits, c.ipv6BitsSet = bits, true }
 }

@@ -25,6 +25,7 @@ import (
 	"math"
 	"net"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,9 +91,17 @@ const (
 type Options struct {
 	// Prefix starts every Redis key (default "ratemonitor"). It must not contain '{' or '}'.
 	Prefix string
-	// Timeout bounds each operation, round trip included (default 100 ms). When it passes, the
-	// operation fails with an error wrapping context.DeadlineExceeded, and it is never retried:
-	// the script may already have counted.
+	// MaxInFlight is how many operations may be sent to Redis at once; the others wait their
+	// turn, for as long as their caller's context allows, before Timeout starts. Without it a
+	// burst larger than the client's connection pool spends its Timeout waiting for a
+	// connection, fails, and the connections of scripts cut off mid-flight are thrown away,
+	// which makes the next burst worse. Default: the client's PoolSize (go-redis: 10 per CPU),
+	// or 10 per CPU for other clients.
+	MaxInFlight int
+	// Timeout bounds each operation's round trip (default 100 ms), from the moment it has a
+	// connection's turn (see MaxInFlight). When it passes, the operation fails with an error
+	// wrapping context.DeadlineExceeded, and it is never retried: the script may already have
+	// counted.
 	Timeout time.Duration
 	// Slack is how long a key outlives its window (default 1 s): every key's TTL is at least
 	// its window and at most window + Slack past the latest request it holds.
@@ -110,6 +119,7 @@ type Store struct {
 	closed  atomic.Bool
 	static  sync.Map // *strategy.Strategy → *plan
 	statics atomic.Int64
+	turns   chan struct{} // one token per operation in flight (Options.MaxInFlight)
 }
 
 var (
@@ -126,10 +136,10 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil || reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil() {
 		return nil, errors.New("ratemonitor: redis store: nil client")
 	}
-	retries, ctxTimeouts := 0, true
+	retries, ctxTimeouts, pool := 0, true, 0
 	switch c := client.(type) {
 	case *redis.Client:
-		retries, ctxTimeouts = c.Options().MaxRetries, c.Options().ContextTimeoutEnabled
+		retries, ctxTimeouts, pool = c.Options().MaxRetries, c.Options().ContextTimeoutEnabled, c.Options().PoolSize
 	case *redis.ClusterClient:
 		retries, ctxTimeouts = c.Options().MaxRetries, c.Options().ContextTimeoutEnabled
 	}
@@ -151,10 +161,16 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.Slack == 0 {
 		opts.Slack = DefaultSlack
 	}
-	if opts.Timeout < 0 || opts.Slack < 0 {
-		return nil, fmt.Errorf("ratemonitor: redis store: Timeout %v and Slack %v must not be negative", opts.Timeout, opts.Slack)
+	if opts.Timeout < 0 || opts.Slack < 0 || opts.MaxInFlight < 0 {
+		return nil, fmt.Errorf("ratemonitor: redis store: Timeout %v, Slack %v and MaxInFlight %d must not be negative", opts.Timeout, opts.Slack, opts.MaxInFlight)
 	}
-	return &Store{client: client, opts: opts}, nil
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = pool
+	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = 10 * runtime.GOMAXPROCS(0)
+	}
+	return &Store{client: client, opts: opts, turns: make(chan struct{}, opts.MaxInFlight)}, nil
 }
 
 // Keys returns the Redis keys that hold key's state under s, all with the same hash tag. Under
@@ -196,6 +212,13 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	args = append(args, op, n, now, at.UnixMicro())
 	args = append(args, pl.args...)
 	args = append(args, extra...)
+	select {
+	case st.turns <- struct{}{}:
+		defer func() { <-st.turns }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("ratemonitor: redis store: %s on key %q: gave up waiting for a connection's turn (MaxInFlight %d): %w",
+			op, key, st.opts.MaxInFlight, ctx.Err())
+	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, st.opts.Timeout)
 	defer cancel()

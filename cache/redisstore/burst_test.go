@@ -1,0 +1,59 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/tokenbucket"
+)
+
+// TestBurstLargerThanPool: 1 024 admissions at once, far more than the client's 20 connections,
+// with a short timeout: every one is answered, and every token spent went to an admitted call
+// (before MaxInFlight, waiting for a connection used up the timeout, the connections of scripts
+// cut off were thrown away, and all 1 024 failed).
+func TestBurstLargerThanPool(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	st := newStore(t, client, Options{Timeout: 250 * time.Millisecond})
+	s, err := tokenbucket.New(strategy.Rule{Limit: 50_000, Window: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var allowed, failed atomic.Int64
+	var first atomic.Value
+	done := make(chan struct{}, 1024)
+	for g := range 1024 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			d, err := st.Admit(ctx, s, "burst-"+strconv.Itoa(g%8), 1)
+			if err != nil {
+				failed.Add(1)
+				first.CompareAndSwap(nil, err.Error())
+				return
+			}
+			if d.Allowed {
+				allowed.Add(1)
+			}
+		}()
+	}
+	for range 1024 {
+		<-done
+	}
+	spent := 0
+	for k := range 8 {
+		snap, err := newStore(t, client, Options{Timeout: 5 * time.Second}).Peek(ctx, s, "burst-"+strconv.Itoa(k), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spent += snap.Usage[0].Used
+	}
+	if failed.Load() != 0 || int64(spent) != allowed.Load() {
+		t.Errorf("allowed %d, failed %d (first: %v), tokens spent %d", allowed.Load(), failed.Load(), first.Load(), spent)
+	}
+}
