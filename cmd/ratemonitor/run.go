@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/middleware"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/tokenbucket"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+const usageText = `usage:
+  ratemonitor status --store URL --rule LIMIT/WINDOW [--rule ...] [flags] KEY
+  ratemonitor watch  --store URL --rule LIMIT/WINDOW [--rule ...] [--interval 1s] [flags] KEY
+
+status prints, per rule, the requests that count now, what remains and the wait for one more
+request, then the wait under all rules and the key's pause; it counts nothing. watch prints
+the same every --interval until interrupted.
+
+stores (--store):
+  redis://[user:password@]host:port[/db]             the Redis store (--prefix: its key prefix)
+  sqlite:///path/to/limits.db                        an existing SQLite file (sqlite://rel.db: relative)
+  dynamodb+http://127.0.0.1:8000?table=ratemonitor   DynamoDB's API at that endpoint (dynalite, DynamoDB Local)
+  dynamodb+https://dynamodb.eu-west-1.amazonaws.com?table=ratemonitor
+                                                     (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)
+
+KEY is the raw store key: what a Transport's KeyFunc returns (a Xero tenant id, a host), or
+the middleware's "key:V" (--header-key V) or "ip:ADDRESS". Rules, margin and granularity must
+be those the key is counted under.
+
+rules: LIMIT/WINDOW[,granularity=D][,margin=D][,headroom=N], e.g. 60/1m or 5000/24h,granularity=10s
+
+exit status: 0 ok, 1 the store failed, 2 a usage error
+
+flags:
+`
+
+// usageError is an error in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// config is a parsed command line.
+type config struct {
+	cmd         string
+	store       string
+	strat       *strategy.Strategy
+	algorithm   strategy.Algorithm
+	rules       []strategy.Rule
+	key         string
+	prefix      string
+	json        bool
+	interval    time.Duration
+	timeout     time.Duration
+	granularity time.Duration
+	margin      time.Duration
+	headroom    int
+}
+
+// run is the command: args without the program name. It returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "ratemonitor:", err)
+		return exitUsage
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "ratemonitor:", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return exitUsage
+		}
+		return exitRuntime
+	}
+	defer st.close()
+	if cfg.cmd == "watch" {
+		err = watch(ctx, cfg, st, stdout)
+	} else {
+		err = status(ctx, cfg, st, stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "ratemonitor:", err)
+		return exitRuntime
+	}
+	return exitOK
+}
+
+// parse reads the subcommand, its flags (before or after KEY) and KEY.
+func parse(args []string, stderr io.Writer) (*config, error) {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return nil, usagef("want a command: status or watch")
+	}
+	cfg := &config{cmd: args[0]}
+	switch cfg.cmd {
+	case "status", "watch":
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stderr, usageText)
+		fs := newFlags(&config{}, new([]string), new(string), new(string))
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		return nil, flag.ErrHelp
+	default:
+		return nil, usagef("unknown command %q: want status or watch (ratemonitor -h lists the flags)", cfg.cmd)
+	}
+	var ruleArgs []string
+	var strat, headerKey string
+	fs := newFlags(cfg, &ruleArgs, &strat, &headerKey)
+	fs.SetOutput(io.Discard) // run prints the error once; -h prints the usage below
+	fs.Usage = func() {}
+	var keys []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stderr, usageText)
+				fs.SetOutput(stderr)
+				fs.PrintDefaults()
+				return nil, err
+			}
+			return nil, usagef("%s: %v (ratemonitor -h lists the flags)", cfg.cmd, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		keys = append(keys, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	switch {
+	case cfg.store == "":
+		return nil, usagef("%s: --store is required, e.g. --store redis://127.0.0.1:6379", cfg.cmd)
+	case len(ruleArgs) == 0:
+		return nil, usagef("%s: at least one --rule is required, e.g. --rule 60/1m", cfg.cmd)
+	case headerKey != "" && len(keys) > 0:
+		return nil, usagef("%s: give KEY or --header-key, not both", cfg.cmd)
+	case headerKey != "":
+		cfg.key = middleware.HeaderKey(headerKey)
+	case len(keys) == 0:
+		return nil, usagef("%s: missing KEY: the store key, e.g. tenant-1, key:alice or ip:203.0.113.7 (or --header-key V)", cfg.cmd)
+	case len(keys) > 1:
+		return nil, usagef("%s: want one KEY, got %d: %q", cfg.cmd, len(keys), keys)
+	case keys[0] == "":
+		return nil, usagef("%s: KEY is empty", cfg.cmd)
+	default:
+		cfg.key = keys[0]
+	}
+	if cfg.interval <= 0 {
+		return nil, usagef("--interval %v: want a positive duration", cfg.interval)
+	}
+	if cfg.timeout <= 0 {
+		return nil, usagef("--timeout %v: want a positive duration", cfg.timeout)
+	}
+	switch strat {
+	case "rollingwindow":
+		cfg.algorithm = rollingwindow.Algorithm{}
+	case "fixedwindow":
+		cfg.algorithm = fixedwindow.Algorithm{}
+	case "tokenbucket":
+		cfg.algorithm = tokenbucket.Algorithm{}
+	default:
+		return nil, usagef("--strategy %q: want rollingwindow, fixedwindow or tokenbucket", strat)
+	}
+	if cfg.granularity != 0 && strat != "rollingwindow" {
+		return nil, usagef("--granularity applies to the rolling window only (the %s ignores it)", strat)
+	}
+	for _, a := range ruleArgs {
+		r, err := parseRule(a, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if r.Granularity != 0 && strat != "rollingwindow" {
+			return nil, usagef("--rule %s: granularity applies to the rolling window only", a)
+		}
+		cfg.rules = append(cfg.rules, r)
+	}
+	s, err := strategy.New(cfg.algorithm, cfg.rules...)
+	if err != nil {
+		return nil, usagef("--rule: %v", err)
+	}
+	cfg.strat = s
+	return cfg, nil
+}
+
+func newFlags(cfg *config, rules *[]string, strat, headerKey *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("ratemonitor "+cfg.cmd, flag.ContinueOnError)
+	fs.StringVar(&cfg.store, "store", "", "the store, a `URL`: redis://host:port, sqlite:///path.db or dynamodb+http(s)://endpoint?table=T")
+	fs.StringVar(strat, "strategy", "rollingwindow", "rollingwindow, fixedwindow or tokenbucket")
+	fs.Func("rule", "a rule the key is counted under, `LIMIT/WINDOW`[,granularity=D][,margin=D][,headroom=N]; repeat for layered rules", func(v string) error {
+		*rules = append(*rules, v)
+		return nil
+	})
+	fs.DurationVar(&cfg.granularity, "granularity", 0, "rolling window: bucket width of every rule without its own (default 1s)")
+	fs.DurationVar(&cfg.margin, "margin", 0, "margin of every rule without its own (Rule.Margin)")
+	fs.IntVar(&cfg.headroom, "headroom", 0, "headroom of every rule without its own (Rule.Headroom)")
+	fs.StringVar(&cfg.prefix, "prefix", "", "Redis: the store's key prefix (default "+strconv.Quote("ratemonitor")+")")
+	fs.StringVar(headerKey, "header-key", "", "inspect the middleware's key for the key-header value `V` (middleware.HeaderKey: \"key:\"+V) instead of KEY")
+	fs.BoolVar(&cfg.json, "json", false, "print JSON (watch: one object per line)")
+	fs.DurationVar(&cfg.interval, "interval", time.Second, "watch: time between refreshes")
+	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Second, "bound on connecting and on each refresh")
+	return fs
+}
+
+// parseRule reads LIMIT/WINDOW[,name=value...]. The format is strategy.ParseRule's; the
+// granularity check waits for the options (and strategy.New).
+func parseRule(a string, cfg *config) (strategy.Rule, error) {
+	bad := func(why string) error { return usagef("--rule %s: %s", a, why) }
+	parts := strings.Split(a, ",")
+	limit, window, ok := strings.Cut(strings.TrimSpace(parts[0]), "/")
+	if !ok {
+		return strategy.Rule{}, bad("want LIMIT/WINDOW, e.g. 60/1m")
+	}
+	n, err := strconv.Atoi(limit)
+	if err != nil {
+		return strategy.Rule{}, bad(fmt.Sprintf("limit %q is not a whole number; want LIMIT/WINDOW, e.g. 60/1m", limit))
+	}
+	w, err := time.ParseDuration(window)
+	if err != nil {
+		return strategy.Rule{}, bad(fmt.Sprintf("window %q is not a duration such as 1m or 24h; want LIMIT/WINDOW, e.g. 60/1m", window))
+	}
+	r := strategy.Rule{Limit: n, Window: w, Granularity: cfg.granularity, Margin: cfg.margin, Headroom: cfg.headroom}
+	for _, p := range parts[1:] {
+		name, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+		switch name {
+		case "granularity", "margin":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return strategy.Rule{}, bad(fmt.Sprintf("%s %q is not a duration", name, v))
+			}
+			if name == "margin" {
+				r.Margin = d
+			} else {
+				r.Granularity = d
+			}
+		case "headroom":
+			h, err := strconv.Atoi(v)
+			if err != nil {
+				return strategy.Rule{}, bad(fmt.Sprintf("headroom %q is not a whole number", v))
+			}
+			r.Headroom = h
+		default:
+			return strategy.Rule{}, bad(fmt.Sprintf("unknown option %q: want granularity=D, margin=D or headroom=N", p))
+		}
+	}
+	return r, nil
+}
