@@ -13,6 +13,7 @@
 //	go run ./xero_example -base-url https://api.xero.com -token "$TOKEN" -tenant-ids ID1,ID2 -scale 1
 //	go run ./xero_example -redis 127.0.0.1:6379 -base-url … # several copies share one allocation
 //	go run ./xero_example -foreign 30 -sync # another app's calls: learn of them from Xero's headers
+//	go run ./xero_example -plot run.svg    # and draw the run: per tenant, rate and minute usage against the limit
 package main
 
 import (
@@ -44,8 +45,9 @@ type config struct {
 	redisAddr string        // share counts through Redis instead of process memory
 	// share counts through DynamoDB (an endpoint URL and a table) instead
 	dynamoEndpoint, dynamoTable string
-	sync                        bool // learn from the upstream's headers and retry through go-retryablehttp
-	foreign                     int  // calls per tenant another app made just before the run (local upstream)
+	sync                        bool   // learn from the upstream's headers and retry through go-retryablehttp
+	foreign                     int    // calls per tenant another app made just before the run (local upstream)
+	plot                        string // write a chart of the run to this .svg or .png file
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -69,6 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.redisAddr, "redis", "", "Redis address (host:port): keep the counts there and reserve each burst there, so several copies of this program share one allocation per tenant (each copy still starts its own local upstream unless -base-url is set)")
 	fs.BoolVar(&c.sync, "sync", false, "learn from the upstream's answers (X-*Limit-Remaining raise our counts, a 429 pauses the tenant until its Retry-After) and retry failed calls through go-retryablehttp, paced by the monitor")
 	fs.IntVar(&c.foreign, "foreign", 0, "calls per tenant that another app made just before the run, which this program cannot see (local upstream only): without -sync they cause 429s")
+	fs.StringVar(&c.plot, "plot", "", "write a chart of the run to this file, .svg or .png: per tenant, requests per second and the calls in the trailing minute against the limit, 429s marked")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -112,6 +115,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-base-url needs -token (or $XERO_TOKEN) and -tenant-ids")
 	case c.baseURL != "" && c.scale != 1:
 		return c, errors.New("-base-url talks to a real API: use -scale 1")
+	}
+	if c.plot != "" {
+		if err := checkPlotPath(c.plot); err != nil {
+			return c, err
+		}
 	}
 	if c.baseURL != "" {
 		u, err := url.Parse(c.baseURL)

@@ -32,6 +32,7 @@ type tenantRun struct {
 	waitUntil time.Time // zero when not waiting
 	done      time.Time
 	firstFail string
+	calls     callLog // with -plot against a real API: when each call was sent, by its answer
 }
 
 // summary is what a run measured.
@@ -93,6 +94,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	if base == "" {
 		up = newUpstream(cfg.scale, cfg.fixed)
 		up.minute, up.day = tm.minute, tm.day
+		if cfg.plot != "" {
+			up.keepHistory()
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return summary{}, fmt.Errorf("starting the local upstream: %w", err)
@@ -182,7 +186,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	var mu sync.Mutex
 	runs := make([]*tenantRun, len(ids))
 	for i, id := range ids {
-		runs[i] = &tenantRun{id: id}
+		runs[i] = &tenantRun{id: id, calls: callLog{tenant: id}}
 	}
 	start := time.Now()
 	stopProgress := progress(ctx, cfg, tr, out, &mu, runs, start)
@@ -211,10 +215,37 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		fmt.Fprintf(out, "\ninterrupted after %v: %d requests sent, %d × 429\n", sum.elapsed.Round(time.Millisecond), sum.sent, sum.tooMany)
-		return sum, err
+		return sum, errors.Join(err, plotRun(cfg, tm, up, runs, start, start.Add(sum.elapsed), out))
 	}
 	printSummary(ctx, out, cfg, tm, tr, sum)
-	return sum, errors.Join(errs...)
+	return sum, errors.Join(append(errs, plotRun(cfg, tm, up, runs, start, start.Add(sum.elapsed), out))...)
+}
+
+// plotRun writes the -plot chart, when asked for: from the local upstream's record of the
+// calls it counted and refused, or from the instants the client sent them (a real API).
+func plotRun(cfg config, tm timing, up *upstream, runs []*tenantRun, start, end time.Time, out io.Writer) error {
+	if cfg.plot == "" {
+		return nil
+	}
+	logs := make([]callLog, len(runs))
+	if up != nil {
+		ids := make([]string, len(runs))
+		for i, r := range runs {
+			ids[i] = r.id
+		}
+		logs = up.calls(ids)
+	} else {
+		for i, r := range runs { // the senders are done: no lock needed
+			logs[i] = r.calls
+		}
+	}
+	series := chartData(logs, start, end, tm.minute, tm.scale)
+	info := chartInfo{scale: tm.scale, requests: cfg.requests, upstream: up != nil, end: tm.scale * end.Sub(start).Seconds()}
+	if err := writeChart(cfg.plot, series, info); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  chart           %s\n", cfg.plot)
+	return nil
 }
 
 // paceTenant sends the tenant's requests in bursts. On its own it asks the monitor before each
@@ -247,9 +278,17 @@ func paceTenant(ctx context.Context, cfg config, tr *ratemonitor.Transport, clie
 		r.waitUntil = time.Time{}
 		mu.Unlock()
 		for range burst {
+			at := time.Now()
 			status, err := send(sendCtx, cfg, client, base, r.id)
 			mu.Lock()
 			r.sent++
+			if cfg.plot != "" && err == nil {
+				if status == http.StatusTooManyRequests {
+					r.calls.refused = append(r.calls.refused, at)
+				} else {
+					r.calls.accepted = append(r.calls.accepted, at)
+				}
+			}
 			switch {
 			case err != nil:
 				r.failed++

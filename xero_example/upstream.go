@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ type upstream struct {
 	app      []time.Time // accepted calls of the app, for the app minute limit
 	accepted int
 	refused  int
+	history  map[string]*callLog // every call's instant per tenant, for -plot; nil: none kept
 }
 
 // tenantLog is every call accepted for one tenant, oldest first, and the peak it has reached.
@@ -111,6 +113,9 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case tl.inFlight >= xeroConcurrent:
 		problem, retry = "concurrent", time.Second
 	}
+	if u.history != nil {
+		u.keep(tenant, t, problem == "")
+	}
 	if problem == "" {
 		tl.minute = append(tl.minute, t)
 		tl.day = append(tl.day, t)
@@ -158,7 +163,46 @@ func (u *upstream) preload(tenant string, n int, at time.Time) {
 		tl.minute = append(tl.minute, at)
 		tl.day = append(tl.day, at)
 		u.app = append(u.app, at)
+		if u.history != nil {
+			u.keep(tenant, at, true)
+		}
 	}
+}
+
+// keepHistory makes the upstream keep every call's instant, for calls; call it before serving.
+func (u *upstream) keepHistory() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.history = map[string]*callLog{}
+}
+
+// keep notes one call of tenant at t, accepted or refused; u.mu is held.
+func (u *upstream) keep(tenant string, t time.Time, accepted bool) {
+	l := u.history[tenant]
+	if l == nil {
+		l = &callLog{tenant: tenant}
+		u.history[tenant] = l
+	}
+	if accepted {
+		l.accepted = append(l.accepted, t)
+	} else {
+		l.refused = append(l.refused, t)
+	}
+}
+
+// calls returns a copy of the history kept for each of tenants, in their order.
+func (u *upstream) calls(tenants []string) []callLog {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]callLog, len(tenants))
+	for i, id := range tenants {
+		out[i].tenant = id
+		if l := u.history[id]; l != nil {
+			out[i].accepted = slices.Clone(l.accepted)
+			out[i].refused = slices.Clone(l.refused)
+		}
+	}
+	return out
 }
 
 // stats returns the calls accepted and refused, and each tenant's peak minute count.
