@@ -20,6 +20,8 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/lograte"
+	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -87,6 +89,9 @@ type Transport struct {
 	clockSet bool
 	app      *appLimit   // WithAppRules
 	sync     *SyncConfig // WithSync
+	obs      observe.Observer
+	// storeWarn and syncWarn rate-limit the warnings about store errors.
+	storeWarn, syncWarn lograte.Limiter
 }
 
 var errTwoStrategies = errors.New("ratemonitor: WithRules or WithStrategy given twice: give the rules once")
@@ -193,14 +198,32 @@ func WithErrorHandler(f func(req *http.Request, key string, err error)) Option {
 	}
 }
 
-// WithLogger sets the logger store errors are reported to at Warn level (default
-// slog.Default()).
+// WithLogger sets the logger store errors are reported to (default slog.Default()): at Warn
+// level at most once a second, with the number held back since (attribute "suppressed"), and
+// at Debug level otherwise. Nothing is logged per request when all is well.
 func WithLogger(l *slog.Logger) Option {
 	return func(t *Transport) error {
 		if l == nil {
 			return errors.New("ratemonitor: WithLogger(nil)")
 		}
 		t.logger = l
+		return nil
+	}
+}
+
+// WithObserver makes o receive the Transport's events (package observe): Recorded for each
+// request recorded in monitoring mode, Granted and Refused for each reserve asked of the store
+// (pacing, Reserve), Waited for the total time a paced request, Reserve or Wait waited,
+// TooManyRequests for each 429 from the upstream and, with WithSync, Paused when the upstream
+// pauses a key. Store errors are the store's events: give o to the store too
+// (cache.MemoryConfig.Observer and the other stores' Options.Observer); the memory store New
+// makes when WithStore is not given gets o. Without WithObserver nothing is built or called.
+func WithObserver(o observe.Observer) Option {
+	return func(t *Transport) error {
+		if o == nil || isNilPointer(o) {
+			return errors.New("ratemonitor: WithObserver(nil)")
+		}
+		t.obs = o
 		return nil
 	}
 }
@@ -240,7 +263,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		t.clock = c.Clock()
 	}
 	if t.store == nil {
-		m, err := cache.NewMemory(cache.MemoryConfig{Clock: t.clock, Logger: t.logger})
+		m, err := cache.NewMemory(cache.MemoryConfig{Clock: t.clock, Logger: t.logger, Observer: t.obs})
 		if err != nil {
 			return nil, err
 		}
@@ -337,6 +360,7 @@ func (t *Transport) recordBoth(ctx context.Context, key string) error {
 		if err := t.store.Record(ctx, t.strat, key, 1); err != nil {
 			return &StoreError{Key: key, Err: err}
 		}
+		t.recorded(key, 1)
 		return nil
 	}
 	var first error
@@ -345,11 +369,56 @@ func (t *Transport) recordBoth(ctx context.Context, key string) error {
 		if t.policy == FailClosed {
 			return first
 		}
+	} else {
+		t.recorded(t.app.key, 1)
 	}
-	if err := t.store.Record(ctx, t.strat, key, 1); err != nil && first == nil {
-		first = &StoreError{Key: key, Err: err}
+	if err := t.store.Record(ctx, t.strat, key, 1); err != nil {
+		if first == nil {
+			first = &StoreError{Key: key, Err: err}
+		}
+	} else {
+		t.recorded(key, 1)
 	}
 	return first
+}
+
+// recorded reports n requests recorded on key to the observer, if any.
+func (t *Transport) recorded(key string, n int) {
+	if t.obs != nil {
+		t.obs.Observe(observe.Event{Kind: observe.Recorded, Key: key, N: n})
+	}
+}
+
+// reserved reports a reserve's answer to the observer, if any.
+func (t *Transport) reserved(key string, n int, res strategy.Result) {
+	if t.obs == nil {
+		return
+	}
+	if res.Allowed {
+		t.obs.Observe(observe.Event{Kind: observe.Granted, Key: key, N: n})
+	} else {
+		t.obs.Observe(observe.Event{Kind: observe.Refused, Key: key, N: n, Wait: res.Wait})
+	}
+}
+
+// waited reports to the observer, if any, a wait on key since start that ended now.
+func (t *Transport) waited(key string, n int, start time.Time) {
+	if t.obs == nil {
+		return
+	}
+	if d := t.clock.Now().Sub(start); d > 0 {
+		t.obs.Observe(observe.Event{Kind: observe.Waited, Key: key, N: n, Wait: d})
+	}
+}
+
+// warnLevel returns Warn, with the number of warnings held back since the last one, when l
+// allows a warning now (at most one a second), and Debug otherwise: a store that is down fails
+// every request, and one line per request would flood the log.
+func (t *Transport) warnLevel(l *lograte.Limiter) (slog.Level, int64) {
+	if ok, n := l.Allow(time.Now()); ok {
+		return slog.LevelWarn, n
+	}
+	return slog.LevelDebug, 0
 }
 
 func (t *Transport) storeFailed(req *http.Request, key string, err error) {
@@ -357,9 +426,10 @@ func (t *Transport) storeFailed(req *http.Request, key string, err error) {
 	if t.policy == FailClosed {
 		action = "not sent (fail closed)"
 	}
-	t.logger.LogAttrs(req.Context(), slog.LevelWarn, "ratemonitor: store error",
+	level, suppressed := t.warnLevel(&t.storeWarn)
+	t.logger.LogAttrs(req.Context(), level, "ratemonitor: store error",
 		slog.String("key", key), slog.String("request", req.Method+" "+req.URL.Redacted()),
-		slog.String("action", action), slog.Any("error", err))
+		slog.String("action", action), slog.Any("error", err), slog.Int64("suppressed", suppressed))
 	if t.onError != nil {
 		t.onError(req, key, err)
 	}
@@ -421,9 +491,16 @@ func (t *Transport) Wait(ctx context.Context, key string, burst int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	var start time.Time
+	if t.obs != nil {
+		start = t.clock.Now()
+	}
 	for {
 		d, err := t.WaitTime(ctx, key, burst)
 		if err != nil || d == 0 {
+			if err == nil {
+				t.waited(key, burst, start)
+			}
 			return err
 		}
 		if err := deadlineCheck(ctx, key, burst, d); err != nil {

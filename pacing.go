@@ -66,6 +66,19 @@ func (t *Transport) Queued(key string) int {
 // recorded, except the key's slots when the app key's store call failed and keepOnStoreError is
 // set (the request is then sent anyway, under FailOpen).
 func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError bool) (at, appAt, local time.Time, err error) {
+	if t.obs == nil {
+		return t.acquireSlots(ctx, key, n, keepOnStoreError)
+	}
+	start := t.clock.Now()
+	at, appAt, local, err = t.acquireSlots(ctx, key, n, keepOnStoreError)
+	if err == nil {
+		t.waited(key, n, start)
+	}
+	return at, appAt, local, err
+}
+
+// acquireSlots is acquire without the observer's Waited event.
+func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnStoreError bool) (at, appAt, local time.Time, err error) {
 	if err := ctx.Err(); err != nil {
 		return at, appAt, local, err
 	}
@@ -78,6 +91,9 @@ func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreE
 		local = t.clock.Now()
 		res, err := t.store.Reserve(ctx, t.strat, key, n)
 		keyFull = err == nil && !res.Allowed
+		if err == nil {
+			t.reserved(key, n, res)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return 0, ctx.Err() // the caller gave up: not the store's failure
@@ -92,6 +108,9 @@ func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreE
 		if t.app != nil {
 			if res.Allowed {
 				ares, err := t.store.Reserve(ctx, t.app.strat, t.app.key, n)
+				if err == nil {
+					t.reserved(t.app.key, n, ares)
+				}
 				var se *StoreError
 				if err != nil && ctx.Err() == nil {
 					se = &StoreError{Key: t.app.key, Err: err}

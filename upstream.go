@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -97,6 +98,9 @@ func (t *Transport) MaxPause() time.Duration {
 // send passes req to base and, with WithSync, learns from the response.
 func (t *Transport) send(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
 	resp, err := base.RoundTrip(req)
+	if err == nil && resp != nil && t.obs != nil && resp.StatusCode == http.StatusTooManyRequests {
+		t.obs.Observe(observe.Event{Kind: observe.TooManyRequests, Key: key})
+	}
 	if err == nil && t.sync != nil && resp != nil {
 		t.learn(req, key, resp)
 	}
@@ -151,11 +155,15 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
 	if keyUp.Pause > 0 || len(keyUp.Reports) > 0 {
 		if err := syncer.Sync(ctx, t.strat, key, keyUp); err != nil {
 			t.syncFailed(req, key, err)
+		} else if keyUp.Pause > 0 && t.obs != nil {
+			t.obs.Observe(observe.Event{Kind: observe.Paused, Key: key, Until: now.Add(keyUp.Pause)})
 		}
 	}
 	if t.app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0) {
 		if err := syncer.Sync(ctx, t.app.strat, t.app.key, appUp); err != nil {
 			t.syncFailed(req, t.app.key, err)
+		} else if appUp.Pause > 0 && t.obs != nil {
+			t.obs.Observe(observe.Event{Kind: observe.Paused, Key: t.app.key, Until: now.Add(appUp.Pause)})
 		}
 	}
 }
@@ -206,8 +214,10 @@ func (t *Transport) addReport(reports []strategy.Report, s *strategy.Strategy, s
 }
 
 func (t *Transport) syncFailed(req *http.Request, key string, err error) {
-	t.logger.LogAttrs(req.Context(), slog.LevelWarn, "ratemonitor: could not store what the upstream said",
-		slog.String("key", key), slog.String("request", req.Method+" "+req.URL.Redacted()), slog.Any("error", err))
+	level, suppressed := t.warnLevel(&t.syncWarn)
+	t.logger.LogAttrs(req.Context(), level, "ratemonitor: could not store what the upstream said",
+		slog.String("key", key), slog.String("request", req.Method+" "+req.URL.Redacted()), slog.Any("error", err),
+		slog.Int64("suppressed", suppressed))
 	if t.onError != nil {
 		t.onError(req, key, err)
 	}

@@ -16,6 +16,7 @@ import (
 	ristrettostore "github.com/eko/gocache/store/ristretto/v4"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -47,8 +48,13 @@ type MemoryConfig struct {
 	// longest window has passed. It runs on ristretto's goroutine: keep it short, and do not
 	// call the store from it or wait on anything that does.
 	OnEvictLive func(key string)
-	// Logger receives a warning for each live eviction (default slog.Default()).
+	// Logger receives warnings about live evictions (default slog.Default()): at most one a
+	// second, with how many keys were evicted live since the last one; each key is logged at
+	// Debug level.
 	Logger *slog.Logger
+	// Observer, when set, receives a StoreError event (Store "memory") for each failed
+	// operation and an EvictedLive event for each live eviction (see package observe).
+	Observer observe.Observer
 }
 
 // MemoryStats counts the events that make the memory store's answers less than exact.
@@ -83,6 +89,21 @@ type Memory struct {
 
 	evictedLive atomic.Int64
 	rejected    atomic.Int64
+	obs         observe.Observer
+	logMu       sync.Mutex // guards lastLog and logged
+	lastLog     time.Time  // wall time of the last live-eviction warning
+	logged      int64      // evictedLive when it was written
+}
+
+// storeName is the memory store's name in observer events.
+const storeName = "memory"
+
+// fail reports a failed operation to the observer and returns err.
+func (m *Memory) fail(ctx context.Context, op, key string, err error) error {
+	if err != nil && m.obs != nil {
+		return observe.StoreFailed(ctx, m.obs, storeName, op, key, err)
+	}
+	return err
 }
 
 // entry is one key's state: a counter per counter ID, guarded by mu.
@@ -116,7 +137,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Memory{clock: cfg.Clock, onEvict: cfg.OnEvictLive, logger: cfg.Logger, seed: maphash.MakeSeed()}
+	m := &Memory{clock: cfg.Clock, onEvict: cfg.OnEvictLive, logger: cfg.Logger, seed: maphash.MakeSeed(), obs: cfg.Observer}
 	client, err := ristretto.NewCache(&ristretto.Config[string, any]{
 		NumCounters:        10 * cfg.MaxKeys,
 		MaxCost:            cfg.MaxCost,
@@ -137,7 +158,7 @@ func (m *Memory) Record(ctx context.Context, s *strategy.Strategy, key string, n
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.do(ctx, s, key, true, func(cs []strategy.Counter, _ *strategy.Upstream, now time.Time) { s.Record(cs, now, n) })
+	return m.fail(ctx, "record", key, m.do(ctx, s, key, true, func(cs []strategy.Counter, _ *strategy.Upstream, now time.Time) { s.Record(cs, now, n) }))
 }
 
 // Reserve implements Store.
@@ -154,7 +175,7 @@ func (m *Memory) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 	err := m.do(ctx, s, key, true, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) {
 		res, _ = s.ReserveWith(cs, up, now, n)
 	})
-	return res, err
+	return res, m.fail(ctx, "reserve", key, err)
 }
 
 // Admit implements Admitter.
@@ -168,7 +189,7 @@ func (m *Memory) Admit(ctx context.Context, s *strategy.Strategy, key string, n 
 	err := m.do(ctx, s, key, true, func(cs []strategy.Counter, _ *strategy.Upstream, now time.Time) {
 		d, _ = s.Admit(cs, now, n)
 	})
-	return d, err
+	return d, m.fail(ctx, "admit", key, err)
 }
 
 // Release implements Store.
@@ -176,7 +197,7 @@ func (m *Memory) Release(ctx context.Context, s *strategy.Strategy, key string, 
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.do(ctx, s, key, false, func(cs []strategy.Counter, _ *strategy.Upstream, _ time.Time) { s.Release(cs, at, n) })
+	return m.fail(ctx, "release", key, m.do(ctx, s, key, false, func(cs []strategy.Counter, _ *strategy.Upstream, _ time.Time) { s.Release(cs, at, n) }))
 }
 
 // Peek implements Store. A key with no state is answered from empty counters, without admitting
@@ -191,7 +212,7 @@ func (m *Memory) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 	err := m.do(ctx, s, key, false, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) {
 		snap, _ = s.PeekWith(cs, up, now, n)
 	})
-	return snap, err
+	return snap, m.fail(ctx, "peek", key, err)
 }
 
 // Sync implements Syncer.
@@ -201,7 +222,7 @@ func (m *Memory) Sync(ctx context.Context, s *strategy.Strategy, key string, u s
 			return err
 		}
 	}
-	return m.do(ctx, s, key, true, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) { s.Sync(cs, up, now, u) })
+	return m.fail(ctx, "sync", key, m.do(ctx, s, key, true, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
 }
 
 // Clock returns the clock the store reads instants from (MemoryConfig.Clock).
@@ -335,12 +356,35 @@ func (m *Memory) evicted(item *ristretto.Item[any]) {
 	if !live {
 		return
 	}
-	m.evictedLive.Add(1)
-	m.logger.Warn("ratemonitor: live rate-limit state evicted from the memory store; its counts restart at zero. Raise MaxCost.",
-		"key", e.key)
+	total := m.evictedLive.Add(1)
+	m.logEviction(e.key, total)
+	if m.obs != nil {
+		m.obs.Observe(observe.Event{Kind: observe.EvictedLive, Store: storeName, Key: e.key})
+	}
 	if m.onEvict != nil {
 		m.onEvict(e.key)
 	}
+}
+
+// evictionLogEvery is the least time between two warnings about live evictions.
+const evictionLogEvery = time.Second
+
+// logEviction logs key's eviction at Debug, and a warning with the count of live evictions
+// since the last warning at most once per evictionLogEvery (wall time), so that a flood of
+// keys cannot flood the log. total is evictedLive after this eviction.
+func (m *Memory) logEviction(key string, total int64) {
+	m.logger.Debug("ratemonitor: live rate-limit state evicted from the memory store", "key", key)
+	now := time.Now()
+	m.logMu.Lock()
+	if !m.lastLog.IsZero() && now.Sub(m.lastLog) < evictionLogEvery {
+		m.logMu.Unlock()
+		return
+	}
+	count := total - m.logged
+	m.lastLog, m.logged = now, total
+	m.logMu.Unlock()
+	m.logger.Warn("ratemonitor: live rate-limit state evicted from the memory store; those keys' counts restart at zero. Raise MaxCost.",
+		"evicted", count, "last_key", key, "evicted_total", total)
 }
 
 // countersFor returns the counters of s's slots, creating the missing ones.

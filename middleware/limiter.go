@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -28,6 +29,8 @@ type Limiter struct {
 	onError     func(*http.Request, error)
 	problemType string
 	instance    func(*http.Request) string
+	obs         observe.Observer
+	ruleNames   []string // the rules' String(), for observer events
 }
 
 // New returns a Limiter over store for the rules of s. store must implement cache.Admitter
@@ -88,6 +91,12 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 	l := &Limiter{store: adm, peek: store, strat: s, names: names, members: members, policy: policy,
 		keys:  keys,
 		onErr: c.policy, onError: c.onError, problemType: c.problemType, instance: c.instance}
+	if c.observer != nil && !isNil(c.observer) {
+		l.obs = c.observer
+		for _, r := range rules {
+			l.ruleNames = append(l.ruleNames, r.String())
+		}
+	}
 	if l.problemType == "" {
 		l.problemType = "about:blank"
 	}
@@ -135,6 +144,9 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		l.setRateLimit(w.Header(), d)
+		if l.obs != nil {
+			l.observe(key, d)
+		}
 		if d.Allowed {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, Admission{Key: key, Decision: d})))
 			return
@@ -144,6 +156,18 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 		p.Type = l.problemType
 		writeProblem(w, p, retry)
 	})
+}
+
+// observe sends the decision d on key to the observer.
+func (l *Limiter) observe(key string, d strategy.Decision) {
+	e := observe.Event{Kind: observe.Rejected, Key: key, N: 1, Wait: d.RetryAfter, Rules: make([]observe.RuleUsage, len(d.Rules))}
+	if d.Allowed {
+		e.Kind = observe.Admitted
+	}
+	for i, st := range d.Rules {
+		e.Rules[i] = observe.RuleUsage{Rule: l.ruleNames[i], Used: st.Used, Limit: st.Rule.EffectiveLimit()}
+	}
+	l.obs.Observe(e)
 }
 
 func (l *Limiter) report(r *http.Request, err error) {

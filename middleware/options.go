@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"net/http"
+
+	"github.com/ratemonitor/ratemonitor/observe"
 )
 
 // ErrorPolicy says what the middleware does with a request when the store fails.
@@ -38,6 +40,7 @@ type config struct {
 	instance      func(*http.Request) string
 	ipv6BitsSet   bool
 	trustedCalled bool
+	observer      observe.Observer
 }
 
 // WithKeyFunc makes f the only source of keys: WithKeyHeader, WithIPv6Prefix and
@@ -109,4 +112,14 @@ func WithProblemType(uri string) Option { return func(c *config) { c.problemType
 // (RFC 9457 §3.1.5; default the request's URL path, escaped).
 func WithInstance(f func(r *http.Request) string) Option {
 	return func(c *config) { c.instance = f }
+}
+
+// WithObserver makes o receive an Admitted or a Rejected event for each request the store
+// decided (package observe), with the key, the Retry-After of a refusal (Event.Wait) and
+// every rule's usage after the decision (Event.Rules, rules named as strategy.Rule.String
+// gives them, such as "60/1m0s"). Store errors are the store's events: give o to the store
+// too. Requests whose key cannot be found, or whose client has gone, are not decided and not
+// reported. nil, the default, reports nothing and costs nothing.
+func WithObserver(o observe.Observer) Option {
+	return func(c *config) { c.observer = o }
 }

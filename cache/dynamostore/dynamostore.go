@@ -59,6 +59,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
@@ -101,6 +102,10 @@ type Options struct {
 	// Clock is where instants come from; clock.Wall() when nil. Every process sharing the
 	// table should read the same wall time.
 	Clock clock.Clock
+	// Observer, when set, receives a Retry event (Store "dynamodb") for each retry after a
+	// conditional-check failure, and a StoreError event for each operation that failed:
+	// closed store, ErrContended, DynamoDB errors (see package observe).
+	Observer observe.Observer
 }
 
 // Stats counts the store's decisions and the contention it met. Counts are since New.
@@ -134,6 +139,7 @@ type Store struct {
 	valid      sync.Map // *strategy.Strategy -> error
 
 	accepted, rejected, ccf, retries, contended, misses atomic.Int64
+	obs                                                 observe.Observer
 
 	// beforeWrite, when set (tests), runs between the read and the conditional write of a
 	// versioned update, with the attempt number from 0.
@@ -175,7 +181,7 @@ func New(client *dynamodb.Client, opts Options) (*Store, error) {
 		opts.Clock = clock.Wall()
 	}
 	return &Store{client: client, table: opts.Table, idle: opts.IdleTimeout, maxRetries: opts.MaxRetries,
-		backoff: opts.RetryBackoff, clock: opts.Clock}, nil
+		backoff: opts.RetryBackoff, clock: opts.Clock, obs: opts.Observer}, nil
 }
 
 // Stats returns the counts so far. It is safe for concurrent use.
@@ -231,6 +237,25 @@ func (st *Store) check(s *strategy.Strategy, n int) error {
 	return cache.CheckCount(n)
 }
 
+// storeName is the DynamoDB store's name in observer events.
+const storeName = "dynamodb"
+
+// closedErr reports err to the observer when it is cache.ErrClosed (the other errors of check
+// are the caller's), and returns it.
+func (st *Store) closedErr(ctx context.Context, op, key string, err error) error {
+	if errors.Is(err, cache.ErrClosed) {
+		st.observeErr(ctx, op, key, &err)
+	}
+	return err
+}
+
+// observeErr reports *err, if any, to the observer, if any.
+func (st *Store) observeErr(ctx context.Context, op, key string, err *error) {
+	if st.obs != nil && *err != nil {
+		observe.StoreFailed(ctx, st.obs, storeName, op, key, *err)
+	}
+}
+
 func (st *Store) count(allowed bool) {
 	if allowed {
 		st.accepted.Add(1)
@@ -241,30 +266,32 @@ func (st *Store) count(allowed bool) {
 
 // Record implements cache.Store. Errors: cache.ErrClosed, cache.ErrInvalidCount, ErrContended,
 // and DynamoDB's, wrapped with what to do.
-func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n int) (err error) {
 	if err := st.check(s, n); err != nil {
-		return err
+		return st.closedErr(ctx, "record", key, err)
 	}
+	defer st.observeErr(ctx, "record", key, &err)
 	if isFixed(s) {
 		_, err := st.fixedAdd(ctx, s, key, n, false)
 		return err
 	}
-	return st.update(ctx, s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+	return st.update(ctx, "record", s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
 		s.Record(cs, now, n)
 		return true, 0
 	})
 }
 
 // Reserve implements cache.Store. Errors: Record's, and strategy.CheckBurst's.
-func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Result, err error) {
 	if err := st.check(s, n); err != nil {
-		return strategy.Result{}, err
+		return strategy.Result{}, st.closedErr(ctx, "reserve", key, err)
 	}
 	if err := s.CheckBurst(n); err != nil {
 		return strategy.Result{}, err
 	}
+	defer st.observeErr(ctx, "reserve", key, &err)
 	var res strategy.Result
-	err := st.update(ctx, s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+	err = st.update(ctx, "reserve", s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
 		res, _ = s.Reserve(cs, now, n)
 		return res.Allowed, n
 	})
@@ -277,19 +304,19 @@ func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 
 // Admit implements cache.Admitter: see strategy.Strategy.Admit. Under the fixed window a
 // refused attempt is counted too, by the ADD the package comment gives. Errors: Reserve's.
-func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Decision, err error) {
 	if err := st.check(s, n); err != nil {
-		return strategy.Decision{}, err
+		return strategy.Decision{}, st.closedErr(ctx, "admit", key, err)
 	}
 	if err := s.CheckBurst(n); err != nil {
 		return strategy.Decision{}, err
 	}
+	defer st.observeErr(ctx, "admit", key, &err)
 	var d strategy.Decision
-	var err error
 	if isFixed(s) {
 		d, err = st.fixedAdd(ctx, s, key, n, true)
 	} else {
-		err = st.update(ctx, s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+		err = st.update(ctx, "admit", s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
 			d, _ = s.Admit(cs, now, n)
 			return d.Allowed, n
 		})
@@ -302,11 +329,12 @@ func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n 
 }
 
 // Release implements cache.Store. Errors: Record's.
-func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) (err error) {
 	if err := st.check(s, n); err != nil {
-		return err
+		return st.closedErr(ctx, "release", key, err)
 	}
-	return st.update(ctx, s, key, func(cs []strategy.Counter, _ time.Time) (bool, int) {
+	defer st.observeErr(ctx, "release", key, &err)
+	return st.update(ctx, "release", s, key, func(cs []strategy.Counter, _ time.Time) (bool, int) {
 		s.Release(cs, at, n)
 		return true, 0
 	})
@@ -314,15 +342,16 @@ func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, 
 
 // Peek implements cache.Store with one strongly consistent read; it writes nothing. Errors:
 // cache.ErrClosed, strategy.CheckBurst's for n ≠ 0, and DynamoDB's.
-func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Snapshot, err error) {
 	if err := st.check(s, 1); err != nil {
-		return strategy.Snapshot{}, err
+		return strategy.Snapshot{}, st.closedErr(ctx, "peek", key, err)
 	}
 	if n != 0 {
 		if err := s.CheckBurst(n); err != nil {
 			return strategy.Snapshot{}, err
 		}
 	}
+	defer st.observeErr(ctx, "peek", key, &err)
 	it, err := st.get(ctx, key)
 	if err != nil {
 		return strategy.Snapshot{}, err
@@ -337,7 +366,7 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 // update runs the versioned read-modify-write: op applies the operation to the counters read
 // at now and reports whether to write, and how many tokens the write spends (consume > 0
 // adds the enough-tokens condition for token buckets).
-func (st *Store) update(ctx context.Context, s *strategy.Strategy, key string, op func([]strategy.Counter, time.Time) (write bool, consume int)) error {
+func (st *Store) update(ctx context.Context, opName string, s *strategy.Strategy, key string, op func([]strategy.Counter, time.Time) (write bool, consume int)) error {
 	for attempt := 0; ; attempt++ {
 		it, err := st.get(ctx, key)
 		if err != nil {
@@ -371,6 +400,9 @@ func (st *Store) update(ctx context.Context, s *strategy.Strategy, key string, o
 			return fmt.Errorf("%w (%d attempts on key %q)", ErrContended, attempt+1, key)
 		}
 		st.retries.Add(1)
+		if st.obs != nil {
+			st.obs.Observe(observe.Event{Kind: observe.Retry, Store: storeName, Op: opName, Key: key, N: attempt + 1})
+		}
 		if err := st.jitter(ctx, attempt); err != nil {
 			return err
 		}

@@ -71,7 +71,11 @@ func (st *Store) fixedAdd(ctx context.Context, s *strategy.Strategy, key string,
 	}
 	st.misses.Add(1)
 	var d strategy.Decision
-	err = st.update(ctx, s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+	op := "record"
+	if admit {
+		op = "admit"
+	}
+	err = st.update(ctx, op, s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
 		if admit {
 			d, _ = s.Admit(cs, now, n)
 		} else {

@@ -37,6 +37,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
@@ -109,6 +110,9 @@ type Options struct {
 	// Clock, for tests only, replaces Redis TIME as the source of instants. Leave it nil in
 	// production so that every process sharing the store shares Redis's clock.
 	Clock clock.Clock
+	// Observer, when set, receives a StoreError event (Store "redis") for each operation
+	// that failed: closed store, timeout, Redis unreachable (see package observe).
+	Observer observe.Observer
 }
 
 // Store is a cache.Store in Redis. It is safe for concurrent use; Close does not close the
@@ -198,7 +202,7 @@ func (st *Store) Keys(s *strategy.Strategy, key string) []string {
 // run executes op for key under s and returns the script's reply.
 func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, n int64, at time.Time, extra ...any) ([]int64, error) {
 	if st.closed.Load() {
-		return nil, cache.ErrClosed
+		return nil, st.failed(ctx, op, key, cache.ErrClosed)
 	}
 	pl, err := st.plan(s)
 	if err != nil {
@@ -225,9 +229,17 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	start := time.Now()
 	res, err := pl.script.Run(ctx, st.client, st.Keys(s, key), args...).Int64Slice()
 	if err != nil {
-		return nil, st.explain(parent, op, key, time.Since(start), err)
+		return nil, st.failed(parent, op, key, st.explain(parent, op, key, time.Since(start), err))
 	}
 	return res, nil
+}
+
+// failed reports err on op and key to the observer, if any, and returns it.
+func (st *Store) failed(ctx context.Context, op, key string, err error) error {
+	if st.opts.Observer == nil {
+		return err
+	}
+	return observe.StoreFailed(ctx, st.opts.Observer, "redis", op, key, err)
 }
 
 // Admit implements cache.Admitter: one round trip, which decides, records and returns every

@@ -4,6 +4,7 @@
 //	                     {"message":"pong"} and writes a row to the api_calls audit table
 //	GET /status?key=K    the usage of the key a request with X-Client-Key: K is counted
 //	                     under, without counting anything; without key=, the caller's own key
+//	GET /metrics         Prometheus metrics (package metrics): admitted, refused, store errors, …
 //
 // A refused /ping gets 429 with Retry-After and an application/problem+json body (RFC 9457),
 // and every /ping carries the IETF RateLimit-Policy and RateLimit fields.
@@ -72,6 +73,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.dynamoEndpoint, "dynamodb-endpoint", "", "DynamoDB API URL for -store dynamodb, e.g. http://127.0.0.1:8000 for dynalite (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, region from AWS_REGION)")
 	fs.StringVar(&c.dynamoTable, "dynamodb-table", "ratemonitor", "DynamoDB table for -store dynamodb (partition key pk, a string); created when missing")
 	fs.StringVar(&c.keyHeader, "key-header", "X-Client-Key", "header that names the client; requests without it are counted by peer address")
+	fs.IntVar(&c.metricsKeys, "metrics-keys", 0, "label /metrics per client key for at most this many distinct keys (later keys count as key=\"other\"); 0: no key label")
 	fs.StringVar(&c.trusted, "trusted-proxies", "", "comma-separated addresses or CIDR ranges of proxies whose X-Forwarded-For is believed")
 	if err := fs.Parse(args); err != nil {
 		return c, err

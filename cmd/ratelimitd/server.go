@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratemonitor/ratemonitor/cache"
@@ -20,6 +23,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/cache/sqlitestore"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/metrics"
 	"github.com/ratemonitor/ratemonitor/middleware"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -31,12 +35,15 @@ const defaultWindow = time.Minute
 type config struct {
 	addr, strategy, store, db, redis, keyHeader, trusted string
 	dynamoEndpoint, dynamoTable                          string
-	limit                                                int
+	limit, metricsKeys                                   int
 	window, granularity                                  time.Duration
 }
 
 // check refuses settings that cannot work, saying what to change.
 func (c config) check() error {
+	if c.metricsKeys < 0 {
+		return fmt.Errorf("-metrics-keys %d: want 0 (no key label) or more", c.metricsKeys)
+	}
 	switch c.store {
 	case "memory", "sqlite", "redis":
 	case "dynamodb":
@@ -126,6 +133,13 @@ type server struct {
 func newServer(ctx context.Context, cfg config, log *slog.Logger) (_ *server, err error) {
 	s, _ := cfg.rules() // checked by parseFlags
 	srv := &server{cfg: cfg, log: log}
+	// /metrics: the observer gets the store's and the middleware's events.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	obs, err := metrics.New(reg, metrics.Options{MaxKeys: cfg.metricsKeys})
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			srv.Close()
@@ -134,7 +148,8 @@ func newServer(ctx context.Context, cfg config, log *slog.Logger) (_ *server, er
 	var sq *sqlitestore.Store
 	open := func() error {
 		sq, err = sqlitestore.Open(ctx, cfg.db, sqlitestore.Options{
-			OnError: func(err error) { log.Warn("sqlite store", "err", err) },
+			OnError:  func(err error) { log.Warn("sqlite store", "err", err) },
+			Observer: obs,
 		})
 		if err != nil {
 			return fmt.Errorf("-db %s: %w", cfg.db, err)
@@ -151,7 +166,7 @@ func newServer(ctx context.Context, cfg config, log *slog.Logger) (_ *server, er
 	}
 	switch cfg.store {
 	case "memory":
-		m, err := cache.NewMemory(cache.MemoryConfig{})
+		m, err := cache.NewMemory(cache.MemoryConfig{Logger: log, Observer: obs})
 		if err != nil {
 			return nil, err
 		}
@@ -166,19 +181,20 @@ func newServer(ctx context.Context, cfg config, log *slog.Logger) (_ *server, er
 		if err := client.Ping(ctx).Err(); err != nil {
 			return nil, fmt.Errorf("-store redis: cannot reach Redis at %s: %w", cfg.redis, err)
 		}
-		rs, err := redisstore.New(client, redisstore.Options{})
+		rs, err := redisstore.New(client, redisstore.Options{Observer: obs})
 		if err != nil {
 			return nil, err
 		}
 		srv.store = rs
 	case "dynamodb":
-		if srv.store, err = openDynamo(ctx, cfg); err != nil {
+		if srv.store, err = openDynamo(ctx, cfg, obs); err != nil {
 			return nil, err
 		}
 		srv.closers = append(srv.closers, srv.store.Close)
 	}
 	opts := []middleware.Option{
 		middleware.WithKeyHeader(cfg.keyHeader),
+		middleware.WithObserver(obs),
 		middleware.WithErrorHandler(func(r *http.Request, err error) {
 			log.Error("rate limiter", "path", r.URL.Path, "err", err)
 		}),
@@ -193,6 +209,7 @@ func newServer(ctx context.Context, cfg config, log *slog.Logger) (_ *server, er
 	mux := http.NewServeMux()
 	mux.Handle("GET /ping", srv.limiter.Wrap(http.HandlerFunc(srv.ping)))
 	mux.HandleFunc("GET /status", srv.status)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if srv.ln, err = net.Listen("tcp", cfg.addr); err != nil {
 		return nil, fmt.Errorf("-addr %s: %w", cfg.addr, err)
@@ -293,8 +310,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // openDynamo opens the DynamoDB store, creating its table when it does not exist.
-func openDynamo(ctx context.Context, cfg config) (*dynamostore.Store, error) {
-	st, err := dynamostore.OpenOrCreate(ctx, dynamostore.EndpointClient(cfg.dynamoEndpoint), dynamostore.Options{Table: cfg.dynamoTable})
+func openDynamo(ctx context.Context, cfg config, obs *metrics.Observer) (*dynamostore.Store, error) {
+	st, err := dynamostore.OpenOrCreate(ctx, dynamostore.EndpointClient(cfg.dynamoEndpoint), dynamostore.Options{Table: cfg.dynamoTable, Observer: obs})
 	if err != nil {
 		return nil, fmt.Errorf("-dynamodb-endpoint %s -dynamodb-table %s: %w", cfg.dynamoEndpoint, cfg.dynamoTable, err)
 	}
