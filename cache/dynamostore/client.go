@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,18 +33,21 @@ func EndpointClient(endpoint string) *dynamodb.Client {
 }
 
 // OpenOrCreate is New followed by Check, creating the table with CreateTable when it does not
-// exist (it does not enable TTL: see EnableTTL). Errors are New's, Check's and CreateTable's.
+// exist (it does not enable TTL: see EnableTTL), and waiting for it to be active. Processes
+// starting at once may all call it: a table another one is creating is waited for. Errors
+// are New's, Check's and CreateTable's.
 func OpenOrCreate(ctx context.Context, client *dynamodb.Client, opts Options) (*Store, error) {
 	st, err := New(client, opts)
 	if err != nil {
 		return nil, err
 	}
-	err = st.Check(ctx)
+	status, err := st.describe(ctx)
 	var nf *types.ResourceNotFoundException
-	if errors.As(err, &nf) {
-		if err = CreateTable(ctx, client, opts.Table); err != nil {
-			err = fmt.Errorf("ratemonitor: dynamodb store: create table %q: %w", opts.Table, err)
-		}
+	switch {
+	case errors.As(err, &nf):
+		err = createTable(ctx, client, opts.Table, true)
+	case err == nil && status != types.TableStatusActive:
+		err = waitActive(ctx, client, opts.Table)
 	}
 	if err != nil {
 		st.Close()

@@ -5,11 +5,15 @@
 // # Item layout
 //
 // One item per key, partition key pk = "rate_limiter#" + key (a string; the table has no sort
-// key). Every write sets:
+// key), or "rate_limiter#h#" + hex(SHA-256(key)) when key is not valid UTF-8 (DynamoDB
+// strings are UTF-8), when "rate_limiter#" + key would be longer than DynamoDB's 2048 bytes,
+// or when key starts with "h#". Every write sets:
 //
 //	version  N  bumped by one on every write: the optimistic lock
 //	ttl      N  Unix seconds: now + Options.IdleTimeout, and never before the end of what
-//	            counts (enable DynamoDB TTL on "ttl" with EnableTTL to have idle keys deleted)
+//	            counts, nor before the ttl already stored (another strategy's counters on
+//	            the key may count longer); enable DynamoDB TTL on "ttl" with EnableTTL to
+//	            have idle keys deleted
 //
 // and, per counter of the strategy (strategy.Strategy.CounterID: rules that share a counter
 // share the attributes, and all of a key's counters are in one item, so one conditional write
@@ -24,7 +28,10 @@
 //     and "<id>#latest" (the latest instant seen, Unix ns), top-level so that ADD can
 //     increment them.
 //   - any other counter that encodes itself (the rolling window): a binary attribute named
-//     by the counter ID holding its MarshalBinary.
+//     by the counter ID holding its MarshalBinary: up to (Window+Margin)/Granularity+1
+//     buckets of up to 30 bytes (about 15–21 in practice). DynamoDB refuses items over
+//     400 KB, so Validate refuses a strategy whose worst case exceeds MaxItemBytes (350 KB):
+//     raise the rule's Granularity (a day at 1 s is 86 401 buckets; at 10 s, 8 641 fit).
 //
 // All numbers are int64 values written as DynamoDB Numbers (38 digits), so they are exact.
 //
@@ -36,12 +43,22 @@
 // item) and, for a token-bucket consume, that every bucket still holds the tokens the consume
 // spends. When the condition fails (another writer came first), it waits a random jitter and
 // starts again from the read, at most Options.MaxRetries times; then it returns an error
-// wrapping ErrContended, having changed nothing. A refusal and a Peek write nothing.
+// wrapping ErrContended, having changed nothing. A refusal and a Peek write nothing. An
+// existing item without a valid version is damage, not contention: the error says to delete
+// the item to reset the key.
+//
+// The store never lets the SDK replay a write: every UpdateItem is made with one attempt
+// (RetryMaxAttempts 1 for that call, whatever the client's retryer), because a write whose
+// answer was lost may have been applied, and sent again it could count twice. Such an
+// unclear outcome is returned as an error; reads keep the client's retries.
 //
 // The fixed window's Admit and Record are one UpdateItem without a read: ADD n to every
 // counter under the condition that each counter's window is the current one and its latest
-// instant is not after now; when that fails (a new window, a new key, a clock behind the
-// key's), the operation falls back to the versioned read and write above.
+// instant is not after now (and, to never lower the ttl, a second ADD that leaves ttl alone
+// when the stored one is later); when that fails (a new window, a new key, a clock behind the
+// key's), the operation makes one versioned read and write as above, and when that write
+// loses to another writer (typically one starting the same new window) it tries the ADD
+// again, within the same retries.
 package dynamostore
 
 import (
@@ -73,6 +90,20 @@ const (
 	DefaultIdleTimeout  = time.Hour
 	DefaultRetryBackoff = 2 * time.Millisecond
 	maxBackoff          = 100 * time.Millisecond
+)
+
+// MaxItemBytes is the largest worst-case item Validate accepts for a strategy: DynamoDB's
+// 400 KB item limit less room for the attribute names and other strategies' counters on the
+// same key.
+const MaxItemBytes = 350 * 1024
+
+// Worst-case sizes for Validate: a rolling-window bucket is three varints (index, latest
+// instant, count) of up to 10 bytes each; a slot's attributes other than its buckets and the
+// item's own (pk, version, ttl) are well under these.
+const (
+	bucketBytes  = 3 * 10
+	slotOverhead = 256
+	itemOverhead = 3 * 1024
 )
 
 // ErrContended is wrapped when an operation's conditional write failed on every attempt
@@ -202,7 +233,11 @@ func (st *Store) Close() error {
 
 // Validate implements cache.Validator: every counter must be a token bucket, a fixed window,
 // or encode itself (encoding.BinaryMarshaler and BinaryUnmarshaler, as the rolling window's
-// does).
+// does), and the strategy's state must fit in one DynamoDB item whatever the traffic: the
+// encoded counters of a rolling window hold up to (Window+Margin)/Granularity+1 buckets of
+// up to bucketBytes each, and a strategy whose worst case exceeds MaxItemBytes is refused
+// with an error that says to raise the granularity (an item past DynamoDB's 400 KB could no
+// longer be written, and its key would be stuck).
 func (st *Store) Validate(s *strategy.Strategy) error {
 	if s == nil {
 		return errors.New("ratemonitor: dynamodb store: nil strategy")
@@ -212,7 +247,9 @@ func (st *Store) Validate(s *strategy.Strategy) error {
 		return err
 	}
 	var err error
+	size := int64(itemOverhead)
 	for j := range s.Slots() {
+		size += slotOverhead + int64(len(s.CounterID(j)))
 		switch c := s.NewCounter(j).(type) {
 		case *tokenbucket.Bucket, *fixedwindow.Counter:
 		default:
@@ -221,7 +258,13 @@ func (st *Store) Validate(s *strategy.Strategy) error {
 			if !m || !u {
 				err = fmt.Errorf("ratemonitor: dynamodb store: %s counters cannot be stored; use the token bucket, fixed window or rolling window", s.Name())
 			}
+			r := s.SlotRule(j)
+			size += (int64(r.EffectiveWindow()/r.Bucket()) + 1) * bucketBytes
 		}
+	}
+	if err == nil && size > MaxItemBytes {
+		err = fmt.Errorf("ratemonitor: dynamodb store: %s %v: its state can take up to %d KB in one item, over the %d KB this store allows (DynamoDB refuses items over 400 KB): raise the rules' Granularity so that (Window+Margin)/Granularity, summed over the rules, is at most about %d",
+			s.Name(), s.Rules(), (size+1023)/1024, MaxItemBytes/1024, (MaxItemBytes-itemOverhead)/bucketBytes)
 	}
 	st.valid.Store(s, err)
 	return err
@@ -368,51 +411,75 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 // adds the enough-tokens condition for token buckets).
 func (st *Store) update(ctx context.Context, opName string, s *strategy.Strategy, key string, op func([]strategy.Counter, time.Time) (write bool, consume int)) error {
 	for attempt := 0; ; attempt++ {
-		it, err := st.get(ctx, key)
-		if err != nil {
+		done, err := st.updateOnce(ctx, s, key, attempt, op)
+		if done || err != nil {
 			return err
 		}
-		cs, err := decode(s, it)
-		if err != nil {
-			return fmt.Errorf("ratemonitor: dynamodb store: key %q: %w", key, err)
-		}
-		version, exists := itemVersion(it)
-		pre := snapshotBuckets(cs)
-		now := st.clock.Now()
-		write, consume := op(cs, now)
-		if !write {
-			return nil
-		}
-		if st.beforeWrite != nil {
-			st.beforeWrite(attempt)
-		}
-		in := st.versionedUpdate(s, key, cs, pre, now, version, exists, consume)
-		_, err = st.client.UpdateItem(ctx, in)
-		if err == nil {
-			return nil
-		}
-		if !isConditionFailed(err) {
-			return st.wrap("write", key, err)
-		}
-		st.ccf.Add(1)
-		if attempt >= st.maxRetries {
-			st.contended.Add(1)
-			return fmt.Errorf("%w (%d attempts on key %q)", ErrContended, attempt+1, key)
-		}
-		st.retries.Add(1)
-		if st.obs != nil {
-			st.obs.Observe(observe.Event{Kind: observe.Retry, Store: storeName, Op: opName, Key: key, N: attempt + 1})
-		}
-		if err := st.jitter(ctx, attempt); err != nil {
+		if err := st.contention(ctx, opName, key, attempt); err != nil {
 			return err
 		}
 	}
 }
 
+// updateOnce is one attempt of update: done is false when the conditional write failed
+// because the item changed since it was read (nothing was written).
+func (st *Store) updateOnce(ctx context.Context, s *strategy.Strategy, key string, attempt int, op func([]strategy.Counter, time.Time) (write bool, consume int)) (done bool, err error) {
+	it, err := st.get(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	cs, err := decode(s, it)
+	if err != nil {
+		return false, fmt.Errorf("ratemonitor: dynamodb store: key %q: %w", key, err)
+	}
+	version, exists, err := itemVersion(it)
+	if err != nil {
+		return false, fmt.Errorf("ratemonitor: dynamodb store: key %q: %w", key, err)
+	}
+	oldTTL, _ := getNum(it, attrTTL)
+	pre := snapshotBuckets(cs)
+	now := st.clock.Now()
+	write, consume := op(cs, now)
+	if !write {
+		return true, nil
+	}
+	if st.beforeWrite != nil {
+		st.beforeWrite(attempt)
+	}
+	in := st.versionedUpdate(s, key, cs, pre, now, version, exists, consume, oldTTL)
+	_, err = st.client.UpdateItem(ctx, in, noReplay)
+	if err == nil {
+		return true, nil
+	}
+	if !isConditionFailed(err) {
+		return false, st.wrap("write", key, err)
+	}
+	return false, nil
+}
+
+// contention counts a failed conditional write at attempt (from 0) and either returns
+// ErrContended, when the retries are spent, or waits the jitter before the next attempt.
+func (st *Store) contention(ctx context.Context, opName, key string, attempt int) error {
+	st.ccf.Add(1)
+	if attempt >= st.maxRetries {
+		st.contended.Add(1)
+		return fmt.Errorf("%w (%d attempts on key %q)", ErrContended, attempt+1, key)
+	}
+	st.retries.Add(1)
+	if st.obs != nil {
+		st.obs.Observe(observe.Event{Kind: observe.Retry, Store: storeName, Op: opName, Key: key, N: attempt + 1})
+	}
+	return st.jitter(ctx, attempt)
+}
+
 // jitter sleeps a random duration in [0, backoff·2^attempt), at most maxBackoff, on the wall
 // clock, or returns the context's error.
 func (st *Store) jitter(ctx context.Context, attempt int) error {
-	ceil := min(st.backoff<<min(attempt, 20), maxBackoff)
+	// Capped before the shift, which would overflow for a large RetryBackoff.
+	ceil := maxBackoff
+	if attempt < 20 && st.backoff <= maxBackoff>>attempt {
+		ceil = st.backoff << attempt
+	}
 	d := rand.N(ceil)
 	if d <= 0 {
 		return ctx.Err()

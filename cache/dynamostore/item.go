@@ -2,14 +2,18 @@ package dynamostore
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"net"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -41,7 +45,31 @@ const (
 
 type item = map[string]types.AttributeValue
 
-func pk(key string) types.AttributeValue { return &types.AttributeValueMemberS{Value: KeyPrefix + key} }
+// maxPKBytes is DynamoDB's limit on a partition key's length, in UTF-8 bytes.
+const maxPKBytes = 2048
+
+// hashedMark follows KeyPrefix in the partition key of a key stored by its hash.
+const hashedMark = "h#"
+
+// pkValue is key's partition key: KeyPrefix + key, or KeyPrefix + "h#" + hex(SHA-256(key))
+// when key is not valid UTF-8 (DynamoDB strings are UTF-8: the SDK would replace its invalid
+// bytes with U+FFFD and distinct keys would share an item), when KeyPrefix + key is longer
+// than DynamoDB's 2048 bytes, or when key itself starts with "h#" (so that no key's
+// partition key is another's hash).
+func pkValue(key string) string {
+	if utf8.ValidString(key) && len(KeyPrefix)+len(key) <= maxPKBytes && !strings.HasPrefix(key, hashedMark) {
+		return KeyPrefix + key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return KeyPrefix + hashedMark + hex.EncodeToString(sum[:])
+}
+
+func pk(key string) types.AttributeValue { return &types.AttributeValueMemberS{Value: pkValue(key)} }
+
+// noReplay is the per-call option of every write: the SDK makes one attempt, so that a write
+// whose outcome is unclear (a lost answer, a timeout) is returned as an error and never sent
+// again, where it could apply twice (an ADD counted twice, a consume re-read as another's).
+func noReplay(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }
 
 func num(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
@@ -81,13 +109,18 @@ func isConditionFailed(err error) bool {
 	return errors.As(err, &cf)
 }
 
-// itemVersion returns the item's version and whether the item exists.
-func itemVersion(it item) (int64, bool) {
+// itemVersion returns the item's version and whether the item exists, or an error when an
+// existing item has no valid version (missing, not a number, negative, or too large to bump):
+// every conditional write on it would fail, which is damage, not contention.
+func itemVersion(it item) (int64, bool, error) {
 	if it == nil {
-		return 0, false
+		return 0, false, nil
 	}
-	v, _ := getNum(it, attrVersion)
-	return v, true
+	v, ok := getNum(it, attrVersion)
+	if !ok || v < 0 || v == math.MaxInt64 {
+		return 0, false, fmt.Errorf("attribute %q is missing or not a valid version number: delete the item to reset the key", attrVersion)
+	}
+	return v, true, nil
 }
 
 func getNum(m item, name string) (int64, bool) {
@@ -188,11 +221,12 @@ func (st *Store) ttlFor(now, exp time.Time) int64 {
 
 // versionedUpdate builds the UpdateItem that writes cs under the version read (or for a new
 // item), with the enough-tokens condition when consume > 0.
-func (st *Store) versionedUpdate(s *strategy.Strategy, key string, cs []strategy.Counter, pre []preBucket, now time.Time, version int64, exists bool, consume int) *dynamodb.UpdateItemInput {
+func (st *Store) versionedUpdate(s *strategy.Strategy, key string, cs []strategy.Counter, pre []preBucket, now time.Time, version int64, exists bool, consume int, oldTTL int64) *dynamodb.UpdateItemInput {
 	names := map[string]string{"#v": attrVersion, "#ttl": attrTTL}
 	values := item{
-		":v1":  num(version + 1),
-		":ttl": num(st.ttlFor(now, strategy.Expiry(cs))),
+		":v1": num(version + 1),
+		// Never lower the ttl: another strategy's counters in the item may count longer.
+		":ttl": num(max(st.ttlFor(now, strategy.Expiry(cs)), oldTTL)),
 	}
 	set := "SET #v = :v1, #ttl = :ttl"
 	cond := "attribute_not_exists(" + attrPK + ")"
@@ -282,15 +316,27 @@ func bucketAttr(b *tokenbucket.Bucket, r strategy.Rule) types.AttributeValue {
 // billing) and waits up to 5 minutes for it to be active. It does not enable TTL: see
 // EnableTTL.
 func CreateTable(ctx context.Context, client *dynamodb.Client, table string) error {
+	return createTable(ctx, client, table, false)
+}
+
+// createTable is CreateTable; with exists, a table of that name being created or already
+// there (ResourceInUseException: another process came first) is waited for, not an error.
+func createTable(ctx context.Context, client *dynamodb.Client, table string, exists bool) error {
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
 	})
-	if err != nil {
+	var inUse *types.ResourceInUseException
+	if err != nil && !(exists && errors.As(err, &inUse)) {
 		return fmt.Errorf("ratemonitor: dynamodb store: create table %q: %w", table, err)
 	}
+	return waitActive(ctx, client, table)
+}
+
+// waitActive waits up to 5 minutes for table to exist and be active.
+func waitActive(ctx context.Context, client *dynamodb.Client, table string) error {
 	w := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 5*time.Second
 	})
@@ -319,13 +365,19 @@ func EnableTTL(ctx context.Context, client *dynamodb.Client, table string) error
 // Check asks DynamoDB about the store's table (DescribeTable) and returns an error that says
 // what to do when it is missing, unreachable, or has another key than pk (string).
 func (st *Store) Check(ctx context.Context) error {
+	_, err := st.describe(ctx)
+	return err
+}
+
+// describe is Check, returning the table's status.
+func (st *Store) describe(ctx context.Context) (types.TableStatus, error) {
 	out, err := st.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(st.table)})
 	if err != nil {
-		return st.wrap("check", "", err)
+		return "", st.wrap("check", "", err)
 	}
 	ks := out.Table.KeySchema
 	if len(ks) != 1 || aws.ToString(ks[0].AttributeName) != attrPK {
-		return fmt.Errorf("ratemonitor: dynamodb store: table %q must have only the partition key %q (string); create one with dynamostore.CreateTable", st.table, attrPK)
+		return "", fmt.Errorf("ratemonitor: dynamodb store: table %q must have only the partition key %q (string); create one with dynamostore.CreateTable", st.table, attrPK)
 	}
-	return nil
+	return out.Table.TableStatus, nil
 }
