@@ -119,76 +119,7 @@ func TestDifferential(t *testing.T) {
 		}
 		s := mustStrategy(t, rules...)
 		key := "diff-" + strconv.FormatInt(iteration.Add(1), 10)
-		ctx := context.Background()
-		type held struct {
-			at   time.Time
-			left int
-		}
-		var reservations []held
-		for range rapid.IntRange(1, 60).Draw(rt, "ops") {
-			switch rapid.IntRange(0, 5).Draw(rt, "op") {
-			case 0:
-				clk.Advance(time.Duration(rapid.Int64Range(0, 3_000_000).Draw(rt, "µs")) * time.Microsecond)
-			case 1:
-				n := rapid.IntRange(1, 5).Draw(rt, "n")
-				if err := errors.Join(mem.Record(ctx, s, key, n), red.Record(ctx, s, key, n)); err != nil {
-					rt.Fatal(err)
-				}
-			case 2:
-				n := rapid.IntRange(1, s.MaxBurst()).Draw(rt, "burst")
-				a, err1 := mem.Reserve(ctx, s, key, n)
-				b, err2 := red.Reserve(ctx, s, key, n)
-				if err := errors.Join(err1, err2); err != nil {
-					rt.Fatal(err)
-				}
-				if a.Allowed != b.Allowed || a.Wait != b.Wait || !a.At.Equal(b.At) && a.Allowed {
-					rt.Fatalf("reserve %d: memory %+v, redis %+v", n, a, b)
-				}
-				if a.Allowed {
-					reservations = append(reservations, held{a.At, n})
-				}
-			case 3:
-				if len(reservations) == 0 {
-					continue
-				}
-				i := rapid.IntRange(0, len(reservations)-1).Draw(rt, "which")
-				k := rapid.IntRange(1, reservations[i].left).Draw(rt, "k")
-				if err := errors.Join(mem.Release(ctx, s, key, reservations[i].at, k), red.Release(ctx, s, key, reservations[i].at, k)); err != nil {
-					rt.Fatal(err)
-				}
-				if reservations[i].left -= k; reservations[i].left == 0 {
-					reservations = append(reservations[:i], reservations[i+1:]...)
-				}
-			case 4:
-				n := rapid.IntRange(0, s.MaxBurst()).Draw(rt, "peek")
-				a, err1 := mem.Peek(ctx, s, key, n)
-				b, err2 := red.Peek(ctx, s, key, n)
-				if err := errors.Join(err1, err2); err != nil {
-					rt.Fatal(err)
-				}
-				if a.Wait != b.Wait || !a.PausedUntil.Equal(b.PausedUntil) {
-					rt.Fatalf("peek(%d): memory wait %v paused until %v, redis %v until %v", n, a.Wait, a.PausedUntil, b.Wait, b.PausedUntil)
-				}
-				for i := range a.Usage {
-					x, y := a.Usage[i], b.Usage[i]
-					if x.Rule != y.Rule || x.Used != y.Used || x.Remaining != y.Remaining || x.Reported != y.Reported || !x.ReportedAt.Equal(y.ReportedAt) {
-						rt.Fatalf("rule %d: memory %+v, redis %+v", i, x, y)
-					}
-				}
-			case 5:
-				u := strategy.Update{Pause: time.Duration(rapid.Int64Range(0, 2_000_000).Draw(rt, "pause µs")) * time.Microsecond}
-				for i := range rules {
-					if rapid.Bool().Draw(rt, "report") {
-						used := rapid.IntRange(0, rules[i].Limit+5).Draw(rt, "used")
-						reset := time.Duration(rapid.Int64Range(0, 3_000_000).Draw(rt, "reset µs")) * time.Microsecond
-						u.Reports = append(u.Reports, strategy.Report{Rule: i, Used: used, Remaining: max(0, rules[i].Limit-used), Reset: reset})
-					}
-				}
-				if err := errors.Join(mem.Sync(ctx, s, key, u), red.Sync(ctx, s, key, u)); err != nil {
-					rt.Fatal(err)
-				}
-			}
-		}
+		storetest.Differential(rt, clk, mem, red, s, key, storetest.Ops{Admit: true, Sync: true})
 	})
 }
 
