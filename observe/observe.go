@@ -6,7 +6,8 @@
 // site and nothing else: no Event is built. Observers are called synchronously on the goroutine
 // that did the work (for the memory store's evictions, ristretto's goroutine), so they must be
 // safe for concurrent use, quick, and must not call back into the component that called them.
-// Package metrics turns events into Prometheus metrics.
+// Package metrics (github.com/ratemonitor/ratemonitor/metrics) turns events into Prometheus
+// metrics.
 //
 // The package imports only the standard library, so that every other package may import it.
 package observe
