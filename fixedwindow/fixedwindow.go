@@ -160,3 +160,7 @@ func floorDiv(a, b int64) int64 {
 // UsesGranularity reports false: rules need not be whole multiples of a granularity, which this
 // algorithm ignores.
 func (Algorithm) UsesGranularity() bool { return false }
+
+// Is reports whether s layers its rules under the fixed window: for stores that keep fixed
+// windows in a form of their own (an upsert, an ADD) and everything else as encoded counters.
+func Is(s *strategy.Strategy) bool { return s.Name() == Algorithm{}.Name() }

@@ -238,3 +238,18 @@ func TestAnyWindow(t *testing.T) {
 		}
 	}
 }
+
+func TestIs(t *testing.T) {
+	s, _ := New(minute)
+	tb, err := strategy.New(otherAlgorithm{}, minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Is(s) || Is(tb) {
+		t.Errorf("Is(fixed window) = %v, Is(other) = %v; want true, false", Is(s), Is(tb))
+	}
+}
+
+type otherAlgorithm struct{ Algorithm }
+
+func (otherAlgorithm) Name() string { return "other" }

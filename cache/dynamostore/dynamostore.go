@@ -314,7 +314,7 @@ func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n
 		return st.closedErr(ctx, "record", key, err)
 	}
 	defer st.observeErr(ctx, "record", key, &err)
-	if isFixed(s) {
+	if fixedwindow.Is(s) {
 		_, err := st.fixedAdd(ctx, s, key, n, false)
 		return err
 	}
@@ -356,7 +356,7 @@ func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n 
 	}
 	defer st.observeErr(ctx, "admit", key, &err)
 	var d strategy.Decision
-	if isFixed(s) {
+	if fixedwindow.Is(s) {
 		d, err = st.fixedAdd(ctx, s, key, n, true)
 	} else {
 		err = st.update(ctx, "admit", s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
@@ -493,5 +493,3 @@ func (st *Store) jitter(ctx context.Context, attempt int) error {
 		return nil
 	}
 }
-
-func isFixed(s *strategy.Strategy) bool { return s.Name() == fixedwindow.Algorithm{}.Name() }

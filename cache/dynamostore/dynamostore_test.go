@@ -194,29 +194,7 @@ func TestConcurrentConsumes(t *testing.T) {
 	clk := clock.NewManual(t0)
 	st := newStore(t, c, Options{Clock: clk})
 	s := must(tokenbucket.New(strategy.Rule{Limit: 1000, Window: time.Hour}))
-	ctx := context.Background()
-	var admitted, refused, contended atomic.Int64
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for range 500 {
-				d, err := st.Admit(ctx, s, "hot", 1)
-				switch {
-				case errors.Is(err, ErrContended):
-					contended.Add(1)
-				case err != nil:
-					t.Error(err)
-					return
-				case d.Allowed:
-					admitted.Add(1)
-				default:
-					refused.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	a, r, k := admitted.Load(), refused.Load(), contended.Load()
+	a, r, k := hammer(t, []*Store{st}, 16, 500, s, "hot")
 	t.Logf("admitted %d, refused %d, contended %d; stats %+v", a, r, k, st.Stats())
 	if a+r+k != 8000 || a != 1000 {
 		t.Fatalf("admitted %d + refused %d + contended %d: want 1000 admitted of 8000", a, r, k)
@@ -344,4 +322,33 @@ func TestErrors(t *testing.T) {
 	if _, err := newStore(t, c, Options{}).Admit(ctx, s, "bad", 1); err == nil || !strings.Contains(err.Error(), "delete the item") {
 		t.Fatalf("damaged item: %v", err)
 	}
+}
+
+// hammer runs goroutines × per admissions of one request on key, spread over stores, and
+// returns how many were admitted, refused and contended.
+func hammer(t *testing.T, stores []*Store, goroutines, per int, s *strategy.Strategy, key string) (admitted, refused, contended int64) {
+	t.Helper()
+	var a, r, k atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		st := stores[g%len(stores)]
+		wg.Go(func() {
+			for range per {
+				d, err := st.Admit(context.Background(), s, key, 1)
+				switch {
+				case errors.Is(err, ErrContended):
+					k.Add(1)
+				case err != nil:
+					t.Error(err)
+					return
+				case d.Allowed:
+					a.Add(1)
+				default:
+					r.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return a.Load(), r.Load(), k.Load()
 }

@@ -46,29 +46,7 @@ func TestContention(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			stores := []*Store{newStore(t, c1, Options{Clock: clk}), newStore(t, c2, Options{Clock: clk})}
-			var admitted, refused, contended atomic.Int64
-			var wg sync.WaitGroup
-			for g := range 32 {
-				st := stores[g%2]
-				wg.Go(func() {
-					for range 40 {
-						d, err := st.Admit(ctx, tc.s, "hot-"+tc.name, 1)
-						switch {
-						case errors.Is(err, ErrContended):
-							contended.Add(1)
-						case err != nil:
-							t.Error(err)
-							return
-						case d.Allowed:
-							admitted.Add(1)
-						default:
-							refused.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			a, r, k := admitted.Load(), refused.Load(), contended.Load()
+			a, r, k := hammer(t, stores, 32, 40, tc.s, "hot-"+tc.name)
 			s1, s2 := stores[0].Stats(), stores[1].Stats()
 			t.Logf("admitted %d refused %d contended %d; stats %+v %+v", a, r, k, s1, s2)
 			if a != int64(tc.lim) {

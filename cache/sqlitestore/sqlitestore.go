@@ -166,7 +166,7 @@ func (st *Store) Validate(s *strategy.Strategy) error {
 
 func validate(s *strategy.Strategy) error {
 	for j := range s.Slots() {
-		if isFixed(s) {
+		if fixedwindow.Is(s) {
 			if w := s.SlotRule(j).EffectiveWindow(); w%time.Second != 0 {
 				return fmt.Errorf("ratemonitor: sqlite store: rule %s: a fixed window here must be whole seconds, got %v", s.SlotRule(j), w)
 			}
@@ -181,8 +181,6 @@ func validate(s *strategy.Strategy) error {
 	}
 	return nil
 }
-
-func isFixed(s *strategy.Strategy) bool { return s.Name() == fixedwindow.Algorithm{}.Name() }
 
 // check is run by every operation: the store is open, the strategy fits it, the count is valid.
 func (st *Store) check(s *strategy.Strategy, n int) error {
@@ -202,7 +200,7 @@ func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n
 	}
 	defer st.observeErr(ctx, "record", key, &err)
 	defer st.wrote(ctx)
-	if isFixed(s) {
+	if fixedwindow.Is(s) {
 		_, err := st.fixedAdd(ctx, s, key, n, st.clock.Now())
 		return err
 	}
@@ -219,7 +217,7 @@ func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, 
 	}
 	defer st.observeErr(ctx, "reserve", key, &err)
 	defer st.wrote(ctx)
-	if isFixed(s) {
+	if fixedwindow.Is(s) {
 		return st.fixedReserve(ctx, s, key, n)
 	}
 	var res strategy.Result
@@ -238,7 +236,7 @@ func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n 
 	}
 	defer st.observeErr(ctx, "admit", key, &err)
 	defer st.wrote(ctx)
-	if isFixed(s) {
+	if fixedwindow.Is(s) {
 		return st.fixedAdmit(ctx, s, key, n)
 	}
 	var d strategy.Decision
@@ -252,7 +250,7 @@ func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, 
 		return st.closedErr(ctx, "release", key, err)
 	}
 	defer st.observeErr(ctx, "release", key, &err)
-	if isFixed(s) {
+	if fixedwindow.Is(s) {
 		return st.fixedRelease(ctx, s, key, at, n)
 	}
 	return st.inTx(ctx, s, key, func(cs []strategy.Counter, _ time.Time) { s.Release(cs, at, n) })
@@ -271,7 +269,7 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 	defer st.observeErr(ctx, "peek", key, &err)
 	now := st.clock.Now()
 	var cs []strategy.Counter
-	if isFixed(s) {
+	if fixedwindow.Is(s) {
 		cs, err = st.fixedLoad(ctx, st.db, s, key, now)
 	} else {
 		cs, err = st.load(ctx, st.db, s, key)
