@@ -71,6 +71,13 @@ func (e *StoreError) Unwrap() error { return e.Err }
 // error untouched (every attempt that reaches the base is recorded once per
 // rule, whether it then fails, returns 429, is a retry or a redirect hop).
 //
+// Transports can be stacked (one the base of another, with other RoundTrippers between them or
+// not), say a minute rule wrapping an hour rule: over the same store, an attempt is counted once
+// in each counter, however the layers' rules overlap. For that, unless the base is a
+// *http.Transport, the base receives a shallow copy of the request (Request.WithContext) whose
+// context says which counters the attempt was counted in; a retry between two layers is a new
+// attempt and is counted by the inner one in full.
+//
 // Make one with New. The zero Transport records nothing: its RoundTrip passes every request to
 // http.DefaultTransport and its methods return ErrNotConfigured. A Transport is safe for
 // concurrent use.
@@ -256,6 +263,16 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 			}
 		}
 	}
+	if t.store != nil {
+		if err := cache.ClaimCounters(t.store, t.strat); err != nil {
+			return nil, err
+		}
+		if t.app != nil {
+			if err := cache.ClaimCounters(t.store, t.app.strat); err != nil {
+				return nil, fmt.Errorf("app rules: %w", err)
+			}
+		}
+	}
 	if c, ok := t.store.(cache.Clocked); ok {
 		if t.clockSet && !sameClock(c.Clock(), t.clock) {
 			return nil, errors.New("ratemonitor: WithClock and the store's clock differ; give the clock to the store only (cache.MemoryConfig.Clock)")
@@ -317,14 +334,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	key := t.Key(req)
-	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
+	lim, prev := t.uncounted(markFrom(ctx), key)
+	if lim.none() {
+		// A Transport wrapping this one, over the same store, counted this attempt in every
+		// counter this one keeps: counting it again would count it twice.
 		return t.send(base, req, key)
 	}
+	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
+		return t.send(base, t.marked(base, req, key, prev), key)
+	}
 	var err error
-	if t.pacing {
-		_, _, _, err = t.acquire(ctx, key, 1, t.policy == FailOpen)
-	} else {
-		err = t.record(ctx, key)
+	switch {
+	case t.pacing && lim.strat == nil:
+		// Only the app key is left to count: pace on it alone.
+		_, _, _, err = t.acquire(ctx, lim.app.key, 1, t.policy == FailOpen, limits{strat: lim.app.strat})
+	case t.pacing:
+		_, _, _, err = t.acquire(ctx, key, 1, t.policy == FailOpen, lim)
+	default:
+		err = t.record(ctx, key, lim)
 	}
 	if err != nil {
 		var se *StoreError
@@ -338,8 +365,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		t.storeFailed(req, se.Key, se.Err)
+		// Not counted here: a Transport inside this one must count it.
+		return t.send(base, req, key)
 	}
-	return t.send(base, req, key)
+	return t.send(base, t.marked(base, req, key, prev), key)
 }
 
 // record counts one request on key and, with WithAppRules, on the app key, and returns the
@@ -347,37 +376,34 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // since the request is sent either way. Under FailClosed the app key goes first and a failure
 // there records nothing; when the request's key then fails, the app key keeps a count for a
 // request that was not sent (one of the app's many: an over-count, never an under-count).
-func (t *Transport) record(ctx context.Context, key string) error {
-	err := t.recordBoth(ctx, key)
+func (t *Transport) record(ctx context.Context, key string, lim limits) error {
+	err := t.recordBoth(ctx, key, lim)
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err() // the caller gave up: not the store's failure
 	}
 	return err
 }
 
-func (t *Transport) recordBoth(ctx context.Context, key string) error {
-	if t.app == nil {
-		if err := t.store.Record(ctx, t.strat, key, 1); err != nil {
-			return &StoreError{Key: key, Err: err}
-		}
-		t.recorded(key, 1)
-		return nil
-	}
+func (t *Transport) recordBoth(ctx context.Context, key string, lim limits) error {
 	var first error
-	if err := t.store.Record(ctx, t.app.strat, t.app.key, 1); err != nil {
-		first = &StoreError{Key: t.app.key, Err: err}
-		if t.policy == FailClosed {
-			return first
+	if lim.app != nil {
+		if err := t.store.Record(ctx, lim.app.strat, lim.app.key, 1); err != nil {
+			first = &StoreError{Key: lim.app.key, Err: err}
+			if t.policy == FailClosed {
+				return first
+			}
+		} else {
+			t.recorded(lim.app.key, 1)
 		}
-	} else {
-		t.recorded(t.app.key, 1)
 	}
-	if err := t.store.Record(ctx, t.strat, key, 1); err != nil {
-		if first == nil {
-			first = &StoreError{Key: key, Err: err}
+	if lim.strat != nil {
+		if err := t.store.Record(ctx, lim.strat, key, 1); err != nil {
+			if first == nil {
+				first = &StoreError{Key: key, Err: err}
+			}
+		} else {
+			t.recorded(key, 1)
 		}
-	} else {
-		t.recorded(key, 1)
 	}
 	return first
 }

@@ -65,12 +65,12 @@ func (t *Transport) Queued(key string) int {
 // and a wait that would pass its deadline, at once, as a *DeadlineError. On error nothing stays
 // recorded, except the key's slots when the app key's store call failed and keepOnStoreError is
 // set (the request is then sent anyway, under FailOpen).
-func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError bool) (at, appAt, local time.Time, err error) {
+func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError bool, lim limits) (at, appAt, local time.Time, err error) {
 	if t.obs == nil {
-		return t.acquireSlots(ctx, key, n, keepOnStoreError)
+		return t.acquireSlots(ctx, key, n, keepOnStoreError, lim)
 	}
 	start := t.clock.Now()
-	at, appAt, local, err = t.acquireSlots(ctx, key, n, keepOnStoreError)
+	at, appAt, local, err = t.acquireSlots(ctx, key, n, keepOnStoreError, lim)
 	if err == nil {
 		t.waited(key, n, start)
 	}
@@ -78,7 +78,7 @@ func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreE
 }
 
 // acquireSlots is acquire without the observer's Waited event.
-func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnStoreError bool) (at, appAt, local time.Time, err error) {
+func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnStoreError bool, lim limits) (at, appAt, local time.Time, err error) {
 	if err := ctx.Err(); err != nil {
 		return at, appAt, local, err
 	}
@@ -89,7 +89,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 	keyFull := false // the last reserve was refused by key itself, not by the app key
 	reserve := func() (time.Duration, error) {
 		local = t.clock.Now()
-		res, err := t.store.Reserve(ctx, t.strat, key, n)
+		res, err := t.store.Reserve(ctx, lim.strat, key, n)
 		keyFull = err == nil && !res.Allowed
 		if err == nil {
 			t.reserved(key, n, res)
@@ -98,25 +98,25 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 			if ctx.Err() != nil {
 				return 0, ctx.Err() // the caller gave up: not the store's failure
 			}
-			if t.app != nil && keepOnStoreError {
+			if lim.app != nil && keepOnStoreError {
 				// The request goes anyway (FailOpen): the app key still counts it.
-				t.store.Record(ctx, t.app.strat, t.app.key, n)
+				t.store.Record(ctx, lim.app.strat, lim.app.key, n)
 			}
 			return 0, &StoreError{Key: key, Err: err}
 		}
 		wait := res.Wait
-		if t.app != nil {
+		if lim.app != nil {
 			if res.Allowed {
-				ares, err := t.store.Reserve(ctx, t.app.strat, t.app.key, n)
+				ares, err := t.store.Reserve(ctx, lim.app.strat, lim.app.key, n)
 				if err == nil {
-					t.reserved(t.app.key, n, ares)
+					t.reserved(lim.app.key, n, ares)
 				}
 				var se *StoreError
 				if err != nil && ctx.Err() == nil {
-					se = &StoreError{Key: t.app.key, Err: err}
+					se = &StoreError{Key: lim.app.key, Err: err}
 				} else if err != nil {
 					// The caller gave up: give the key's slots back and say so.
-					t.store.Release(context.WithoutCancel(ctx), t.strat, key, res.At, n)
+					t.store.Release(context.WithoutCancel(ctx), lim.strat, key, res.At, n)
 					return 0, ctx.Err()
 				}
 				if err == nil && ares.Allowed {
@@ -125,14 +125,14 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 				}
 				if se == nil || !keepOnStoreError {
 					// Give the key's slots back, even if ctx has ended: they were never used.
-					t.store.Release(context.WithoutCancel(ctx), t.strat, key, res.At, n)
+					t.store.Release(context.WithoutCancel(ctx), lim.strat, key, res.At, n)
 				}
 				if se != nil {
 					at = res.At
 					return 0, se
 				}
 				wait = ares.Wait
-			} else if snap, err := t.store.Peek(ctx, t.app.strat, t.app.key, n); err == nil {
+			} else if snap, err := t.store.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
 				wait = max(wait, snap.Wait)
 			}
 		} else if res.Allowed {
@@ -142,28 +142,28 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 		return wait, deadlineCheck(ctx, key, n, wait)
 	}
 	// Nobody waits on this key (nor on the app key): try at once, without queueing.
-	if t.Queued(key) == 0 && (t.app == nil || t.Queued(appQueue+t.app.key) == 0) {
+	if t.Queued(key) == 0 && (lim.app == nil || t.Queued(appQueue+lim.app.key) == 0) {
 		if wait, err := reserve(); err != nil || wait == 0 {
 			return at, appAt, local, err
 		}
 	}
-	leaveKey, err := t.join(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, ahead) })
+	leaveKey, err := t.join(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, ahead, lim) })
 	if err != nil {
 		return at, appAt, local, err
 	}
 	defer leaveKey()
 	for {
 		leaveApp := func() {}
-		if t.app != nil {
+		if lim.app != nil {
 			// Wait for room on key first, holding only key's turn: a key at its limit or paused
 			// must not hold up the other keys at the app key meanwhile.
-			if err := t.waitKey(ctx, key, n); err != nil {
+			if err := t.waitKey(ctx, key, n, lim); err != nil {
 				return at, appAt, local, err
 			}
 			// Then wait for a turn at the app key: bursts and single requests of every key of
 			// this Transport are served there in order, so none starves.
-			leaveApp, err = t.join(ctx, appQueue+t.app.key, n, func(ahead int) error {
-				snap, err := t.store.Peek(ctx, t.app.strat, t.app.key, min(n+ahead, t.app.strat.MaxBurst()))
+			leaveApp, err = t.join(ctx, appQueue+lim.app.key, n, func(ahead int) error {
+				snap, err := t.store.Peek(ctx, lim.app.strat, lim.app.key, min(n+ahead, lim.app.strat.MaxBurst()))
 				if err != nil {
 					return nil
 				}
@@ -179,7 +179,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 				leaveApp()
 				return at, appAt, local, err
 			}
-			if t.app != nil && keyFull {
+			if lim.app != nil && keyFull {
 				break // key is full again (a pause, another process): give up the app turn
 			}
 			if err := t.clock.Sleep(ctx, wait); err != nil {
@@ -193,14 +193,14 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 
 // waitKey sleeps until a burst of n fits on key alone, or returns a *DeadlineError at once
 // when that wait, or the app key's, would pass ctx's deadline.
-func (t *Transport) waitKey(ctx context.Context, key string, n int) error {
+func (t *Transport) waitKey(ctx context.Context, key string, n int, lim limits) error {
 	for {
-		snap, err := t.store.Peek(ctx, t.strat, key, n)
+		snap, err := t.store.Peek(ctx, lim.strat, key, n)
 		if err != nil || snap.Wait == 0 {
 			return nil // the store's error, if any, comes from the reserve that follows
 		}
 		wait := snap.Wait
-		if app, err := t.store.Peek(ctx, t.app.strat, t.app.key, n); err == nil {
+		if app, err := t.store.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
 			wait = max(wait, app.Wait)
 		}
 		if err := deadlineCheck(ctx, key, n, wait); err != nil {
@@ -278,18 +278,18 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 // queueDeadlineCheck refuses at once a waiter that cannot get its turn before ctx's deadline:
 // the requests ahead of it and its own must all fit, which takes at least the wait for their
 // sum (capped at the smallest limit, the most a window can ever hold).
-func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead int) error {
+func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead int, lim limits) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return nil
 	}
-	snap, err := t.store.Peek(ctx, t.strat, key, min(n+ahead, t.strat.MaxBurst()))
+	snap, err := t.store.Peek(ctx, lim.strat, key, min(n+ahead, lim.strat.MaxBurst()))
 	if err != nil {
 		return nil // the head's own reserve will report the store's state
 	}
 	wait := snap.Wait
-	if t.app != nil {
+	if lim.app != nil {
 		// The app key must have room for this burst too, whatever other keys take meanwhile.
-		if app, err := t.store.Peek(ctx, t.app.strat, t.app.key, n); err == nil {
+		if app, err := t.store.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
 			wait = max(wait, app.Wait)
 		}
 	}

@@ -52,7 +52,7 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 			return nil, fmt.Errorf("app key %q: %w", t.app.key, err)
 		}
 	}
-	at, appAt, local, err := t.acquire(ctx, key, n, false)
+	at, appAt, local, err := t.acquire(ctx, key, n, false, t.allLimits())
 	if err != nil {
 		return nil, err
 	}

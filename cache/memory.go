@@ -242,6 +242,7 @@ func (m *Memory) Close() error {
 	m.life.Lock()
 	defer m.life.Unlock()
 	m.client.Close()
+	releaseClaims(m)
 	return nil
 }
 

@@ -56,6 +56,9 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 	if err := s.CheckBurst(1); err != nil {
 		return nil, fmt.Errorf("ratemonitor: middleware: %w", err)
 	}
+	if err := cache.ClaimCounters(store, s); err != nil {
+		return nil, fmt.Errorf("ratemonitor: middleware: %w", err)
+	}
 	var c config
 	for _, o := range opts {
 		if o != nil {

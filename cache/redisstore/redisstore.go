@@ -581,3 +581,18 @@ func (st *Store) Close() error {
 	st.closed.Store(true)
 	return nil
 }
+
+// Namespace names the Redis data the store keeps its state in (cache.Namespacer), so that two
+// Store values over one server and prefix are one store when ratemonitor.New checks that rules of
+// the same window share a count: "redis <addresses> db <n> prefix <prefix>". A client of another
+// kind is named by its pointer.
+func (s *Store) Namespace() string {
+	where := fmt.Sprintf("%p", s.client)
+	switch c := s.client.(type) {
+	case *redis.Client:
+		where = fmt.Sprintf("%s db %d", c.Options().Addr, c.Options().DB)
+	case *redis.ClusterClient:
+		where = "cluster " + strings.Join(c.Options().Addrs, ",")
+	}
+	return "redis " + where + " prefix " + s.opts.Prefix
+}

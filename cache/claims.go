@@ -1,0 +1,139 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// ErrCounterConflict is wrapped by ClaimCounters (and so by ratemonitor.New and middleware.New)
+// when a strategy would count a limit in another counter than a strategy already used on the
+// same store: two rules of the same limit and window that differ in margin or granularity. Each
+// would count only its own requests, so together they would let through up to twice the limit.
+// Give both the same Margin and Granularity, or give them separate stores.
+var ErrCounterConflict = errors.New("ratemonitor: rules of the same window cannot share one count")
+
+// Namespacer is implemented by stores whose state lives outside the process (Redis, SQLite,
+// DynamoDB): Namespace names where, such as "redis 127.0.0.1:6379 prefix rm:", so that two store
+// values over the same state are one store to ClaimCounters.
+type Namespacer interface {
+	Namespace() string
+}
+
+// claims holds, per store and per family of rules (strategy.Strategy.Family), the counter IDs
+// every strategy used with that store so far keeps that family in: their intersection, so that
+// one counter holds the requests of all of them.
+var claims struct {
+	mu sync.Mutex
+	m  map[any]map[string]claim
+}
+
+type claim struct {
+	ids  map[string]bool
+	rule strategy.Rule // a rule of the first strategy, for the error message
+}
+
+// ClaimCounters checks that s counts each of its limits in a counter shared with every strategy
+// already claimed on st in this process, and claims them. Within one strategy, rules of one
+// family may differ (a request is recorded in every counter of its strategy). It returns an
+// error wrapping ErrCounterConflict, naming both rules, when s would split a count; nothing is
+// claimed then. A store that is neither comparable nor a Namespacer is not checked.
+//
+// The check covers the strategies of one process; processes sharing a store must be given the
+// same rules.
+func ClaimCounters(st Store, s *strategy.Strategy) error {
+	id, ok := storeIdentity(st)
+	if !ok {
+		return nil
+	}
+	mine := map[string]map[string]strategy.Rule{} // family -> counter ID -> rule
+	for i := range s.NumRules() {
+		f := s.Family(i)
+		if mine[f] == nil {
+			mine[f] = map[string]strategy.Rule{}
+		}
+		mine[f][s.CounterID(s.SlotOf(i))] = s.Rule(i)
+	}
+	claims.mu.Lock()
+	defer claims.mu.Unlock()
+	have := claims.m[id]
+	for f, ids := range mine {
+		c, ok := have[f]
+		if !ok {
+			continue
+		}
+		shared := false
+		var r strategy.Rule
+		for cid, rule := range ids {
+			r = rule
+			if c.ids[cid] {
+				shared = true
+				break
+			}
+		}
+		if !shared {
+			return fmt.Errorf("%w: rule %s and rule %s, already used on this store, would be counted separately "+
+				"(their margin or granularity differ) and together let through up to twice the limit; "+
+				"give both the same Margin and Granularity, or give them separate stores", ErrCounterConflict, r, c.rule)
+		}
+	}
+	if claims.m == nil {
+		claims.m = map[any]map[string]claim{}
+	}
+	if have == nil {
+		have = map[string]claim{}
+		claims.m[id] = have
+	}
+	for f, ids := range mine {
+		c, ok := have[f]
+		if !ok {
+			c = claim{ids: map[string]bool{}}
+			for cid, rule := range ids {
+				c.ids[cid], c.rule = true, rule
+			}
+			have[f] = c
+			continue
+		}
+		for cid := range c.ids {
+			if _, ok := ids[cid]; !ok {
+				delete(c.ids, cid)
+			}
+		}
+	}
+	return nil
+}
+
+// releaseClaims forgets the claims on st (its Close): a later store at the same address starts
+// afresh.
+func releaseClaims(st Store) {
+	if id, ok := storeIdentity(st); ok {
+		claims.mu.Lock()
+		delete(claims.m, id)
+		claims.mu.Unlock()
+	}
+}
+
+// storeIdentity returns what makes two stores one for ClaimCounters.
+func storeIdentity(st Store) (any, bool) {
+	if n, ok := st.(Namespacer); ok {
+		return "ns:" + n.Namespace(), true
+	}
+	if st == nil || !reflect.TypeOf(st).Comparable() {
+		return nil, false
+	}
+	return st, true
+}
+
+// SameStore reports whether a and b keep their state in the same place: the same store value,
+// or stores whose Namespace is the same.
+func SameStore(a, b Store) bool {
+	ia, ok := storeIdentity(a)
+	if !ok {
+		return false
+	}
+	ib, ok := storeIdentity(b)
+	return ok && ia == ib
+}
