@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -33,13 +34,21 @@ type SyncConfig struct {
 	// Retry-After cannot stop a key for years. It does not shorten the reset that dates a raise
 	// (that stays the upstream's, up to strategy.MaxWindow).
 	MaxPause time.Duration
+
+	// dateWarn rate-limits the warnings about an implausible Date (one per Transport: WithSync
+	// makes it). A pointer, so that SyncConfig stays a plain value to copy.
+	dateWarn *lograte.Limiter
 }
 
 // WithSync makes the Transport feed what the upstream says back into the store, for the
 // request's key, after every response:
 //
 //   - A 429, or a 503 with Retry-After, pauses the key until the upstream's Retry-After (RFC
-//     9110 §10.2.3) has passed (see below for a 429 without one). While
+//     9110 §10.2.3) has passed (see below for a 429 without one). An HTTP-date is measured from
+//     the response's Date when that is within headers.MaxDateSkew (5 min) of the Transport's
+//     clock, and from the Transport's clock otherwise: a response whose Date is further off is
+//     reported (a warning to the logger, at most one a second, and an observe.SkewedDate
+//     event), since its Retry-After may be as wrong as its Date. While
 //     paused, every Transport sharing the store (the Redis store included) waits: Reserve and
 //     paced requests are held, and WaitTime is at least the rest of the pause. A 429 that names
 //     an app-wide limit (Xero's X-Rate-Limit-Problem: appminute) pauses the app key of
@@ -81,6 +90,7 @@ func WithSync(cfg SyncConfig) Option {
 			}
 		}
 		cfg.Readers = append([]headers.Reader(nil), cfg.Readers...)
+		cfg.dateWarn = new(lograte.Limiter)
 		t.sync = &cfg
 		return nil
 	}
@@ -134,7 +144,13 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
 		}
 	}
 	app = app && t.app != nil
-	retry, refused := t.retryPause(resp, now)
+	// Parsed once here for the pause and the report; the readers (Xero's problem) read the
+	// same field the same way.
+	ra := headers.ParseRetryAfter(resp.Header, now)
+	if ra.DateIgnored {
+		t.dateSkewed(req, key, ra, now)
+	}
+	retry, refused := retryPause(resp, ra)
 	if app {
 		appReset = max(appReset, retry)
 	} else {
@@ -168,15 +184,30 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
 	}
 }
 
-// retryPause returns the pause resp's Retry-After asks for on a 429 or a 503 (0 when it has
-// none), and whether resp is a 429.
-func (t *Transport) retryPause(resp *http.Response, now time.Time) (time.Duration, bool) {
+// retryPause returns the pause resp's Retry-After (ra, as read) asks for on a 429 or a 503 (0
+// when it has none), and whether resp is a 429.
+func retryPause(resp *http.Response, ra headers.RetryAfterField) (time.Duration, bool) {
 	refused := resp.StatusCode == http.StatusTooManyRequests
 	if !refused && resp.StatusCode != http.StatusServiceUnavailable {
 		return 0, false
 	}
-	d, _ := headers.RetryAfter(resp.Header, now)
-	return d, refused
+	return ra.Wait, refused
+}
+
+// dateSkewed reports a response to req whose Date was too far from now (the Transport's clock)
+// to measure its HTTP-date Retry-After from: the upstream's clock, or whatever sets its Date,
+// needs fixing, and until it is, its Retry-After may be off as well.
+func (t *Transport) dateSkewed(req *http.Request, key string, ra headers.RetryAfterField, now time.Time) {
+	skew := ra.Date.Sub(now)
+	level, suppressed := t.warnLevel(t.sync.dateWarn)
+	t.logger.LogAttrs(req.Context(), level,
+		"ratemonitor: the upstream's Date is more than "+headers.MaxDateSkew.String()+" from our clock; its Retry-After is measured from our clock instead. Check the upstream's clock (or ours)",
+		slog.String("key", key), slog.String("request", req.Method+" "+req.URL.Redacted()),
+		slog.String("date", ra.Date.UTC().Format(time.RFC3339)), slog.Duration("skew", skew),
+		slog.Duration("retry_after", ra.Wait), slog.Int64("suppressed", suppressed))
+	if t.obs != nil {
+		t.obs.Observe(observe.Event{Kind: observe.SkewedDate, Key: key, Wait: skew})
+	}
 }
 
 // addReport turns sig into a report on the first rule of s with sig's window, replacing an

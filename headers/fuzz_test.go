@@ -3,6 +3,7 @@ package headers
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -15,10 +16,19 @@ func FuzzRetryAfter(f *testing.F) {
 		f.Add(s, "")
 	}
 	f.Add("Mon, 30 Nov 2026 12:01:30 GMT", "Mon, 30 Nov 2026 12:01:00 GMT")
+	f.Add("Mon, 30 Nov 2026 12:00:05 GMT", "Thu, 01 Jan 1970 00:00:00 GMT")
 	f.Fuzz(func(t *testing.T, v, date string) {
 		d, ok := RetryAfter(hdr("Retry-After", v, "Date", date), now)
 		if d < 0 || (!ok && d != 0) {
 			t.Fatalf("RetryAfter(%q, date %q) = %v, %v", v, date, d, ok)
+		}
+		// A Date is used only within MaxDateSkew of now; past that the wait is from now.
+		if p := ParseRetryAfter(hdr("Retry-After", v, "Date", date), now); p.Wait != d || p.OK != ok {
+			t.Fatalf("ParseRetryAfter %+v disagrees with RetryAfter %v, %v", p, d, ok)
+		} else if skew := p.Date.Sub(now); p.DateIgnored && skew <= MaxDateSkew && skew >= -MaxDateSkew {
+			t.Fatalf("Date %q (skew %v) ignored", date, skew)
+		} else if at, err := http.ParseTime(strings.TrimSpace(v)); p.DateIgnored && err == nil && d != max(0, at.Sub(now)) {
+			t.Fatalf("Date %q ignored, but the wait %v is not measured from now", date, d)
 		}
 		if allDigits(v) {
 			want := time.Duration(maxSeconds) * time.Second

@@ -54,6 +54,55 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// TestRetryAfterDateSkew: an HTTP-date is measured from the response's Date only while that
+// Date is within MaxDateSkew of now (the bounds included); further off either way, from now,
+// with DateIgnored set. Delay-seconds never look at Date.
+func TestRetryAfterDateSkew(t *testing.T) {
+	at := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
+	epoch := "Thu, 01 Jan 1970 00:00:00 GMT"
+	cases := []struct {
+		name string
+		h    http.Header
+		want RetryAfterField
+	}{
+		{"Date 1970", hdr("Retry-After", at(5*time.Second), "Date", epoch),
+			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: time.Unix(0, 0).UTC(), DateIgnored: true}},
+		{"Date 30 s ahead", hdr("Retry-After", at(35*time.Second), "Date", at(30*time.Second)),
+			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(30 * time.Second)}},
+		{"Date 30 s behind", hdr("Retry-After", at(-25*time.Second), "Date", at(-30*time.Second)),
+			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(-30 * time.Second)}},
+		{"Date MaxDateSkew ahead", hdr("Retry-After", at(MaxDateSkew+5*time.Second), "Date", at(MaxDateSkew)),
+			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(MaxDateSkew)}},
+		{"Date MaxDateSkew behind", hdr("Retry-After", at(-MaxDateSkew+5*time.Second), "Date", at(-MaxDateSkew)),
+			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(-MaxDateSkew)}},
+		{"Date 1 s past MaxDateSkew ahead", hdr("Retry-After", at(MaxDateSkew+6*time.Second), "Date", at(MaxDateSkew+time.Second)),
+			RetryAfterField{Wait: MaxDateSkew + 6*time.Second, OK: true, Date: now.Add(MaxDateSkew + time.Second), DateIgnored: true}},
+		{"Date 1 s past MaxDateSkew behind", hdr("Retry-After", at(5*time.Second), "Date", at(-MaxDateSkew-time.Second)),
+			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(-MaxDateSkew - time.Second), DateIgnored: true}},
+		{"Date a day ahead", hdr("Retry-After", at(7*time.Second), "Date", at(24*time.Hour)),
+			RetryAfterField{Wait: 7 * time.Second, OK: true, Date: now.Add(24 * time.Hour), DateIgnored: true}},
+		{"delay-seconds with Date 1970", hdr("Retry-After", "5", "Date", epoch), RetryAfterField{Wait: 5 * time.Second, OK: true}},
+		{"unreadable Date", hdr("Retry-After", at(5*time.Second), "Date", "soon"), RetryAfterField{Wait: 5 * time.Second, OK: true}},
+		{"unreadable Retry-After with Date 1970", hdr("Retry-After", "soon", "Date", epoch), RetryAfterField{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := ParseRetryAfter(c.h, now)
+			if got.Wait != c.want.Wait || got.OK != c.want.OK || !got.Date.Equal(c.want.Date) || got.DateIgnored != c.want.DateIgnored {
+				t.Fatalf("ParseRetryAfter(%v) = %+v; want %+v", c.h, got, c.want)
+			}
+			if w, ok := RetryAfter(c.h, now); w != c.want.Wait || ok != c.want.OK {
+				t.Fatalf("RetryAfter(%v) = %v, %v; want %v, %v", c.h, w, ok, c.want.Wait, c.want.OK)
+			}
+		})
+	}
+	// Xero's reader measures a minute problem's reset the same way.
+	h := hdr("Retry-After", at(5*time.Second), "Date", epoch, "X-Rate-Limit-Problem", "minute")
+	if sig := XeroReader(time.Minute, 24*time.Hour)(h, now).Signals; len(sig) != 1 || sig[0].Reset != 5*time.Second || sig[0].Remaining != 0 {
+		t.Fatalf("Xero minute problem dated 1970: %+v, want one signal, remaining 0, reset 5s", sig)
+	}
+}
+
 func TestParseXero(t *testing.T) {
 	cases := []struct {
 		h    http.Header

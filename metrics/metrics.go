@@ -15,6 +15,7 @@
 //	refused_total             counter    requests the middleware refused with 429
 //	upstream_429_total        counter    429 responses the Transport received
 //	upstream_pauses_total     counter    pauses the upstream asked for (WithSync)
+//	upstream_skewed_dates_total counter  responses whose Date was too far off to measure Retry-After from
 //	store_errors_total{store,op} counter failed store operations
 //	evicted_live_total{store} counter    live state the memory store had to evict
 //	store_retries_total{store,op} counter optimistic-lock retries (DynamoDB store)
@@ -63,7 +64,7 @@ type Observer struct {
 
 	recorded, admitted, refused, tooMany *prometheus.CounterVec
 	reserves                             *prometheus.CounterVec
-	pauses                               prometheus.Counter
+	pauses, skewedDates                  prometheus.Counter
 	storeErrors, retries, evicted        *prometheus.CounterVec
 	wait                                 prometheus.Histogram
 	usage                                *prometheus.GaugeVec
@@ -112,13 +113,15 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		evicted:     counter("evicted_live_total", "Keys whose live state the store had to evict (their counts restart at zero).", []string{"store"}),
 		pauses: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "upstream_pauses_total",
 			Help: "Pauses the upstream asked for (429, Retry-After, used-up limits)."}),
+		skewedDates: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "upstream_skewed_dates_total",
+			Help: "Responses whose Date was more than headers.MaxDateSkew from our clock: their Retry-After was measured from our clock."}),
 		wait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "wait_seconds",
 			Help: "Time the Transport's callers waited for room (paced requests, Reserve, Wait); waits of 0 are not observed.", Buckets: opts.Buckets}),
 		usage: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "usage_ratio",
 			Help: "Used / limit per rule after the middleware's latest decision (per key with per-key labels)."}, with("rule")),
 	}
 	for _, c := range []prometheus.Collector{o.recorded, o.reserves, o.admitted, o.refused, o.tooMany,
-		o.storeErrors, o.retries, o.evicted, o.pauses, o.wait, o.usage} {
+		o.storeErrors, o.retries, o.evicted, o.pauses, o.skewedDates, o.wait, o.usage} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -166,6 +169,8 @@ func (o *Observer) Observe(e observe.Event) {
 		o.wait.Observe(e.Wait.Seconds())
 	case observe.Paused:
 		o.pauses.Inc()
+	case observe.SkewedDate:
+		o.skewedDates.Inc()
 	case observe.TooManyRequests:
 		o.tooMany.WithLabelValues(o.keyLabel(e.Key)...).Inc()
 	case observe.StoreError:

@@ -40,6 +40,7 @@ func TestCounters(t *testing.T) {
 		{Kind: observe.Waited, Key: "a", N: 1, Wait: 1500 * time.Millisecond},
 		{Kind: observe.Paused, Key: "a", Until: time.Unix(5, 0)},
 		{Kind: observe.TooManyRequests, Key: "a"},
+		{Kind: observe.SkewedDate, Key: "a", Wait: -time.Hour},
 		{Kind: observe.StoreError, Store: "redis", Op: "record", Key: "a", Err: errors.New("down")},
 		{Kind: observe.StoreError, Store: "redis", Op: "record", Key: "b", Err: errors.New("down")},
 		{Kind: observe.EvictedLive, Store: "memory", Key: "a"},
@@ -79,6 +80,9 @@ ratemonitor_upstream_429_total 1
 # HELP ratemonitor_upstream_pauses_total Pauses the upstream asked for (429, Retry-After, used-up limits).
 # TYPE ratemonitor_upstream_pauses_total counter
 ratemonitor_upstream_pauses_total 1
+# HELP ratemonitor_upstream_skewed_dates_total Responses whose Date was more than headers.MaxDateSkew from our clock: their Retry-After was measured from our clock.
+# TYPE ratemonitor_upstream_skewed_dates_total counter
+ratemonitor_upstream_skewed_dates_total 1
 # HELP ratemonitor_usage_ratio Used / limit per rule after the middleware's latest decision (per key with per-key labels).
 # TYPE ratemonitor_usage_ratio gauge
 ratemonitor_usage_ratio{rule="60/1m0s"} 1.0166666666666666
@@ -86,7 +90,7 @@ ratemonitor_usage_ratio{rule="60/1m0s"} 1.0166666666666666
 	names := []string{"ratemonitor_admitted_total", "ratemonitor_evicted_live_total", "ratemonitor_recorded_total",
 		"ratemonitor_refused_total", "ratemonitor_reserves_total", "ratemonitor_store_errors_total",
 		"ratemonitor_store_retries_total", "ratemonitor_upstream_429_total", "ratemonitor_upstream_pauses_total",
-		"ratemonitor_usage_ratio"}
+		"ratemonitor_upstream_skewed_dates_total", "ratemonitor_usage_ratio"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}

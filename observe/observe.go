@@ -73,10 +73,15 @@ const (
 	// Rejected: the middleware refused a request on Key with 429; Wait is its Retry-After
 	// (before rounding) and Rules every rule's usage.
 	Rejected
+	// SkewedDate: a response to a request on Key gave an HTTP-date Retry-After with a Date more
+	// than headers.MaxDateSkew from the Transport's clock (WithSync), so the Retry-After was
+	// measured from the Transport's clock instead. Wait is the skew, Date minus that clock:
+	// negative when the Date is behind.
+	SkewedDate
 )
 
 var kindNames = [...]string{"", "recorded", "granted", "refused", "waited", "paused",
-	"too_many_requests", "store_error", "evicted_live", "retry", "admitted", "rejected"}
+	"too_many_requests", "store_error", "evicted_live", "retry", "admitted", "rejected", "skewed_date"}
 
 // String returns the kind's name in snake case ("recorded", "store_error", …).
 func (k Kind) String() string {
@@ -91,7 +96,7 @@ type Event struct {
 	Kind  Kind
 	Key   string        // the key (tenant, host, client) it happened on
 	N     int           // requests recorded, reserved or waited for; a Retry's number
-	Wait  time.Duration // Refused, Waited, Rejected
+	Wait  time.Duration // Refused, Waited, Rejected; SkewedDate's skew
 	Until time.Time     // Paused
 	Store string        // "memory", "redis", "sqlite", "dynamodb" (StoreError, EvictedLive, Retry)
 	Op    string        // StoreError, Retry

@@ -10,7 +10,7 @@ import (
 )
 
 func TestKindString(t *testing.T) {
-	if got := fmt.Sprint(Recorded, StoreError, Rejected, Kind(0), Kind(99)); got != "recorded store_error rejected Kind(0) Kind(99)" {
+	if got := fmt.Sprint(Recorded, StoreError, Rejected, SkewedDate, Kind(0), Kind(99)); got != "recorded store_error rejected skewed_date Kind(0) Kind(99)" {
 		t.Fatal(got)
 	}
 }

@@ -5,7 +5,8 @@
 // Every attempt — the first, each retry and each redirect hop — is an HTTP request through the
 // Transport, so each is counted (and, with ratemonitor.WithPacing, paced). Between attempts the
 // client waits the longest of: retryablehttp's exponential backoff, the response's Retry-After
-// (RFC 9110 §10.2.3, an HTTP-date measured from the response's Date, capped at the Transport's
+// (RFC 9110 §10.2.3, an HTTP-date measured from the response's Date while that is within
+// headers.MaxDateSkew of our clock and from our clock otherwise, capped at the Transport's
 // MaxPause), and the Transport's wait for one more request on the request's key. A wait that
 // would pass the request context's deadline ends the retries at once with an error wrapping
 // context.DeadlineExceeded — whether the Transport refused to wait (a *ratemonitor.DeadlineError)
@@ -41,7 +42,8 @@ func NewClient(t *ratemonitor.Transport) *retryablehttp.Client {
 }
 
 // Exponential is retryablehttp.DefaultBackoff without its reading of Retry-After: min × 2^attempt,
-// capped at max. Backoff reads Retry-After itself, measured from the response's Date and capped.
+// capped at max. Backoff reads Retry-After itself, measured from the response's Date (when
+// plausible, see headers.ParseRetryAfter) and capped.
 func Exponential(minWait, maxWait time.Duration, attempt int, _ *http.Response) time.Duration {
 	return retryablehttp.DefaultBackoff(minWait, maxWait, attempt, nil)
 }
@@ -61,7 +63,7 @@ func Backoff(t *ratemonitor.Transport, base retryablehttp.Backoff) retryablehttp
 		if resp == nil {
 			return d
 		}
-		d = max(d, floor(t, resp))
+		d = max(d, floor(t, resp, time.Now()))
 		if resp.Request != nil {
 			if dl, ok := resp.Request.Context().Deadline(); ok {
 				d = min(d, max(0, time.Until(dl)))
@@ -90,7 +92,7 @@ func CheckRetry(t *ratemonitor.Transport, base retryablehttp.CheckRetry) retryab
 		if !ok {
 			return retry, cerr
 		}
-		if d := floor(t, resp); time.Until(dl) < d {
+		if d := floor(t, resp, time.Now()); time.Until(dl) < d {
 			what := "the request"
 			if req := resp.Request; req != nil && req.URL != nil {
 				what = req.Method + " " + req.URL.Redacted()
@@ -102,13 +104,14 @@ func CheckRetry(t *ratemonitor.Transport, base retryablehttp.CheckRetry) retryab
 	}
 }
 
-// floor is the least wait before retrying resp's request: its Retry-After, capped at
-// t.MaxPause(), and the monitor's wait for one more request on its key. A monitor error (a
-// store that is down) adds nothing: the Transport's ErrorPolicy decides what happens to the
-// retry itself.
-func floor(t *ratemonitor.Transport, resp *http.Response) time.Duration {
+// floor is the least wait before retrying resp's request, at now (the local wall clock, which
+// the request context's deadline is on too): its Retry-After, capped at t.MaxPause(), and the
+// monitor's wait for one more request on its key. A monitor error (a store that is down) adds
+// nothing: the Transport's ErrorPolicy decides what happens to the retry itself. An
+// implausible Date is reported by the Transport (WithSync), which sees the same response.
+func floor(t *ratemonitor.Transport, resp *http.Response, now time.Time) time.Duration {
 	var d time.Duration
-	if ra, ok := headers.RetryAfter(resp.Header, time.Now()); ok {
+	if ra, ok := headers.RetryAfter(resp.Header, now); ok {
 		d = min(ra, t.MaxPause())
 	}
 	if req := resp.Request; req != nil {

@@ -263,7 +263,8 @@ func TestKnownWaitFailsAtOnce(t *testing.T) {
 }
 
 // TestRetryAfterCappedAndDated: Retry-After is capped at the Transport's MaxPause, and an
-// HTTP-date is measured from the response's Date, not our clock.
+// HTTP-date is measured from the response's Date, not our clock, while that Date is within
+// headers.MaxDateSkew of our clock.
 func TestRetryAfterCappedAndDated(t *testing.T) {
 	tr := newTransport(t, ratemonitor.WithRules(strategy.Rule{Limit: 100, Window: time.Minute}),
 		ratemonitor.WithSync(ratemonitor.SyncConfig{MaxPause: 2 * time.Second}))
@@ -274,13 +275,40 @@ func TestRetryAfterCappedAndDated(t *testing.T) {
 	if got := Backoff(tr, zero)(0, 0, 1, resp); got != 2*time.Second {
 		t.Errorf("Retry-After 100000 with MaxPause 2s: %v", got)
 	}
-	ahead := time.Now().Add(time.Hour).UTC()
+	ahead := time.Now().Add(time.Minute).UTC()
 	resp.Header.Set("Date", ahead.Format(http.TimeFormat))
 	resp.Header.Set("Retry-After", ahead.Add(time.Second).Format(http.TimeFormat))
 	if got := Backoff(tr, zero)(0, 0, 1, resp); got != time.Second {
-		t.Errorf("a date 1 s after the upstream's own Date, its clock an hour ahead: %v", got)
+		t.Errorf("a date 1 s after the upstream's own Date, its clock a minute ahead: %v", got)
+	}
+	// An hour ahead is not a skew but a wrong Date: measured from our clock, 1 h 1 s, capped.
+	ahead = time.Now().Add(time.Hour).UTC()
+	resp.Header.Set("Date", ahead.Format(http.TimeFormat))
+	resp.Header.Set("Retry-After", ahead.Add(time.Second).Format(http.TimeFormat))
+	if got := Backoff(tr, zero)(0, 0, 1, resp); got != 2*time.Second {
+		t.Errorf("a date 1 s after a Date an hour ahead, MaxPause 2s: %v, want 2s", got)
 	}
 	if got := Exponential(time.Second, 30*time.Second, 2, resp); got != 4*time.Second {
 		t.Errorf("Exponential ignores Retry-After: %v, want 4s", got)
+	}
+}
+
+// TestRetryAfterImplausibleDate: a Retry-After of now + 5 s as an HTTP-date, in a response
+// dated 1970, is a wait of 5 s from our clock, not the Transport's MaxPause (24 h); a Date 30 s
+// ahead is a plausible skew and the wait is measured from it.
+func TestRetryAfterImplausibleDate(t *testing.T) {
+	tr := newTransport(t, ratemonitor.WithRules(strategy.Rule{Limit: 100, Window: time.Minute}))
+	now := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
+	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/", nil)
+	resp := &http.Response{StatusCode: 429, Header: http.Header{}, Request: req}
+	resp.Header.Set("Date", "Thu, 01 Jan 1970 00:00:00 GMT")
+	resp.Header.Set("Retry-After", now.Add(5*time.Second).Format(http.TimeFormat))
+	if got := floor(tr, resp, now); got != 5*time.Second {
+		t.Errorf("Retry-After now+5s dated 1970: %v, want 5s", got)
+	}
+	resp.Header.Set("Date", now.Add(30*time.Second).Format(http.TimeFormat))
+	resp.Header.Set("Retry-After", now.Add(35*time.Second).Format(http.TimeFormat))
+	if got := floor(tr, resp, now); got != 5*time.Second {
+		t.Errorf("Retry-After 5 s after a Date 30 s ahead: %v, want 5s", got)
 	}
 }
