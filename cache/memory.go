@@ -309,11 +309,18 @@ func (m *Memory) doLive(ctx context.Context, s *strategy.Strategy, key string, w
 		if pinned && e.cost != old {
 			m.addPinned(0, e.cost-old)
 		}
-		repin := write && e.atLimit(s, now) != pinned
+		var pin, unpin bool
+		if write && e.atLimit(s, now) != pinned {
+			pin = !pinned && m.startPin(e) // under e.mu: no eviction can come first
+			unpin = pinned
+		}
 		e.mu.Unlock()
-		if repin {
-			m.repin(ctx, e, !pinned)
-		} else if refresh && !pinned {
+		switch {
+		case pin:
+			m.finishPin(e)
+		case unpin:
+			m.unpin(ctx, e)
+		case refresh && !pinned:
 			m.refresh(ctx, e, cost)
 		}
 		return nil

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,13 +37,10 @@ func (m *Memory) charged() (n, cost int64) {
 	}
 	m.listMu.Unlock()
 	for i := range m.shard {
-		sh := &m.shard[i]
-		sh.mu.Lock()
-		for _, v := range sh.pinned {
+		for _, v := range m.shard[i].sample(-1) {
 			n++
 			cost += int64(v.cost)
 		}
-		sh.mu.Unlock()
 	}
 	return n, cost
 }
@@ -226,4 +224,145 @@ func TestFullOnlyWhenAllPinned(t *testing.T) {
 	if err := m.Record(ctx, s, "late", 1); err != nil {
 		t.Fatalf("after every pinned key's window passed: %v", err)
 	}
+}
+
+// TestPinnedKeyLeavesWhenBelowLimit: a key that reaches its limit moves to the pinned tier and
+// back to ristretto on its first operation after its window has passed; a pause pins too.
+func TestPinnedKeyLeavesWhenBelowLimit(t *testing.T) {
+	clk := clock.NewManual(t0)
+	m := newMemory(t, MemoryConfig{Clock: clk})
+	s := mustStrategy(t, strategy.Rule{Limit: 3, Window: time.Minute})
+	ctx := context.Background()
+	tiers := func() (pinned, listed int64) { return m.pinnedN.Load(), m.listN.Load() }
+	if err := m.Record(ctx, s, "k", 2); err != nil {
+		t.Fatal(err)
+	}
+	if p, l := tiers(); p != 0 || l != 1 {
+		t.Fatalf("below its limit: %d pinned, %d listed; want 0, 1", p, l)
+	}
+	if res, err := m.Reserve(ctx, s, "k", 1); err != nil || !res.Allowed {
+		t.Fatalf("reserve: %+v, %v", res, err)
+	}
+	if p, l := tiers(); p != 1 || l != 0 || m.pinnedCost.Load() == 0 {
+		t.Fatalf("at its limit: %d pinned (%d bytes), %d listed; want 1, 0", p, m.pinnedCost.Load(), l)
+	}
+	if u := used(t, m, s, "k"); u[0] != 3 {
+		t.Fatalf("pinned key: used %d, want 3", u[0])
+	}
+	clk.Advance(time.Minute)
+	if err := m.Record(ctx, s, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if p, l := tiers(); p != 0 || l != 1 || m.pinnedCost.Load() != 0 {
+		t.Fatalf("after its window: %d pinned (%d bytes), %d listed; want 0, 1", p, m.pinnedCost.Load(), l)
+	}
+	if u := used(t, m, s, "k"); u[0] != 1 {
+		t.Fatalf("back in ristretto: used %d, want 1", u[0])
+	}
+	if err := m.Sync(ctx, s, "k", strategy.Update{Pause: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := tiers(); p != 1 {
+		t.Fatalf("paused: %d pinned, want 1", p)
+	}
+}
+
+// TestTiersUnderContention: goroutines drive their own keys to their limits (pinning them),
+// release some requests (so that some pinned keys are below their limits) and flood new keys
+// into a small store, while the janitor's sweep runs. No operation fails, no key is evicted
+// after it was refused for being at its limit, and at the end each tier's count and cost
+// match what it holds.
+func TestTiersUnderContention(t *testing.T) {
+	var refused sync.Map // keys refused at their limit; Release never follows a refusal
+	var violations atomic.Int64
+	m := newMemory(t, MemoryConfig{MaxCost: 256 << 10, MaxKeys: 1000, Logger: slog.New(slog.DiscardHandler),
+		OnEvictLive: func(k string) {
+			if _, ok := refused.Load(k); ok {
+				violations.Add(1)
+			}
+		}})
+	s := mustStrategy(t, strategy.Rule{Limit: 5, Window: time.Minute})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 400 {
+				hot := "hot-" + strconv.Itoa(g) + "-" + strconv.Itoa(i%10)
+				res, err := m.Reserve(ctx, s, hot, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !res.Allowed {
+					refused.Store(hot, true)
+				} else if i%7 == 0 {
+					if _, ok := refused.Load(hot); !ok {
+						if err := m.Release(ctx, s, hot, res.At, 1); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}
+				if err := m.Record(ctx, s, "flood-"+strconv.Itoa(g)+"-"+strconv.Itoa(i), 1); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%100 == 99 {
+					m.sweepTick()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := violations.Load(); n != 0 {
+		t.Errorf("%d keys at their limit evicted while flood keys could go", n)
+	}
+	n := 0
+	refused.Range(func(k, _ any) bool {
+		n++
+		if res, err := m.Reserve(ctx, s, k.(string), 1); err != nil || res.Allowed {
+			t.Errorf("%s, refused at its limit, now: %+v, %v", k, res, err)
+		}
+		return true
+	})
+	if n == 0 {
+		t.Fatal("no key reached its limit")
+	}
+	m.life.Lock() // no janitor round meanwhile
+	defer m.life.Unlock()
+	var pinnedN, pinnedCost, listN int64
+	check := func(v *entry, pinned bool) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.pinned != pinned || v.listed == pinned || v.evicted || v.pinning {
+			t.Errorf("%s (pinned tier %v): pinned %v listed %v evicted %v pinning %v", v.key, pinned, v.pinned, v.listed, v.evicted, v.pinning)
+		}
+		if pinned {
+			pinnedN++
+			pinnedCost += int64(v.cost)
+		}
+	}
+	for i := range m.shard {
+		for _, v := range m.shard[i].sample(-1) {
+			check(v, true)
+		}
+	}
+	m.listMu.Lock()
+	var listed []*entry
+	for v := m.head; v != nil; v = v.next {
+		listed = append(listed, v)
+	}
+	m.listMu.Unlock()
+	for _, v := range listed {
+		listN++
+		check(v, false)
+	}
+	if pinnedN != m.pinnedN.Load() || pinnedCost != m.pinnedCost.Load() || listN != m.listN.Load() {
+		t.Errorf("pinned %d (%d bytes), listed %d; counters say %d (%d bytes), %d", pinnedN, pinnedCost, listN,
+			m.pinnedN.Load(), m.pinnedCost.Load(), m.listN.Load())
+	}
+	if st := m.Stats(); st.Rejected != 0 {
+		t.Errorf("stats %+v: want no rejection", st)
+	}
+	t.Logf("%d keys refused at their limit, %d pinned, %d in ristretto, %+v", n, pinnedN, listN, m.Stats())
 }

@@ -51,11 +51,10 @@ func (m *Memory) sweepTick() {
 	for i := range m.shard {
 		sh := &m.shard[i]
 		sh.mu.Lock()
+		sh.pinMu.RLock()
 		n := max(len(sh.pinned)/sweepRounds, sweepMin/shards)
-		for _, v := range sh.pinned {
-			if n--; n < 0 {
-				break
-			}
+		sh.pinMu.RUnlock()
+		for _, v := range sh.sample(n) {
 			m.drop(v, true)
 		}
 		sh.mu.Unlock()
@@ -98,11 +97,7 @@ func (m *Memory) sweep(sh *shard, n int) {
 	if sh == nil || m.pinnedN.Load() == 0 {
 		return
 	}
-	seen := 0
-	for _, v := range sh.pinned {
-		if seen++; seen > n {
-			break
-		}
+	for _, v := range sh.sample(n) {
 		m.drop(v, true)
 	}
 }
@@ -119,7 +114,7 @@ func (m *Memory) sweepAll() {
 	for i := range m.shard {
 		sh := &m.shard[i]
 		sh.mu.Lock()
-		for _, v := range sh.pinned {
+		for _, v := range sh.sample(-1) {
 			m.drop(v, true)
 		}
 		sh.mu.Unlock()
@@ -190,17 +185,16 @@ func (m *Memory) compact() {
 	}
 	for i := range m.shard {
 		sh := &m.shard[i]
-		sh.mu.Lock()
-		if len(sh.pinned) == 0 {
-			sh.pinned = nil
-		} else {
-			pinned := make(map[string]*entry, len(sh.pinned))
+		sh.pinMu.Lock()
+		var pinned map[string]*entry
+		if len(sh.pinned) > 0 {
+			pinned = make(map[string]*entry, len(sh.pinned))
 			for k, v := range sh.pinned {
 				pinned[k] = v
 			}
-			sh.pinned = pinned
 		}
-		sh.mu.Unlock()
+		sh.pinned = pinned
+		sh.pinMu.Unlock()
 	}
 	m.peak.Store(m.held())
 }

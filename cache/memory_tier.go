@@ -53,10 +53,57 @@ type tiers struct {
 }
 
 // shard serialises the admission, pinning and unpinning of the keys that hash to it, and holds
-// those of them that are pinned. Lock order: shard.mu, then entry.mu, then listMu.
+// those of them that are pinned. Lock order: shard.mu, then entry.mu, then listMu or pinMu
+// (pinMu is held around map accesses only, never while taking another lock).
 type shard struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// pinned is read and written under pinMu. An operation that leaves its key at its limit
+	// puts the entry there under the entry's lock alone (so that no eviction or admission can
+	// come between), and finishes the move under mu; lookup reads it under pinMu alone, so
+	// that an operation on a pinned key does not wait for an admission's synchronous set.
+	pinMu  sync.RWMutex
 	pinned map[string]*entry
+}
+
+// sample returns up to n pinned entries (all when n < 0), in the map's (random) order.
+func (sh *shard) sample(n int) []*entry {
+	sh.pinMu.RLock()
+	defer sh.pinMu.RUnlock()
+	if n < 0 {
+		n = len(sh.pinned)
+	}
+	out := make([]*entry, 0, min(n, len(sh.pinned)))
+	for _, v := range sh.pinned {
+		if len(out) == n {
+			break
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// get returns key's pinned entry, or nil.
+func (sh *shard) get(key string) *entry {
+	sh.pinMu.RLock()
+	defer sh.pinMu.RUnlock()
+	return sh.pinned[key]
+}
+
+// put adds e to the pinned map.
+func (sh *shard) put(e *entry) {
+	sh.pinMu.Lock()
+	if sh.pinned == nil {
+		sh.pinned = map[string]*entry{}
+	}
+	sh.pinned[e.key] = e
+	sh.pinMu.Unlock()
+}
+
+// del takes key out of the pinned map.
+func (sh *shard) del(key string) {
+	sh.pinMu.Lock()
+	delete(sh.pinned, key)
+	sh.pinMu.Unlock()
 }
 
 // tierState is the part of an entry the policy keeps.
@@ -67,6 +114,9 @@ type tierState struct {
 	// dropped is set (under the entry's lock) when ristretto evicts the entry while it is
 	// pinned: an unpin under way then knows that ristretto did not keep it.
 	dropped bool
+	// pinning is set, with pinned, from when an operation put the entry in the pinned map to
+	// when finishPin has taken it out of ristretto and counted it in the pinned tier.
+	pinning bool
 	// listed, prev and next place the entry on the list of entries in ristretto (listMu).
 	listed     bool
 	prev, next *entry
@@ -79,11 +129,7 @@ func (m *Memory) shardOf(key string) *shard {
 // lookup returns key's entry from either tier.
 func (m *Memory) lookup(ctx context.Context, key string) (*entry, bool) {
 	if m.pinnedN.Load() > 0 {
-		sh := m.shardOf(key)
-		sh.mu.Lock()
-		e := sh.pinned[key]
-		sh.mu.Unlock()
-		if e != nil {
+		if e := m.shardOf(key).get(key); e != nil {
 			return e, true
 		}
 	}
@@ -101,7 +147,7 @@ func (m *Memory) admit(ctx context.Context, s *strategy.Strategy, key string, st
 	sh := m.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.pinned[key]; e != nil {
+	if e := sh.get(key); e != nil {
 		return e, false, nil
 	}
 	if e, ok := m.get(ctx, key); ok && e != stale {
@@ -112,11 +158,8 @@ func (m *Memory) admit(ctx context.Context, s *strategy.Strategy, key string, st
 	now := m.apply(e, s, fn)
 	e.maintain(s, now) // the cost charged at admission is that of the state after fn
 	if e.atLimit(s, now) && m.pinnedCost.Load()+int64(e.cost) <= m.maxCost {
-		if sh.pinned == nil {
-			sh.pinned = map[string]*entry{}
-		}
 		e.pinned = true
-		sh.pinned[key] = e
+		sh.put(e)
 		m.addPinned(1, e.cost)
 	} else {
 		if err := m.insert(ctx, sh, e, e.cost, true); err != nil {
@@ -259,7 +302,10 @@ func (m *Memory) pickVictim(sh *shard, except *entry) (*entry, *shard) {
 // it dropped v.
 func (m *Memory) drop(v *entry, onlyExpired bool) bool {
 	v.mu.Lock()
-	if v.evicted {
+	if v.evicted || v.pinning {
+		if v.pinning {
+			m.unlink(v) // at its limit: finishPin takes it out of ristretto
+		}
 		v.mu.Unlock()
 		return false
 	}
@@ -272,7 +318,7 @@ func (m *Memory) drop(v *entry, onlyExpired bool) bool {
 	v.evicted = true
 	pinned := v.pinned
 	if pinned {
-		delete(m.shardOf(v.key).pinned, v.key)
+		m.shardOf(v.key).del(v.key)
 		v.pinned = false
 		m.addPinned(-1, -v.cost)
 	} else {
@@ -323,12 +369,10 @@ func (m *Memory) dropPinned(sh *shard) bool {
 			continue
 		}
 		var victim *entry
-		for _, v := range vs.pinned {
-			if seen++; seen > pinScan {
-				break
-			}
+		for _, v := range vs.sample(pinScan - seen) {
+			seen++
 			v.mu.Lock()
-			free := !v.atLimit(v.strat, now)
+			free := !v.pinning && !v.atLimit(v.strat, now)
 			v.mu.Unlock()
 			if free {
 				victim = v
@@ -342,7 +386,7 @@ func (m *Memory) dropPinned(sh *shard) bool {
 		if dropped {
 			return true
 		}
-		if seen > pinScan {
+		if seen >= pinScan {
 			return false
 		}
 	}
@@ -357,45 +401,47 @@ func (m *Memory) addPinned(n int64, cost int) {
 	m.client.UpdateMaxCost(max(m.maxCost-pinned, 0))
 }
 
-// repin moves e to the tier its state calls for after an operation at now: pinned when at its
-// limit, back to ristretto when no longer. The caller holds neither e's shard nor e.mu.
-func (m *Memory) repin(ctx context.Context, e *entry, pin bool) {
+// startPin puts e, which the operation under way has left at its limit, in its shard's pinned
+// map, unless the pinned tier would pass MaxCost. From here ristretto's eviction of e is no
+// loss (evicted sees it pinned) and lookups find it pinned. The caller holds e.mu, and calls
+// finishPin once it has let go of it; startPin reports whether it did pin e.
+func (m *Memory) startPin(e *entry) bool {
+	if e.evicted || e.pinned || m.pinnedCost.Load()+int64(e.cost) > m.maxCost {
+		return false
+	}
+	e.pinned, e.pinning, e.dropped = true, true, false
+	m.shardOf(e.key).put(e)
+	return true
+}
+
+// finishPin takes e out of ristretto and counts it in the pinned tier. The caller holds
+// neither e's shard nor e.mu.
+func (m *Memory) finishPin(e *entry) {
 	sh := m.shardOf(e.key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if pin {
-		m.pin(sh, e)
-	} else {
-		m.unpin(ctx, sh, e)
-	}
-}
-
-// pin moves e from ristretto to its shard's pinned map. The pinned tier may take all of
-// MaxCost, no more.
-func (m *Memory) pin(sh *shard, e *entry) {
 	e.mu.Lock()
-	if e.evicted || e.pinned || m.pinnedCost.Load()+int64(e.cost) > m.maxCost {
+	if !e.pinning {
 		e.mu.Unlock()
 		return
 	}
-	if sh.pinned == nil {
-		sh.pinned = map[string]*entry{}
-	}
-	e.pinned, e.dropped = true, false
-	sh.pinned[e.key] = e
+	e.pinning = false
 	m.unlink(e)
 	m.addPinned(1, e.cost)
 	e.mu.Unlock()
-	// From here ristretto's eviction of e is no loss (evicted sees it pinned); the shard's
-	// lock keeps any other entry for e.key out until the delete is queued.
+	// The shard's lock keeps any other entry for e.key out of ristretto until the delete is
+	// queued.
 	m.client.Del(e.key)
 }
 
 // unpin moves e from its shard's pinned map back to ristretto. If ristretto cannot take it,
-// it stays pinned (and counted).
-func (m *Memory) unpin(ctx context.Context, sh *shard, e *entry) {
+// it stays pinned (and counted). The caller holds neither e's shard nor e.mu.
+func (m *Memory) unpin(ctx context.Context, e *entry) {
+	sh := m.shardOf(e.key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	e.mu.Lock()
-	if e.evicted || !e.pinned {
+	if e.evicted || !e.pinned || e.pinning {
 		e.mu.Unlock()
 		return
 	}
@@ -410,7 +456,7 @@ func (m *Memory) unpin(ctx context.Context, sh *shard, e *entry) {
 	if e.dropped || e.evicted || !e.pinned {
 		return // ristretto has let it go again: it stays pinned
 	}
-	delete(sh.pinned, e.key)
+	sh.del(e.key)
 	e.pinned = false
 	m.addPinned(-1, -e.cost)
 	m.link(e)
