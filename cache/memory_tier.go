@@ -22,8 +22,10 @@ import (
 //     client a full allowance again.
 //   - Every other key lives in ristretto, whose TinyLFU policy picks the victims. When
 //     ristretto's admission refuses a new key (it prefers the keys it has seen more often),
-//     the store drops the oldest key in ristretto itself and tries again, so a new key is
-//     refused with ErrFull only when nothing but pinned keys at their limits is left.
+//     the store drops the oldest key in ristretto itself and tries again (and, when ristretto
+//     holds nothing more, a pinned key that is no longer at its limit, among the first 256 it
+//     looks at), so a new key is refused with ErrFull only when nothing but pinned keys is
+//     left.
 //   - The keys in ristretto are also on a list in admission order: it names the victims of a
 //     refused admission, lets a sweep drop state that has expired on the store's clock
 //     (ristretto's TTLs are not used: they run on the wall clock, and its expiry maps keep
