@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,36 +66,55 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-// TestEvictionEventsAndQuietLog: a flood of keys into a tiny store gives one EvictedLive event
-// per live eviction (as many as Stats counts), but at most one warning a second, each with
-// the count since the last.
+// TestEvictionEventsAndQuietLog: a flood of keys into a tiny store, none at its limit: no key
+// is refused (the store makes room whatever ristretto's admission says), every key is either
+// still counted or was evicted with one EvictedLive event (as many as Stats counts), and the
+// log gets at most one warning a second, each with the count since the last.
 func TestEvictionEventsAndQuietLog(t *testing.T) {
 	var logs syncBuffer
 	var mu sync.Mutex
-	events := 0
+	evicted := map[string]int{}
 	obs := observe.Func(func(e observe.Event) {
 		if e.Kind != observe.EvictedLive || e.Store != "memory" || e.Key == "" {
 			t.Errorf("unexpected event %v", e)
 		}
 		mu.Lock()
-		events++
+		evicted[e.Key]++
 		mu.Unlock()
 	})
 	m := newMemory(t, MemoryConfig{MaxCost: 8 << 10, MaxKeys: 100, Observer: obs,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
+	const keys = 2000
+	ctx := context.Background()
 	begin := time.Now()
-	for i := range 2000 {
-		m.Record(context.Background(), s, "k"+strconv.Itoa(i), 1)
+	for i := range keys {
+		if err := m.Record(ctx, s, "k"+strconv.Itoa(i), 1); err != nil {
+			t.Fatalf("key %d: %v (a key below its limit can always make room)", i, err)
+		}
 	}
-	m.client.Wait()
 	elapsed := time.Since(begin)
-	st := m.Stats()
 	mu.Lock()
-	got := events
+	reported := maps.Clone(evicted)
 	mu.Unlock()
-	if st.EvictedLive == 0 || int64(got) != st.EvictedLive {
-		t.Fatalf("%d events, Stats %+v: want one per live eviction, and some", got, st)
+	counted := 0
+	for i := range keys {
+		key := "k" + strconv.Itoa(i)
+		switch u := used(t, m, s, key)[0]; {
+		case u == 1 && reported[key] == 0:
+			counted++
+		case u == 0 && reported[key] == 1:
+		default:
+			t.Fatalf("%s: used %d, %d eviction events: want used 1 and none, or used 0 and one", key, u, reported[key])
+		}
+	}
+	st := m.Stats()
+	if st.Rejected != 0 || st.EvictedLive != int64(len(reported)) || counted+len(reported) != keys {
+		t.Fatalf("stats %+v, %d keys evicted, %d counted: want none rejected, one event per live eviction, and all %d keys accounted for",
+			st, len(reported), counted, keys)
+	}
+	if most := int64(8<<10) / int64(entryOverhead); int64(counted) > most || counted == 0 {
+		t.Fatalf("%d keys counted in 8 KiB at more than %d bytes each, want 1 to %d", counted, entryOverhead, most)
 	}
 	warnings := strings.Count(logs.String(), "level=WARN")
 	if most := 1 + int(elapsed/evictionLogEvery); warnings < 1 || warnings > most {
@@ -103,5 +123,5 @@ func TestEvictionEventsAndQuietLog(t *testing.T) {
 	if !strings.Contains(logs.String(), "evicted=") || strings.Contains(logs.String(), "level=DEBUG") {
 		t.Fatalf("log:\n%s", logs.String())
 	}
-	t.Logf("%d live evictions, %d warnings", st.EvictedLive, warnings)
+	t.Logf("%d live evictions, %d keys counted, %d warnings", st.EvictedLive, counted, warnings)
 }

@@ -19,7 +19,8 @@ import (
 var ErrClosed = errors.New("ratemonitor: store is closed")
 
 // ErrFull is wrapped when the memory store cannot admit a new key's state within its cost
-// limit. Nothing was recorded; raise MemoryConfig.MaxCost or lower the number of live keys.
+// limit, which happens only when every byte of it is held by keys at or over their limits.
+// Nothing was recorded; raise MemoryConfig.MaxCost or lower the number of live keys.
 var ErrFull = errors.New("ratemonitor: memory store is full")
 
 // ErrInvalidCount is wrapped when Record or Release is asked for fewer than 1 or more than
