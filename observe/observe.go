@@ -4,7 +4,8 @@
 // Every component takes an optional Observer (ratemonitor.WithObserver, middleware.WithObserver,
 // the stores' Options or Config field Observer). A nil Observer costs one comparison per event
 // site and nothing else: no Event is built. Observers are called synchronously on the goroutine
-// that did the work (for the memory store's evictions, ristretto's goroutine), so they must be
+// that did the work (for the memory store's evictions, ristretto's goroutine or the caller's whose
+// write needed the room, with the store's locks held), so they must be
 // safe for concurrent use, quick, and must not call back into the component that called them.
 // Package metrics (github.com/ratemonitor/ratemonitor/metrics) turns events into Prometheus
 // metrics.
