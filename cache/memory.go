@@ -279,7 +279,13 @@ func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, write
 			continue
 		}
 		now := m.clock.Now()
-		fn(e.countersFor(s), &e.upstream, now)
+		cs := e.countersFor(s)
+		// An injected clock may have been stepped back: rebase all of the key's counters
+		// (clock.Real never goes back).
+		if d := strategy.Rebase(e.counters, &e.upstream, now); d != 0 && e.ttlUntil != 0 {
+			e.ttlUntil += int64(d)
+		}
+		fn(cs, &e.upstream, now)
 		cost, ttl, refresh := e.maintain(s, now)
 		e.mu.Unlock()
 		if refresh {
