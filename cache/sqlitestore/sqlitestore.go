@@ -270,13 +270,14 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 	now := st.clock.Now()
 	var cs []strategy.Counter
 	if fixedwindow.Is(s) {
-		cs, err = st.fixedLoad(ctx, st.db, s, key, now)
+		cs, _, err = fixedLoad(ctx, st.db, s, key, now)
 	} else {
 		cs, err = st.load(ctx, st.db, s, key)
 	}
 	if err != nil {
 		return strategy.Snapshot{}, err
 	}
+	strategy.Rebase(cs, nil, now) // answered as the next write will store it
 	return s.Peek(cs, now, n)
 }
 
