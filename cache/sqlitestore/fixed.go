@@ -98,7 +98,7 @@ func (st *Store) fixedAdd(ctx context.Context, s *strategy.Strategy, key string,
 				if err := fixedRebase(ctx, tx, s, key, now); err != nil {
 					return err
 				}
-				cs, _, err = fixedLoad(ctx, tx, s, key, now)
+				cs, _, _, err = fixedLoad(ctx, tx, s, key, now)
 				return err
 			})
 			return cs, err
@@ -140,8 +140,8 @@ func fixedRebase(ctx context.Context, q querier, s *strategy.Strategy, key strin
 // fixedLoad reads every slot's count in its current window: the later of the one that holds
 // now and the slot's latest row. A latest row that is stepped (not yet rebased, when read
 // outside a write) is answered as fixedRebase will store it: its count in the window that
-// holds now. It also returns each slot's current window start.
-func fixedLoad(ctx context.Context, q querier, s *strategy.Strategy, key string, now time.Time) ([]strategy.Counter, []time.Time, error) {
+// holds now; rebase reports whether one was. It also returns each slot's current window start.
+func fixedLoad(ctx context.Context, q querier, s *strategy.Strategy, key string, now time.Time) (cs []strategy.Counter, starts []time.Time, rebase bool, err error) {
 	rs := rows(s, key, now)
 	var b strings.Builder
 	args := make([]any, 0, 2*len(rs))
@@ -156,24 +156,25 @@ func fixedLoad(ctx context.Context, q querier, s *strategy.Strategy, key string,
 	b.WriteString(" ORDER BY window_start")
 	res, err := q.QueryContext(ctx, b.String(), args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ratemonitor: sqlite store: read key %q: %w", key, err)
+		return nil, nil, false, fmt.Errorf("ratemonitor: sqlite store: read key %q: %w", key, err)
 	}
 	got, err := scanWindows(res) // ordered: the latest row of each slot wins
 	if err != nil {
-		return nil, nil, fmt.Errorf("ratemonitor: sqlite store: read key %q: %w", key, err)
+		return nil, nil, false, fmt.Errorf("ratemonitor: sqlite store: read key %q: %w", key, err)
 	}
-	starts := make([]time.Time, len(rs))
+	starts = make([]time.Time, len(rs))
 	for j, r := range rs {
 		starts[j] = r.start
 		if w, ok := got[r.key]; ok {
 			if stepped(w, now) {
+				rebase = true
 				w.start = r.start
 				got[r.key] = w
 			}
 			starts[j] = w.start
 		}
 	}
-	return counters(s, rs, got, now), starts, nil
+	return counters(s, rs, got, now), starts, rebase, nil
 }
 
 // scanWindows reads rows of (key, window_start, count), the last row of each key winning.
@@ -248,7 +249,7 @@ func (st *Store) fixedReserve(ctx context.Context, s *strategy.Strategy, key str
 		if err := fixedRebase(ctx, tx, s, key, now); err != nil {
 			return err
 		}
-		cs, starts, err := fixedLoad(ctx, tx, s, key, now)
+		cs, starts, _, err := fixedLoad(ctx, tx, s, key, now)
 		if err != nil {
 			return err
 		}
