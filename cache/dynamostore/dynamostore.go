@@ -131,7 +131,9 @@ type Options struct {
 	// DefaultRetryBackoff (2 ms) when zero.
 	RetryBackoff time.Duration
 	// Clock is where instants come from; clock.Wall() when nil. Every process sharing the
-	// table should read the same wall time.
+	// table should read the same wall time: within strategy.StepTolerance (1 s), beyond which
+	// a clock behind a key's latest instant is taken for a step back and the key is rebased
+	// on it (see strategy.Rebase). Tests pass a clock they can step.
 	Clock clock.Clock
 	// Observer, when set, receives a Retry event (Store "dynamodb") for each retry after a
 	// conditional-check failure, and a StoreError event for each operation that failed:

@@ -51,7 +51,7 @@ func upsertSQL(slots int) string {
 		if j > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, max(?, coalesce((SELECT max(window_start) FROM rate_limit_windows WHERE key = ?), '')), ?)")
+		b.WriteString("(?, max(?, coalesce((SELECT window_start FROM rate_limit_windows WHERE key = ? ORDER BY window_start DESC LIMIT 1), '')), ?)")
 	}
 	b.WriteString(" ON CONFLICT(key, window_start) DO UPDATE SET count = count + excluded.count RETURNING key, window_start, count")
 	return b.String()
