@@ -94,3 +94,34 @@ func TestWaitFromCallersInstant(t *testing.T) {
 		t.Errorf("reserve after the wait told: %+v, want allowed", res)
 	}
 }
+
+// TestRebaseLayeredFixedWindows: one shift for all of a key's counters. 10 per minute and 100
+// per hour under the fixed window, the minute full at 10:30:10, the clock stepped back 59 min
+// (to 09:31:10): both counts carry into the new clock's current windows, so the minute rule
+// waits the 50 s to its window's end, not the hour a rounding to whole hours would keep it.
+func TestRebaseLayeredFixedWindows(t *testing.T) {
+	s, err := fixedwindow.New(strategy.Rule{Limit: 10, Window: time.Minute}, strategy.Rule{Limit: 100, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2027, 1, 15, 10, 30, 10, 0, time.UTC)
+	cs := s.NewCounters()
+	if res, err := s.Reserve(cs, t0, 10); err != nil || !res.Allowed {
+		t.Fatalf("reserve: %+v %v", res, err)
+	}
+	now := t0.Add(-59 * time.Minute)
+	if d := strategy.Rebase(cs, nil, now); d != -59*time.Minute {
+		t.Fatalf("shift = %v, want -59m", d)
+	}
+	res, err := s.Reserve(cs, now, 1)
+	if err != nil || res.Allowed || res.Wait != 50*time.Second {
+		t.Fatalf("reserve after the step: %+v %v; want refused, wait 50s", res, err)
+	}
+	snap, _ := s.Peek(cs, now.Add(50*time.Second), 0)
+	if snap.Usage[0].Used != 0 || snap.Usage[1].Used != 10 {
+		t.Errorf("at the minute's end: used %d, %d; want 0, 10 (the hour's count carried)", snap.Usage[0].Used, snap.Usage[1].Used)
+	}
+	if res, err := s.Reserve(cs, now.Add(50*time.Second), 10); err != nil || !res.Allowed {
+		t.Errorf("reserve at the minute's end: %+v %v; want allowed", res, err)
+	}
+}
