@@ -334,7 +334,13 @@ func (m *Memory) doLive(ctx context.Context, s *strategy.Strategy, key string, w
 // caller holds e.mu, or e is not yet in the store.
 func (m *Memory) apply(e *entry, s *strategy.Strategy, fn func([]strategy.Counter, *strategy.Upstream, time.Time)) time.Time {
 	now := m.clock.Now()
-	fn(e.countersFor(s), &e.upstream, now)
+	cs := e.countersFor(s)
+	// An injected clock may have been stepped back: rebase all of the key's counters, and the
+	// instant the sweep keeps the entry until with them (clock.Real never goes back).
+	if d := strategy.Rebase(e.counters, &e.upstream, now); d != 0 && e.ttlUntil != 0 {
+		e.ttlUntil += int64(d)
+	}
+	fn(cs, &e.upstream, now)
 	return now
 }
 

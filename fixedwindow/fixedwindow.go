@@ -88,20 +88,31 @@ func (c *Counter) advance(t int64) int64 {
 	return c.hw
 }
 
-// Add counts n attempts at instant now. An attempt in a window that has already ended at the
-// latest instant seen is dropped.
+// Add counts n attempts at instant now, in the window that holds the later of now and the
+// latest instant seen: an attempt dated in a window that has already ended there counts in
+// the current window instead, never dropped (DESIGN §4.3).
 func (c *Counter) Add(now time.Time, n int) {
-	t := now.UnixNano()
-	hw := c.advance(t)
-	start := floorDiv(t, c.window) * c.window
-	cur := floorDiv(hw, c.window) * c.window
-	if start != cur {
-		return // an earlier window: it no longer counts
-	}
+	hw := c.advance(now.UnixNano())
 	if c.count == 0 {
-		c.start = start
+		c.start = floorDiv(hw, c.window) * c.window
 	}
 	c.count += int64(n)
+}
+
+// Shift moves the counter's latest instant by d, and carries the current window's count into
+// the aligned window that holds the shifted latest instant. Windows are aligned to the clock,
+// so the carried count ends with that window, which may be up to one window sooner or later
+// than the unaligned shifted end; what it never does is start afresh: a window's limit is not
+// admitted a second time because the clock went back.
+func (c *Counter) Shift(d time.Duration) {
+	if !c.seen {
+		return
+	}
+	c.advance(c.hw)
+	c.hw += int64(d)
+	if c.count > 0 {
+		c.start = floorDiv(c.hw, c.window) * c.window
+	}
 }
 
 // Remove takes back up to n attempts counted in the window that holds at, if that window is

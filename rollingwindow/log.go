@@ -82,12 +82,13 @@ func (l *Log) grow() bool {
 }
 
 // Add records n requests at instant now. Entries may arrive out of order; the result depends
-// only on which instants were recorded. A record that no longer counts at the latest instant
-// the log has seen is dropped.
+// only on which instants were recorded. A record dated so early that it would no longer count
+// at the latest instant the log has seen counts at that latest instant instead: it is never
+// dropped (DESIGN §4.3).
 func (l *Log) Add(now time.Time, n int) {
 	t := now.UnixNano()
-	if t+l.window <= l.advance(t) {
-		return
+	if hw := l.advance(t); t+l.window <= hw {
+		t = hw
 	}
 	idx := floorDiv(t, l.gran)
 	l.total += int64(n)
@@ -170,6 +171,36 @@ func (l *Log) WaitTime(now time.Time, n, limit int) time.Duration {
 	}
 	// n > limit: never reached through Strategy, which refuses such bursts.
 	return time.Duration(l.window)
+}
+
+// Shift moves the log's latest instant and every bucket's latest instant by d, keeping the
+// intervals between them, so each bucket stops counting exactly d from when it would have.
+// A bucket goes to the granule of its shifted latest instant; when d is not a whole number of
+// granules two neighbouring buckets can land in one granule, and they merge (count summed,
+// the later instant kept): the earlier one's requests are then held a little longer, never
+// released early. The log holds no more buckets than before.
+func (l *Log) Shift(d time.Duration) {
+	if !l.seen {
+		return
+	}
+	dd := int64(d)
+	l.hw += dd
+	w := 0 // buckets kept so far; w ≤ i, so writing at w never overwrites one not yet read
+	for i := 0; i < l.size; i++ {
+		b := *l.at(i)
+		b.latest += dd
+		b.index = floorDiv(b.latest, l.gran)
+		if w > 0 {
+			if p := l.at(w - 1); p.index == b.index {
+				p.count += b.count
+				p.latest = max(p.latest, b.latest)
+				continue
+			}
+		}
+		*l.at(w) = b
+		w++
+	}
+	l.size = w
 }
 
 // Expiry returns the instant at which the newest bucket stops counting, or the zero time when

@@ -189,7 +189,10 @@ func TestBucketKeepsLatest(t *testing.T) {
 
 func TestOutOfOrder(t *testing.T) {
 	times := []float64{1000, 1005, 1010, 1010.5, 1020, 1030, 1059}
-	orders := [][]int{{0, 1, 2, 3, 4, 5, 6}, {6, 5, 4, 3, 2, 1, 0}, {3, 0, 6, 1, 5, 2, 4}}
+	// Every record arrives while it still counts in both windows (less than 30 s after the
+	// latest one so far): such records count from their own instant, whatever the order.
+	// (One that arrives later counts at the latest instant: TestLateWriteAlreadyExpired.)
+	orders := [][]int{{0, 1, 2, 3, 4, 5, 6}, {2, 1, 0, 3, 5, 4, 6}, {3, 0, 1, 2, 5, 4, 6}}
 	var want []int
 	var wantWait []time.Duration
 	for oi, order := range orders {
@@ -407,7 +410,8 @@ func TestTimeNeverGoesBack(t *testing.T) {
 		t.Errorf("wait(60) at 1119.9 = %v, want 100ms", got)
 	}
 
-	// Records are order-free: the same two records in either order give the same answers.
+	// A record that still counts when it arrives counts from its own instant; one that no
+	// longer would (1000 + 60 ≤ 1070) counts at the latest instant instead, never dropped.
 	answers := func(first, second func(k *key)) (int, time.Duration) {
 		k := newKey(t, minute)
 		first(k)
@@ -416,23 +420,33 @@ func TestTimeNeverGoesBack(t *testing.T) {
 	}
 	a := func(k *key) { k.record(1000, 60) }
 	b := func(k *key) { k.record(1070, 1) }
-	u1, w1 := answers(a, b)
-	u2, w2 := answers(b, a)
-	if u1 != u2 || w1 != w2 || u1 != 1 || w1 != 0 {
-		t.Errorf("order 1: %d, %v; order 2: %d, %v; want 1, 0 both (answered at 1070)", u1, w1, u2, w2)
+	if u, w := answers(a, b); u != 1 || w != 0 {
+		t.Errorf("in order: %d, %v; want 1, 0 (answered at 1070)", u, w)
+	}
+	// 61 count at 1070 until 1130: 60 s after 1070, and the wait is measured from 1030, the
+	// instant asked at (40 s before the key's latest).
+	if u, w := answers(b, a); u != 61 || w != 100*time.Second {
+		t.Errorf("late record: %d, %v; want 61, 1m40s (counted at 1070)", u, w)
 	}
 }
 
-// TestLateWriteAlreadyExpired: a record that no longer counts when it arrives is dropped, even
-// with the ring full.
+// TestLateWriteAlreadyExpired: a record that no longer counts when it arrives counts at the
+// latest instant instead (DESIGN §4.3: never dropped), even with the ring full.
 func TestLateWriteAlreadyExpired(t *testing.T) {
 	k := newKey(t, strategy.Rule{Limit: 10, Window: 2 * time.Second})
 	k.record(10.5, 1)
 	k.record(11.0, 1)
 	k.record(12.4, 1)
 	k.record(0, 5)
-	if got := k.used(12.4)[0]; got != 3 {
-		t.Errorf("used = %d, want 3", got)
+	if got := k.used(12.4)[0]; got != 8 {
+		t.Errorf("used = %d, want 8", got)
+	}
+	// The 5 are held with the record at 12.4, until 14.4; the one at 10.5 leaves at 12.5.
+	if got := k.used(12.5)[0]; got != 7 {
+		t.Errorf("used at 12.5 = %d, want 7", got)
+	}
+	if got := k.used(14.4)[0]; got != 0 {
+		t.Errorf("used at 14.4 = %d, want 0", got)
 	}
 }
 

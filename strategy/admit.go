@@ -54,22 +54,34 @@ type RuleChecker interface {
 // Admit decides one attempt of n requests, as a server does for each request it receives. The
 // attempt is recorded when it fits every rule (Reserve); under an algorithm that counts refused
 // attempts (RefusedCounter) it is recorded either way. The decision and every rule's state are
-// at the later of now and the latest instant the counters have seen. Errors are CheckBurst's.
+// at the later of now and the latest instant the counters have seen; RetryAfter and each Reset
+// are measured from now (see StepTolerance). Errors are CheckBurst's.
 func (s *Strategy) Admit(cs []Counter, now time.Time, n int) (Decision, error) {
 	if err := s.CheckBurst(n); err != nil {
 		return Decision{}, err
 	}
-	now = latest(cs, now)
-	d := Decision{At: now, RetryAfter: s.Wait(cs, now, n)}
+	at := latest(cs, now)
+	d := Decision{At: at, RetryAfter: s.Wait(cs, at, n)}
 	d.Allowed = d.RetryAfter == 0
 	if rc, ok := s.alg.(RefusedCounter); d.Allowed || ok && rc.CountsRefused() {
-		s.Record(cs, now, n)
+		s.Record(cs, at, n)
 		if !d.Allowed {
 			// the refused attempt counts too: the next one waits for every rule it filled
-			d.RetryAfter = s.Wait(cs, now, n)
+			d.RetryAfter = s.Wait(cs, at, n)
 		}
 	}
-	d.Rules = s.States(cs, now)
+	d.Rules = s.States(cs, at)
+	// Waits are measured from the caller's instant (see StepTolerance).
+	if sk := at.Sub(now); sk > 0 {
+		if d.RetryAfter > 0 {
+			d.RetryAfter += sk
+		}
+		for i := range d.Rules {
+			if d.Rules[i].Reset > 0 {
+				d.Rules[i].Reset += sk
+			}
+		}
+	}
 	return d, nil
 }
 

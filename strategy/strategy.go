@@ -24,8 +24,9 @@ var ErrNoRules = errors.New("strategy needs at least one rule")
 // was read before another caller's, but its turn came after), while records count from their
 // own instant whatever order they arrive in.
 type Counter interface {
-	// Add records n ≥ 1 requests at instant now. A record that no longer counts at the
-	// latest instant seen is dropped.
+	// Add records n ≥ 1 requests at instant now. A record dated so early that it would no
+	// longer count at the latest instant seen counts at that latest instant instead: a record
+	// is never dropped because it arrived late or the clock went back (DESIGN §4.3).
 	Add(now time.Time, n int)
 	// Remove takes back up to n requests recorded at instant at (a reservation given back);
 	// requests that no longer count, or were never recorded at that instant, are not
@@ -45,6 +46,10 @@ type Counter interface {
 	Latest() time.Time
 	// Cost is the approximate number of bytes the counter holds, for a store's memory bound.
 	Cost() int
+	// Shift moves every instant the counter holds, its latest instant included, by d
+	// (d < 0: earlier), keeping the intervals between them: what Rebase does to a key whose
+	// clock was stepped. It does nothing to a counter that has seen no instant.
+	Shift(d time.Duration)
 }
 
 // Algorithm makes the Counters of one kind of strategy (rolling window, fixed window, …).
@@ -251,28 +256,31 @@ func (s *Strategy) Wait(cs []Counter, now time.Time, n int) time.Duration {
 // Reserve records n if the burst fits in every rule now, and otherwise records nothing and
 // says how long until it fits. It is the pacing primitive; the store makes it atomic. The
 // decision and the record are both at the later of now and the latest instant the counters have
-// seen, which Result.At reports. Errors are CheckBurst's.
+// seen, which Result.At reports; the wait is measured from now, the caller's instant, so that
+// sleeping it is enough (see StepTolerance). Errors are CheckBurst's.
 func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
 	if err := s.CheckBurst(n); err != nil {
 		return Result{}, err
 	}
-	now = latest(cs, now)
-	if d := s.Wait(cs, now, n); d > 0 {
-		return Result{Wait: d}, nil
+	at := latest(cs, now)
+	if d := s.Wait(cs, at, n); d > 0 {
+		return Result{Wait: d + at.Sub(now)}, nil
 	}
-	s.Record(cs, now, n)
-	return Result{Allowed: true, At: now}, nil
+	s.Record(cs, at, n)
+	return Result{Allowed: true, At: at}, nil
 }
 
-// Peek reports usage per rule and, for n ≥ 1, the wait for a burst of n, changing nothing that
-// counts. n == 0 asks for usage only. Errors are CheckBurst's for n ≠ 0.
+// Peek reports usage per rule and, for n ≥ 1, the wait for a burst of n (measured from now, as
+// Reserve's), changing nothing that counts. n == 0 asks for usage only. Errors are CheckBurst's for n ≠ 0.
 func (s *Strategy) Peek(cs []Counter, now time.Time, n int) (Snapshot, error) {
 	var snap Snapshot
 	if n != 0 {
 		if err := s.CheckBurst(n); err != nil {
 			return snap, err
 		}
-		snap.Wait = s.Wait(cs, now, n)
+		if snap.Wait = s.Wait(cs, now, n); snap.Wait > 0 {
+			snap.Wait += skew(cs, now) // measured from now, not the latest instant
+		}
 	}
 	snap.Usage = make([]Usage, len(s.rules))
 	for i, r := range s.rules {

@@ -123,9 +123,9 @@ func (s *Strategy) ReserveWith(cs []Counter, up *Upstream, now time.Time, n int)
 	if err := s.CheckBurst(n); err != nil {
 		return Result{}, err
 	}
-	now = latest(cs, now)
-	if p := up.PausedUntil.Sub(now); p > 0 {
-		return Result{Wait: max(p, s.Wait(cs, now, n))}, nil
+	at := latest(cs, now)
+	if p := up.PausedUntil.Sub(at); p > 0 {
+		return Result{Wait: max(p, s.Wait(cs, at, n)) + at.Sub(now)}, nil
 	}
 	return s.Reserve(cs, now, n)
 }

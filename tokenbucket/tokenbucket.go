@@ -195,6 +195,14 @@ func (b *Bucket) WaitTime(now time.Time, n, limit int) time.Duration {
 	return time.Duration(ceilDiv(b.debt-allowed, b.capacity))
 }
 
+// Shift moves the bucket's last refill by d: the tokens it holds are kept, and it refills from
+// the shifted instant, so it is full again exactly d from when it would have been.
+func (b *Bucket) Shift(d time.Duration) {
+	if b.seen {
+		b.hw += int64(d)
+	}
+}
+
 // Expiry returns the instant the bucket is full again, or the zero time when it is full.
 func (b *Bucket) Expiry() time.Time {
 	if b.debt == 0 {

@@ -44,7 +44,7 @@ func TestWorkedValues(t *testing.T) {
 		}},
 		{"late write spends but does not refill", [][2]float64{{100, 10}, {95, 1}}, []q{
 			{100, 1, 11, 2 * time.Second}, // 11 missing: the write at 95 is applied at 100
-			{99, 1, 11, 2 * time.Second},  // asked in the past: answered at 100
+			{99, 1, 11, 3 * time.Second},  // asked in the past: answered at 100, the wait measured from 99
 			{111, 10, 0, 0},
 		}},
 	}

@@ -131,7 +131,9 @@ type Options struct {
 	// DefaultRetryBackoff (2 ms) when zero.
 	RetryBackoff time.Duration
 	// Clock is where instants come from; clock.Wall() when nil. Every process sharing the
-	// table should read the same wall time.
+	// table should read the same wall time: within strategy.StepTolerance (1 s), beyond which
+	// a clock behind a key's latest instant is taken for a step back and the key is rebased
+	// on it (see strategy.Rebase). Tests pass a clock they can step.
 	Clock clock.Clock
 	// Observer, when set, receives a Retry event (Store "dynamodb") for each retry after a
 	// conditional-check failure, and a StoreError event for each operation that failed:
@@ -383,8 +385,10 @@ func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, 
 	})
 }
 
-// Peek implements cache.Store with one strongly consistent read; it writes nothing. Errors:
-// cache.ErrClosed, strategy.CheckBurst's for n ≠ 0, and DynamoDB's.
+// Peek implements cache.Store with one strongly consistent read; it writes nothing, except for
+// a key whose clock was stepped back (see strategy.Rebase), whose rebased state it writes once
+// with the versioned update (so its errors include ErrContended then). Errors: cache.ErrClosed,
+// strategy.CheckBurst's for n ≠ 0, and DynamoDB's.
 func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Snapshot, err error) {
 	if err := st.check(s, 1); err != nil {
 		return strategy.Snapshot{}, st.closedErr(ctx, "peek", key, err)
@@ -403,7 +407,21 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 	if err != nil {
 		return strategy.Snapshot{}, fmt.Errorf("ratemonitor: dynamodb store: key %q: %w", key, err)
 	}
-	return s.Peek(cs, st.clock.Now(), n)
+	now := st.clock.Now()
+	if strategy.Rebase(cs, nil, now) == 0 {
+		return s.Peek(cs, now, n)
+	}
+	// The clock was stepped back: write the rebased state (see updateOnce), so that the wait
+	// told here is the one a Reserve after it finds.
+	var snap strategy.Snapshot
+	var perr error
+	if err := st.update(ctx, "peek", s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+		snap, perr = s.Peek(cs, now, n)
+		return false, 0
+	}); err != nil {
+		return strategy.Snapshot{}, err
+	}
+	return snap, perr
 }
 
 // update runs the versioned read-modify-write: op applies the operation to the counters read
@@ -439,9 +457,15 @@ func (st *Store) updateOnce(ctx context.Context, s *strategy.Strategy, key strin
 	oldTTL, _ := getNum(it, attrTTL)
 	pre := snapshotBuckets(cs)
 	now := st.clock.Now()
+	// A clock stepped back: the shift is written even when op writes nothing (a refusal, a
+	// Peek), since it is anchored at this instant and redone later it would move the key again.
+	shifted := strategy.Rebase(cs, nil, now) != 0
 	write, consume := op(cs, now)
 	if !write {
-		return true, nil
+		if !shifted {
+			return true, nil
+		}
+		consume = 0 // nothing spent: only the rebased state is written
 	}
 	if st.beforeWrite != nil {
 		st.beforeWrite(attempt)

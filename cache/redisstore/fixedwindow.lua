@@ -75,13 +75,12 @@ local function advance(j, t)
   return s.hw
 end
 
--- count k attempts at t; an attempt in a window that has ended at the slot's time is dropped
+-- count k attempts at t, in the window of the slot's time: an attempt dated in a window that
+-- has ended there counts in the current one instead (never dropped, as fixedwindow.Counter.Add)
 local function add(j, t, k)
   local s = st[j]
   local hw = advance(j, t)
-  local i = index(t, W[j])
-  if i ~= index(hw, W[j]) then return end
-  if s.c == 0 then s.k = i end
+  if s.c == 0 then s.k = index(hw, W[j]) end
   s.c = s.c + k
 end
 

@@ -112,9 +112,12 @@ local function advance(j, t, write)
   return t
 end
 
+-- record k at t; a record dated so early it would no longer count at the slot's time counts
+-- at that time instead (never dropped, as rollingwindow.Log.Add)
 local function add(j, t, k)
   local s = st[j]
-  if t + W[j] <= advance(j, t, true) then return end
+  local hw = advance(j, t, true)
+  if t + W[j] <= hw then t = hw end
   local m = bucket(t, G[j])
   local f = 'b' .. m
   if f ~= s.field then

@@ -38,8 +38,12 @@ func rows(s *strategy.Strategy, key string, at time.Time) []row {
 	return rs
 }
 
-// upsert is the single statement that counts n attempts in every slot's current window, and
-// returns each row's count after it.
+// upsertSQL is the single statement that counts n attempts in every slot's current window, and
+// returns each row's window and count after it. The current window is the later of the one that
+// holds now and the slot's latest row: a clock read just behind another writer's (within
+// strategy.StepTolerance, or a step back not yet rebased) counts in the key's latest window,
+// never in one that has already ended there (DESIGN §4.3). Arguments per slot: key, the start
+// of the window that holds now, key again, n.
 func upsertSQL(slots int) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO rate_limit_windows (key, window_start, count) VALUES ")
@@ -47,76 +51,164 @@ func upsertSQL(slots int) string {
 		if j > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?)")
+		b.WriteString("(?, max(?, coalesce((SELECT window_start FROM rate_limit_windows WHERE key = ? ORDER BY window_start DESC LIMIT 1), '')), ?)")
 	}
-	b.WriteString(" ON CONFLICT(key, window_start) DO UPDATE SET count = count + excluded.count RETURNING key, count")
+	b.WriteString(" ON CONFLICT(key, window_start) DO UPDATE SET count = count + excluded.count RETURNING key, window_start, count")
 	return b.String()
 }
 
-// fixedAdd counts n attempts at now in every slot's window with one upsert, and returns one
-// counter per slot holding the count after it.
-func (st *Store) fixedAdd(ctx context.Context, s *strategy.Strategy, key string, n int, now time.Time) ([]strategy.Counter, error) {
-	rs := rows(s, key, now)
-	args := make([]any, 0, 3*len(rs))
+// upsertArgs returns upsertSQL's arguments for n attempts at now.
+func upsertArgs(rs []row, n int) []any {
+	args := make([]any, 0, 4*len(rs))
 	for _, r := range rs {
-		args = append(args, r.key, r.start.Format(isoSecond), n)
+		args = append(args, r.key, r.start.Format(isoSecond), r.key, n)
 	}
-	res, err := st.db.QueryContext(ctx, upsertSQL(len(rs)), args...)
-	if err != nil {
-		return nil, fmt.Errorf("ratemonitor: sqlite store: count key %q: %w", key, err)
-	}
-	counts, err := scanCounts(res)
-	if err != nil {
-		return nil, fmt.Errorf("ratemonitor: sqlite store: count key %q: %w", key, err)
-	}
-	return counters(s, rs, counts, now), nil
+	return args
 }
 
-// fixedLoad reads every slot's count in the window that holds now.
-func (st *Store) fixedLoad(ctx context.Context, q querier, s *strategy.Strategy, key string, now time.Time) ([]strategy.Counter, error) {
+// window is a slot's row as read: its window start and count.
+type window struct {
+	start time.Time
+	count int64
+}
+
+// stepped reports whether a slot's latest window starts more than strategy.StepTolerance after
+// now: the key has seen an instant at least that far ahead, so the clock was stepped back.
+func stepped(w window, now time.Time) bool { return w.start.Sub(now) > strategy.StepTolerance }
+
+// fixedAdd counts n attempts at now in every slot's current window with one upsert, and returns
+// one counter per slot holding the count after it. When the upsert finds the key's windows
+// ahead of now by more than the tolerance (the clock was stepped back), the key is rebased
+// (fixedRebase) and the counters are read again.
+func (st *Store) fixedAdd(ctx context.Context, s *strategy.Strategy, key string, n int, now time.Time) ([]strategy.Counter, error) {
+	rs := rows(s, key, now)
+	res, err := st.db.QueryContext(ctx, upsertSQL(len(rs)), upsertArgs(rs, n)...)
+	if err != nil {
+		return nil, fmt.Errorf("ratemonitor: sqlite store: count key %q: %w", key, err)
+	}
+	got, err := scanWindows(res)
+	if err != nil {
+		return nil, fmt.Errorf("ratemonitor: sqlite store: count key %q: %w", key, err)
+	}
+	for _, r := range rs {
+		if w, ok := got[r.key]; ok && stepped(w, now) {
+			// Rare: the attempts are counted (in the latest window); now carry them over.
+			var cs []strategy.Counter
+			err := st.tx(ctx, func(tx *sql.Tx) error {
+				if err := fixedRebase(ctx, tx, s, key, now); err != nil {
+					return err
+				}
+				cs, _, _, err = fixedLoad(ctx, tx, s, key, now)
+				return err
+			})
+			return cs, err
+		}
+	}
+	return counters(s, rs, got, now), nil
+}
+
+// fixedRebase carries, for every slot whose latest window starts more than the tolerance after
+// now (stepped), that window's count into the window that holds now, replacing what that row
+// held, and deletes the slot's rows after it (they are from before the step): the key's
+// latest window becomes the clock's current one, with its count, so no fresh limit is
+// admitted and no caller waits until the clock catches up. Run it in a write transaction.
+func fixedRebase(ctx context.Context, q querier, s *strategy.Strategy, key string, now time.Time) error {
+	for _, r := range rows(s, key, now) {
+		res, err := q.QueryContext(ctx, `SELECT key, window_start, count FROM rate_limit_windows WHERE key = ? ORDER BY window_start DESC LIMIT 1`, r.key)
+		if err != nil {
+			return fmt.Errorf("ratemonitor: sqlite store: read key %q: %w", key, err)
+		}
+		got, err := scanWindows(res)
+		if err != nil {
+			return fmt.Errorf("ratemonitor: sqlite store: read key %q: %w", key, err)
+		}
+		w, ok := got[r.key]
+		if !ok || !stepped(w, now) {
+			continue
+		}
+		if _, err := q.ExecContext(ctx, `DELETE FROM rate_limit_windows WHERE key = ? AND window_start >= ?`, r.key, r.start.Format(isoSecond)); err != nil {
+			return fmt.Errorf("ratemonitor: sqlite store: rebase key %q: %w", key, err)
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO rate_limit_windows (key, window_start, count) VALUES (?, ?, ?)`,
+			r.key, r.start.Format(isoSecond), w.count); err != nil {
+			return fmt.Errorf("ratemonitor: sqlite store: rebase key %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// fixedLoad reads every slot's count in its current window: the later of the one that holds
+// now and the slot's latest row. A latest row that is stepped (not yet rebased, when read
+// outside a write) is answered as fixedRebase will store it: its count in the window that
+// holds now; rebase reports whether one was. It also returns each slot's current window start.
+func fixedLoad(ctx context.Context, q querier, s *strategy.Strategy, key string, now time.Time) (cs []strategy.Counter, starts []time.Time, rebase bool, err error) {
 	rs := rows(s, key, now)
 	var b strings.Builder
 	args := make([]any, 0, 2*len(rs))
-	b.WriteString("SELECT key, count FROM rate_limit_windows WHERE ")
+	b.WriteString("SELECT key, window_start, count FROM rate_limit_windows WHERE ")
 	for j, r := range rs {
 		if j > 0 {
 			b.WriteString(" OR ")
 		}
-		b.WriteString("(key = ? AND window_start = ?)")
+		b.WriteString("(key = ? AND window_start >= ?)")
 		args = append(args, r.key, r.start.Format(isoSecond))
 	}
+	b.WriteString(" ORDER BY window_start")
 	res, err := q.QueryContext(ctx, b.String(), args...)
 	if err != nil {
-		return nil, fmt.Errorf("ratemonitor: sqlite store: read key %q: %w", key, err)
+		return nil, nil, false, fmt.Errorf("ratemonitor: sqlite store: read key %q: %w", key, err)
 	}
-	counts, err := scanCounts(res)
+	got, err := scanWindows(res) // ordered: the latest row of each slot wins
 	if err != nil {
-		return nil, fmt.Errorf("ratemonitor: sqlite store: read key %q: %w", key, err)
+		return nil, nil, false, fmt.Errorf("ratemonitor: sqlite store: read key %q: %w", key, err)
 	}
-	return counters(s, rs, counts, now), nil
+	starts = make([]time.Time, len(rs))
+	for j, r := range rs {
+		starts[j] = r.start
+		if w, ok := got[r.key]; ok {
+			if stepped(w, now) {
+				rebase = true
+				w.start = r.start
+				got[r.key] = w
+			}
+			starts[j] = w.start
+		}
+	}
+	return counters(s, rs, got, now), starts, rebase, nil
 }
 
-func scanCounts(res *sql.Rows) (map[string]int64, error) {
+// scanWindows reads rows of (key, window_start, count), the last row of each key winning.
+func scanWindows(res *sql.Rows) (map[string]window, error) {
 	defer res.Close()
-	counts := map[string]int64{}
+	got := map[string]window{}
 	for res.Next() {
-		var k string
+		var k, start string
 		var c int64
-		if err := res.Scan(&k, &c); err != nil {
+		if err := res.Scan(&k, &start, &c); err != nil {
 			return nil, err
 		}
-		counts[k] = c
+		t, err := time.Parse(isoSecond, start)
+		if err != nil {
+			return nil, fmt.Errorf("window_start %q of row %q is not %s: delete the row", start, k, isoSecond)
+		}
+		got[k] = window{start: t, count: c}
 	}
-	return counts, res.Err()
+	return got, res.Err()
 }
 
-// counters turns counts read from the table into fixed-window counters at now, so that the
-// strategy's own rules answer for them.
-func counters(s *strategy.Strategy, rs []row, counts map[string]int64, now time.Time) []strategy.Counter {
+// counters turns windows read from the table into fixed-window counters at now, so that the
+// strategy's own rules answer for them; a slot without a row is empty.
+func counters(s *strategy.Strategy, rs []row, got map[string]window, now time.Time) []strategy.Counter {
 	cs := make([]strategy.Counter, len(rs))
 	for j, r := range rs {
 		c := fixedwindow.NewCounter(s.SlotRule(j).EffectiveWindow())
-		c.SetState(r.start, counts[r.key], now)
+		w, ok := got[r.key]
+		if !ok {
+			w.start = r.start
+		}
+		// A window ahead of now (within the tolerance) is kept as it is: the counter answers
+		// from now, so its waits run to that window's end on this clock.
+		c.SetState(w.start, w.count, now)
 		cs[j] = c
 	}
 	return cs
@@ -147,24 +239,35 @@ func (st *Store) fixedAdmit(ctx context.Context, s *strategy.Strategy, key strin
 	return d, nil
 }
 
-// fixedReserve counts n only if they fit every rule, in one write transaction.
+// fixedReserve counts n only if they fit every rule, in one write transaction, after rebasing
+// a key whose clock was stepped back (fixedRebase). Result.At is now: a Release of it finds
+// the windows that hold now, so slots counted in a window ahead of now (within the tolerance)
+// are not given back, only held until that window ends.
 func (st *Store) fixedReserve(ctx context.Context, s *strategy.Strategy, key string, n int) (res strategy.Result, err error) {
 	err = st.tx(ctx, func(tx *sql.Tx) error {
 		now := st.clock.Now()
-		cs, err := st.fixedLoad(ctx, tx, s, key, now)
+		if err := fixedRebase(ctx, tx, s, key, now); err != nil {
+			return err
+		}
+		cs, starts, _, err := fixedLoad(ctx, tx, s, key, now)
 		if err != nil {
 			return err
 		}
 		if res.Wait = s.Wait(cs, now, n); res.Wait > 0 {
 			return nil
 		}
-		rs := rows(s, key, now)
-		args := make([]any, 0, 3*len(rs))
-		for _, r := range rs {
-			args = append(args, r.key, r.start.Format(isoSecond), n)
+		var b strings.Builder
+		args := make([]any, 0, 3*len(starts))
+		b.WriteString("INSERT INTO rate_limit_windows (key, window_start, count) VALUES ")
+		for j, r := range rows(s, key, now) {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?)")
+			args = append(args, r.key, starts[j].Format(isoSecond), n)
 		}
-		q := strings.TrimSuffix(upsertSQL(len(rs)), " RETURNING key, count")
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		b.WriteString(" ON CONFLICT(key, window_start) DO UPDATE SET count = count + excluded.count")
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return fmt.Errorf("ratemonitor: sqlite store: count key %q: %w", key, err)
 		}
 		res.Allowed, res.At = true, now

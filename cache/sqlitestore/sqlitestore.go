@@ -256,7 +256,8 @@ func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, 
 	return st.inTx(ctx, s, key, func(cs []strategy.Counter, _ time.Time) { s.Release(cs, at, n) })
 }
 
-// Peek implements cache.Store. It reads without taking the write lock.
+// Peek implements cache.Store. It reads without taking the write lock, except for a key whose
+// clock was stepped back (see strategy.Rebase), whose rebased state it writes once.
 func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Snapshot, err error) {
 	if err := st.check(s, 1); err != nil {
 		return strategy.Snapshot{}, st.closedErr(ctx, "peek", key, err)
@@ -269,15 +270,47 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 	defer st.observeErr(ctx, "peek", key, &err)
 	now := st.clock.Now()
 	var cs []strategy.Counter
+	var rebase bool
 	if fixedwindow.Is(s) {
-		cs, err = st.fixedLoad(ctx, st.db, s, key, now)
+		cs, _, rebase, err = fixedLoad(ctx, st.db, s, key, now)
 	} else {
-		cs, err = st.load(ctx, st.db, s, key)
+		if cs, err = st.load(ctx, st.db, s, key); err == nil {
+			rebase = strategy.Rebase(cs, nil, now) != 0
+		}
+	}
+	if err != nil || !rebase {
+		if err != nil {
+			return strategy.Snapshot{}, err
+		}
+		return s.Peek(cs, now, n)
+	}
+	return st.peekRebased(ctx, s, key, n)
+}
+
+// peekRebased is Peek for a key whose clock was stepped back: the rebase is anchored at the
+// instant it is made, so it is written (in a write transaction) rather than redone at every
+// read, and the wait this Peek tells is the one the operations after it find.
+func (st *Store) peekRebased(ctx context.Context, s *strategy.Strategy, key string, n int) (snap strategy.Snapshot, err error) {
+	var perr error
+	if fixedwindow.Is(s) {
+		err = st.tx(ctx, func(tx *sql.Tx) error {
+			now := st.clock.Now()
+			if err := fixedRebase(ctx, tx, s, key, now); err != nil {
+				return err
+			}
+			cs, _, _, err := fixedLoad(ctx, tx, s, key, now)
+			if err == nil {
+				snap, perr = s.Peek(cs, now, n)
+			}
+			return err
+		})
+	} else {
+		err = st.inTx(ctx, s, key, func(cs []strategy.Counter, now time.Time) { snap, perr = s.Peek(cs, now, n) })
 	}
 	if err != nil {
 		return strategy.Snapshot{}, err
 	}
-	return s.Peek(cs, now, n)
+	return snap, perr
 }
 
 // closedErr reports err to the observer when it is cache.ErrClosed (the other errors of check

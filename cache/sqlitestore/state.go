@@ -59,14 +59,17 @@ func (st *Store) load(ctx context.Context, q querier, s *strategy.Strategy, key 
 }
 
 // inTx applies fn to key's counters in one write transaction, with the instant read once the
-// write lock is held, and writes back every counter (deleting those in which nothing counts).
+// write lock is held and the counters rebased on it (strategy.Rebase), and writes back every
+// counter (deleting those in which nothing counts).
 func (st *Store) inTx(ctx context.Context, s *strategy.Strategy, key string, fn func([]strategy.Counter, time.Time)) error {
 	return st.tx(ctx, func(tx *sql.Tx) error {
 		cs, err := st.load(ctx, tx, s, key)
 		if err != nil {
 			return err
 		}
-		fn(cs, st.clock.Now())
+		now := st.clock.Now()
+		strategy.Rebase(cs, nil, now) // a wall clock stepped back: see strategy.StepTolerance
+		fn(cs, now)
 		for j, c := range cs {
 			exp := c.Expiry()
 			if exp.IsZero() {
