@@ -86,6 +86,7 @@ type Transport struct {
 	logger   *slog.Logger
 	pacing   bool
 	pacer    pacer
+	contends bool // the store can fail with cache.ErrContended: see contention.go
 	clockSet bool
 	app      *appLimit   // WithAppRules
 	sync     *SyncConfig // WithSync
@@ -272,6 +273,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if _, ok := t.store.(cache.Syncer); t.sync != nil && !ok {
 		return nil, errNoSyncer
 	}
+	t.contends = contends(t.store)
 	return t, nil
 }
 
@@ -348,23 +350,28 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // there records nothing; when the request's key then fails, the app key keeps a count for a
 // request that was not sent (one of the app's many: an over-count, never an under-count).
 func (t *Transport) record(ctx context.Context, key string) error {
-	err := t.recordBoth(ctx, key)
+	leave, err := t.recordTurn(ctx, key)
+	if err != nil {
+		return err
+	}
+	err = t.recordBoth(ctx, key)
+	leave()
 	if err != nil && ctx.Err() != nil {
-		return ctx.Err() // the caller gave up: not the store's failure
+		return gaveUp(ctx, err) // the caller gave up: not the store's failure
 	}
 	return err
 }
 
 func (t *Transport) recordBoth(ctx context.Context, key string) error {
 	if t.app == nil {
-		if err := t.store.Record(ctx, t.strat, key, 1); err != nil {
+		if err := t.recordOn(ctx, t.strat, key, 1); err != nil {
 			return &StoreError{Key: key, Err: err}
 		}
 		t.recorded(key, 1)
 		return nil
 	}
 	var first error
-	if err := t.store.Record(ctx, t.app.strat, t.app.key, 1); err != nil {
+	if err := t.recordOn(ctx, t.app.strat, t.app.key, 1); err != nil {
 		first = &StoreError{Key: t.app.key, Err: err}
 		if t.policy == FailClosed {
 			return first
@@ -372,7 +379,7 @@ func (t *Transport) recordBoth(ctx context.Context, key string) error {
 	} else {
 		t.recorded(t.app.key, 1)
 	}
-	if err := t.store.Record(ctx, t.strat, key, 1); err != nil {
+	if err := t.recordOn(ctx, t.strat, key, 1); err != nil {
 		if first == nil {
 			first = &StoreError{Key: key, Err: err}
 		}

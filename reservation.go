@@ -120,12 +120,12 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if r.left == 0 {
 		return nil
 	}
-	if err := r.t.store.Release(ctx, r.t.strat, r.key, r.at, r.left); err != nil {
+	if err := r.t.releaseOn(ctx, r.t.strat, r.key, r.at, r.left); err != nil {
 		return err
 	}
 	if r.t.app != nil {
 		// The key's slots are back; a failure here leaves only app slots held until they expire.
-		if err := r.t.store.Release(ctx, r.t.app.strat, r.t.app.key, r.appAt, r.left); err != nil {
+		if err := r.t.releaseOn(ctx, r.t.app.strat, r.t.app.key, r.appAt, r.left); err != nil {
 			r.left = 0
 			return fmt.Errorf("ratemonitor: the slots on key %q were given back, but not those on the app key %q: %w", r.key, r.t.app.key, err)
 		}
