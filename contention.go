@@ -87,11 +87,15 @@ func (t *Transport) recordTurn(ctx context.Context, key string) (func(), error) 
 	return func() { leaveApp(); leaveKey() }, nil
 }
 
-// gaveUp returns the error for a store call that failed after ctx ended: err itself when it
-// is the contention retry's (it says what happened and wraps ctx's error), else ctx's error.
+// gaveUp returns the error for a store call that failed after ctx ended: the contention
+// retry's own error when it is one (it says what happened and wraps ctx's error), taken out of
+// a *StoreError, since contention is not a store failure; else ctx's error.
 func gaveUp(ctx context.Context, err error) error {
-	if errors.Is(err, cache.ErrContended) {
-		return err
+	if !errors.Is(err, cache.ErrContended) {
+		return ctx.Err()
 	}
-	return ctx.Err()
+	if se, ok := errors.AsType[*StoreError](err); ok {
+		return se.Err
+	}
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,16 +28,36 @@ import (
 // (Table filled in). Its HTTP connections are closed when the test ends, so that goleak sees
 // no keep-alive goroutine.
 func dynamoStore(t *testing.T, opts dynamostore.Options) *dynamostore.Store {
+	return faultyDynamoStore(t, opts, nil)
+}
+
+// faultyDynamoStore is dynamoStore whose DynamoDB calls go through fault, when not nil: it is
+// given each call's operation ("UpdateItem", "GetItem") and answers it, or returns nil to let
+// the server answer.
+func faultyDynamoStore(t *testing.T, opts dynamostore.Options, fault func(op string) *http.Response) *dynamostore.Store {
 	t.Helper()
 	srv := dynalitetest.Start(t)
 	hc := &http.Transport{MaxIdleConnsPerHost: 64}
 	t.Cleanup(hc.CloseIdleConnections)
+	var rt http.RoundTripper = hc
+	if fault != nil {
+		rt = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if resp := fault(strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")); resp != nil {
+				if r.Body != nil {
+					r.Body.Close()
+				}
+				resp.Request = r
+				return resp, nil
+			}
+			return hc.RoundTrip(r)
+		})
+	}
 	c := dynamodb.New(dynamodb.Options{
 		Region:           "us-east-1",
 		Credentials:      credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
 		BaseEndpoint:     aws.String(srv.Endpoint),
 		RetryMaxAttempts: 1,
-		HTTPClient:       &http.Client{Transport: hc},
+		HTTPClient:       &http.Client{Transport: rt},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -50,6 +71,14 @@ func dynamoStore(t *testing.T, opts dynamostore.Options) *dynamostore.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// conditionFailed is DynamoDB's answer to a conditional write whose condition failed: what
+// another writer coming first looks like to the store.
+func conditionFailed() *http.Response {
+	return &http.Response{StatusCode: http.StatusBadRequest, Status: "400 Bad Request", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body:   io.NopCloser(strings.NewReader(`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}`))}
 }
 
 // grantLog is a store that keeps the instant of every slot its inner store granted (Reserve's

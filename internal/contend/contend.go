@@ -23,26 +23,40 @@ const (
 
 // Retry calls op again, after a jittered backoff on the wall clock (contention is between
 // real writers, whatever clock the caller paces on), for as long as it returns an error
-// wrapping cache.ErrContended; err is the error of the call the caller already made. It
-// returns op's first result that is not contention. When ctx ends first it returns an error
-// that wraps both ctx's error and the last cache.ErrContended, and says how many tries were
-// made: nothing was recorded by any of them.
+// wrapping cache.ErrContended; err is the error of the call the caller already made (returned
+// as it is when it is not contention). It returns op's first result that is not contention.
+// When ctx ends first, between tries or during one, it returns an error that wraps both ctx's
+// error and the last cache.ErrContended, and says how many tries were made: nothing was
+// recorded by any of them.
 func Retry[T any](ctx context.Context, err error, op func() (T, error)) (T, error) {
 	var zero T
-	start := time.Now()
+	if !errors.Is(err, cache.ErrContended) {
+		return zero, err
+	}
+	start, last := time.Now(), err
 	for try := 1; ; try++ {
-		if !errors.Is(err, cache.ErrContended) {
+		if err := sleep(ctx, try); err != nil {
+			return zero, gaveUp(err, last, try, start)
+		}
+		v, err := op()
+		switch {
+		case err == nil:
+			return v, nil
+		case errors.Is(err, cache.ErrContended):
+			last = err
+		case ctx.Err() != nil:
+			// The context ended during the try: what kept the key from the caller is still
+			// the contention, not the store.
+			return zero, gaveUp(ctx.Err(), last, try+1, start)
+		default:
 			return zero, err
 		}
-		if werr := sleep(ctx, try); werr != nil {
-			return zero, fmt.Errorf("ratemonitor: the store lost the race for the key to other writers on all %d tries in %v, until the context ended: %w (last: %w)",
-				try, time.Since(start).Round(time.Millisecond), werr, err)
-		}
-		var v T
-		if v, err = op(); err == nil {
-			return v, nil
-		}
 	}
+}
+
+func gaveUp(ctxErr, last error, tries int, start time.Time) error {
+	return fmt.Errorf("ratemonitor: the store lost the race for the key to other writers on all %d tries in %v, until the context ended: %w (last: %w)",
+		tries, time.Since(start).Round(time.Millisecond), ctxErr, last)
 }
 
 // sleep waits the backoff before try+1, or returns ctx's error.
