@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/contend"
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
@@ -93,6 +94,9 @@ type Transport struct {
 	obs      observe.Observer
 	// storeWarn and syncWarn rate-limit the warnings about store errors.
 	storeWarn, syncWarn lograte.Limiter
+
+	// recordTurns and appTurns order monitoring-mode records on a contending store.
+	recordTurns, appTurns contend.Turns
 }
 
 var errTwoStrategies = errors.New("ratemonitor: WithRules or WithStrategy given twice: give the rules once")

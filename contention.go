@@ -62,24 +62,22 @@ func (t *Transport) releaseOn(ctx context.Context, s *strategy.Strategy, key str
 	return err
 }
 
-// recordQueue prefixes the pacer queues that monitoring-mode records take turns in: apart
-// from the queues of pacing and Reserve, whose heads may sleep until a slot frees, which a
-// record never waits for.
-const recordQueue = "\x00record\x00"
-
 // recordTurn waits for this caller's turn to record on key (and on the app key, with
-// WithAppRules) when the store contends, and returns the func that hands the turns on. Over
-// other stores it returns at once. The error is ctx's, when it ends first.
+// WithAppRules) when the store contends, and returns the func that gives the turns back. Over
+// other stores it returns at once. The error is ctx's, when it ends first. Records take turns
+// apart from pacing's queue, whose head may sleep until a slot frees: a record never waits
+// for room.
 func (t *Transport) recordTurn(ctx context.Context, key string) (func(), error) {
 	if !t.contends {
 		return func() {}, nil
 	}
-	none := func(int) error { return nil }
-	leaveKey, err := t.join(ctx, recordQueue+key, 1, none)
+	leaveKey, err := t.recordTurns.Take(ctx, key)
 	if err != nil || t.app == nil {
 		return leaveKey, err
 	}
-	leaveApp, err := t.join(ctx, recordQueue+appQueue+t.app.key, 1, none)
+	// Always the key's turn first, then the app key's, in one turn space of their own: no
+	// two callers can each hold what the other waits for.
+	leaveApp, err := t.appTurns.Take(ctx, t.app.key)
 	if err != nil {
 		leaveKey()
 		return nil, err
