@@ -312,6 +312,9 @@ func (t *Transport) Store() cache.Store { return t.store }
 // carries a Reservation for its key (Reservation.Context) uses one of its slots instead.
 //
 // When the store fails it follows the ErrorPolicy; under FailClosed it returns a *StoreError.
+// Contention (an error wrapping cache.ErrContended) is not a failure: the store call is tried
+// again until the request's context ends, and then RoundTrip sends nothing and returns an
+// error wrapping both the context's error and cache.ErrContended.
 // Whenever RoundTrip returns an error without sending, it has closed the request body.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.base

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -268,6 +269,51 @@ func TestPacedContentionDynamo(t *testing.T) {
 			if len(grants) < least || len(grants) > allowed {
 				t.Errorf("%d granted in %v, want %d to %d", len(grants), run, least, allowed)
 			}
+		})
+	}
+}
+
+// TestMonitoredContentionDynamo: 64 goroutines × 4 requests on one key in monitoring mode
+// (default FailOpen) through one Transport, and through four sharing the table, over a
+// DynamoDB store whose own retries are off, so that racing writers would meet contention at
+// once: every one of the 256 requests that reached the upstream is counted (the key counts
+// 256), and no store error is reported.
+func TestMonitoredContentionDynamo(t *testing.T) {
+	st := dynamoStore(t, dynamostore.Options{MaxRetries: -1})
+	rule := strategy.Rule{Limit: 1000, Window: time.Hour, Granularity: time.Minute}
+	for _, transports := range []int{1, 4} {
+		t.Run(strconv.Itoa(transports), func(t *testing.T) {
+			var arrived atomic.Int64
+			up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { arrived.Add(1) }))
+			defer up.Close()
+			base := &http.Transport{MaxIdleConnsPerHost: 64}
+			defer base.CloseIdleConnections()
+			var reported atomic.Int64
+			trs := make([]*Transport, transports)
+			for i := range trs {
+				trs[i] = newTransport(t, base, WithRules(rule), WithStore(st), WithLogger(slog.New(slog.DiscardHandler)),
+					WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }))
+			}
+			var wg sync.WaitGroup
+			for i := range 64 {
+				wg.Go(func() {
+					for range 4 {
+						req, _ := http.NewRequest(http.MethodGet, up.URL, nil)
+						resp, err := trs[i%transports].RoundTrip(req)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						resp.Body.Close()
+					}
+				})
+			}
+			wg.Wait()
+			used := usedOf(t, trs[0], strings.TrimPrefix(up.URL, "http://"))
+			if arrived.Load() != 256 || used[0] != 256 || reported.Load() != 0 {
+				t.Errorf("%d arrived, the key counts %d, %d store errors reported; want 256, 256, 0", arrived.Load(), used[0], reported.Load())
+			}
+			t.Logf("store: %+v", st.Stats())
 		})
 	}
 }

@@ -37,9 +37,10 @@ type Reservation struct {
 //
 // Errors: strategy.ErrInvalidBurst or one wrapping strategy.ErrBurstTooLarge for a burst that
 // can never fit; a *DeadlineError (wrapping context.DeadlineExceeded), at once, when the wait would pass the
-// context's deadline; the context's error if it ends while waiting; a *StoreError when the
-// store fails (the ErrorPolicy does not apply: nothing is sent here). On error nothing is
-// recorded.
+// context's deadline; the context's error if it ends while waiting, or, when the store was
+// contended until then (cache.ErrContended, retried meanwhile), an error wrapping both; a
+// *StoreError when the store fails (the ErrorPolicy does not apply: nothing is sent here). On
+// error nothing is recorded.
 func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservation, error) {
 	if t.strat == nil {
 		return nil, ErrNotConfigured
