@@ -16,7 +16,7 @@ import (
 // and nothing is sent uncounted because of it. Over a store that contends (cache.Contender)
 // the Transport's own callers also take turns per key (pacing's queue; recordTurn in
 // monitoring mode), so that they do not fight over the key among themselves. Over the others
-// (memory, Redis, SQLite) the helpers cost one nil check per call.
+// (memory, Redis, SQLite) the helpers cost one error check per call, and take no turn.
 
 // contends reports whether the store can fail with cache.ErrContended under concurrent writes.
 func contends(s cache.Store) bool {
