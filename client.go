@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/contend"
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
@@ -93,12 +94,16 @@ type Transport struct {
 	logger   *slog.Logger
 	pacing   bool
 	pacer    pacer
+	contends bool // the store can fail with cache.ErrContended: see contention.go
 	clockSet bool
 	app      *appLimit   // WithAppRules
 	sync     *SyncConfig // WithSync
 	obs      observe.Observer
 	// storeWarn and syncWarn rate-limit the warnings about store errors.
 	storeWarn, syncWarn lograte.Limiter
+
+	// recordTurns and appTurns order monitoring-mode records on a contending store.
+	recordTurns, appTurns contend.Turns
 }
 
 var errTwoStrategies = errors.New("ratemonitor: WithRules or WithStrategy given twice: give the rules once")
@@ -289,6 +294,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if _, ok := t.store.(cache.Syncer); t.sync != nil && !ok {
 		return nil, errNoSyncer
 	}
+	t.contends = contends(t.store)
 	return t, nil
 }
 
@@ -323,6 +329,9 @@ func (t *Transport) Store() cache.Store { return t.store }
 // carries a Reservation for its key (Reservation.Context) uses one of its slots instead.
 //
 // When the store fails it follows the ErrorPolicy; under FailClosed it returns a *StoreError.
+// Contention (an error wrapping cache.ErrContended) is not a failure: the store call is tried
+// again until the request's context ends, and then RoundTrip sends nothing and returns an
+// error wrapping both the context's error and cache.ErrContended.
 // Whenever RoundTrip returns an error without sending, it has closed the request body.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.base
@@ -377,9 +386,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // there records nothing; when the request's key then fails, the app key keeps a count for a
 // request that was not sent (one of the app's many: an over-count, never an under-count).
 func (t *Transport) record(ctx context.Context, key string, lim limits) error {
-	err := t.recordBoth(ctx, key, lim)
+	leave, err := t.recordTurn(ctx, key)
+	if err != nil {
+		return err
+	}
+	err = t.recordBoth(ctx, key, lim)
+	leave()
 	if err != nil && ctx.Err() != nil {
-		return ctx.Err() // the caller gave up: not the store's failure
+		return gaveUp(ctx, err) // the caller gave up: not the store's failure
 	}
 	return err
 }
@@ -387,7 +401,7 @@ func (t *Transport) record(ctx context.Context, key string, lim limits) error {
 func (t *Transport) recordBoth(ctx context.Context, key string, lim limits) error {
 	var first error
 	if lim.app != nil {
-		if err := t.store.Record(ctx, lim.app.strat, lim.app.key, 1); err != nil {
+		if err := t.recordOn(ctx, lim.app.strat, lim.app.key, 1); err != nil {
 			first = &StoreError{Key: lim.app.key, Err: err}
 			if t.policy == FailClosed {
 				return first
@@ -397,7 +411,7 @@ func (t *Transport) recordBoth(ctx context.Context, key string, lim limits) erro
 		}
 	}
 	if lim.strat != nil {
-		if err := t.store.Record(ctx, lim.strat, key, 1); err != nil {
+		if err := t.recordOn(ctx, lim.strat, key, 1); err != nil {
 			if first == nil {
 				first = &StoreError{Key: key, Err: err}
 			}

@@ -89,25 +89,25 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 	keyFull := false // the last reserve was refused by key itself, not by the app key
 	reserve := func() (time.Duration, error) {
 		local = t.clock.Now()
-		res, err := t.store.Reserve(ctx, lim.strat, key, n)
+		res, err := t.reserveOn(ctx, lim.strat, key, n)
 		keyFull = err == nil && !res.Allowed
 		if err == nil {
 			t.reserved(key, n, res)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return 0, ctx.Err() // the caller gave up: not the store's failure
+				return 0, gaveUp(ctx, err) // the caller gave up: not the store's failure
 			}
 			if lim.app != nil && keepOnStoreError {
 				// The request goes anyway (FailOpen): the app key still counts it.
-				t.store.Record(ctx, lim.app.strat, lim.app.key, n)
+				t.recordOn(ctx, lim.app.strat, lim.app.key, n)
 			}
 			return 0, &StoreError{Key: key, Err: err}
 		}
 		wait := res.Wait
 		if lim.app != nil {
 			if res.Allowed {
-				ares, err := t.store.Reserve(ctx, lim.app.strat, lim.app.key, n)
+				ares, err := t.reserveOn(ctx, lim.app.strat, lim.app.key, n)
 				if err == nil {
 					t.reserved(lim.app.key, n, ares)
 				}
@@ -116,8 +116,8 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 					se = &StoreError{Key: lim.app.key, Err: err}
 				} else if err != nil {
 					// The caller gave up: give the key's slots back and say so.
-					t.store.Release(context.WithoutCancel(ctx), lim.strat, key, res.At, n)
-					return 0, ctx.Err()
+					t.releaseOn(context.WithoutCancel(ctx), lim.strat, key, res.At, n)
+					return 0, gaveUp(ctx, err)
 				}
 				if err == nil && ares.Allowed {
 					at, appAt = res.At, ares.At
@@ -125,7 +125,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 				}
 				if se == nil || !keepOnStoreError {
 					// Give the key's slots back, even if ctx has ended: they were never used.
-					t.store.Release(context.WithoutCancel(ctx), lim.strat, key, res.At, n)
+					t.releaseOn(context.WithoutCancel(ctx), lim.strat, key, res.At, n)
 				}
 				if se != nil {
 					at = res.At
@@ -141,8 +141,10 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 		}
 		return wait, deadlineCheck(ctx, key, n, wait)
 	}
-	// Nobody waits on this key (nor on the app key): try at once, without queueing.
-	if t.Queued(key) == 0 && (lim.app == nil || t.Queued(appQueue+lim.app.key) == 0) {
+	// Nobody waits on this key (nor on the app key): try at once, without queueing. Not over a
+	// store that contends: callers arriving together would race for the key's item there,
+	// so every caller takes the key's turn.
+	if !t.contends && t.Queued(key) == 0 && (lim.app == nil || t.Queued(appQueue+lim.app.key) == 0) {
 		if wait, err := reserve(); err != nil || wait == 0 {
 			return at, appAt, local, err
 		}

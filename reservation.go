@@ -37,9 +37,10 @@ type Reservation struct {
 //
 // Errors: strategy.ErrInvalidBurst or one wrapping strategy.ErrBurstTooLarge for a burst that
 // can never fit; a *DeadlineError (wrapping context.DeadlineExceeded), at once, when the wait would pass the
-// context's deadline; the context's error if it ends while waiting; a *StoreError when the
-// store fails (the ErrorPolicy does not apply: nothing is sent here). On error nothing is
-// recorded.
+// context's deadline; the context's error if it ends while waiting, or, when the store was
+// contended until then (cache.ErrContended, retried meanwhile), an error wrapping both; a
+// *StoreError when the store fails (the ErrorPolicy does not apply: nothing is sent here). On
+// error nothing is recorded.
 func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservation, error) {
 	if t.strat == nil {
 		return nil, ErrNotConfigured
@@ -120,12 +121,12 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if r.left == 0 {
 		return nil
 	}
-	if err := r.t.store.Release(ctx, r.t.strat, r.key, r.at, r.left); err != nil {
+	if err := r.t.releaseOn(ctx, r.t.strat, r.key, r.at, r.left); err != nil {
 		return err
 	}
 	if r.t.app != nil {
 		// The key's slots are back; a failure here leaves only app slots held until they expire.
-		if err := r.t.store.Release(ctx, r.t.app.strat, r.t.app.key, r.appAt, r.left); err != nil {
+		if err := r.t.releaseOn(ctx, r.t.app.strat, r.t.app.key, r.appAt, r.left); err != nil {
 			r.left = 0
 			return fmt.Errorf("ratemonitor: the slots on key %q were given back, but not those on the app key %q: %w", r.key, r.t.app.key, err)
 		}

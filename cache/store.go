@@ -27,6 +27,13 @@ var ErrFull = errors.New("ratemonitor: memory store is full")
 // MaxCount requests.
 var ErrInvalidCount = errors.New("ratemonitor: request count out of range")
 
+// ErrContended is wrapped when a store that updates a key optimistically (read, then write if
+// nobody wrote in between: the DynamoDB store) lost that race to other writers on every try it
+// makes. Nothing was recorded: the operation was neither admitted nor refused. It is not an
+// outage: the Transport and the middleware try again, with jittered backoff, until the
+// request's context ends, and never send or serve a request uncounted because of it.
+var ErrContended = errors.New("ratemonitor: store: too much contention on the key")
+
 // MaxCount is the most requests one Record or Release may carry.
 const MaxCount = 1 << 31
 
@@ -83,6 +90,14 @@ type Admitter interface {
 // request.
 type Validator interface {
 	Validate(s *strategy.Strategy) error
+}
+
+// Contender is implemented by stores whose operations can fail with ErrContended when callers
+// write one key at the same time. When Contends reports true, a Transport makes its own callers
+// take turns per key for the store's writes, so that they do not fight over the key among
+// themselves; stores that never contend (memory, Redis, SQLite) are called without that.
+type Contender interface {
+	Contends() bool
 }
 
 // Clocked is implemented by stores whose clock runs in this process (the memory store). A

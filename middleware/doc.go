@@ -44,4 +44,10 @@
 // When the store fails, FailClosed (the default) answers 503 Service Unavailable with
 // Retry-After: 1 and a problem details body; FailOpen passes the request to the wrapped
 // handler without RateLimit fields. Either way the error handler (WithErrorHandler) is called.
+//
+// Contention is not a store failure: when the store lost an optimistic race on the key
+// (cache.ErrContended, from the DynamoDB store), nothing was counted, and the decision is
+// tried again, with jittered backoff, until it is made or the request's context ends. In that
+// last case the answer is 503 with Retry-After: 1 under either policy, the error handler is
+// called, and the wrapped handler never runs uncounted.
 package middleware

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/internal/contend"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -30,7 +31,8 @@ type Limiter struct {
 	problemType string
 	instance    func(*http.Request) string
 	obs         observe.Observer
-	ruleNames   []string // the rules' String(), for observer events
+	ruleNames   []string       // the rules' String(), for observer events
+	turns       *contend.Turns // per-key turns over a store that contends, else nil
 }
 
 // New returns a Limiter over store for the rules of s. store must implement cache.Admitter
@@ -100,6 +102,9 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 			l.ruleNames = append(l.ruleNames, r.String())
 		}
 	}
+	if c, ok := store.(cache.Contender); ok && c.Contends() {
+		l.turns = &contend.Turns{}
+	}
 	if l.problemType == "" {
 		l.problemType = "about:blank"
 	}
@@ -129,7 +134,15 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 				"The server cannot tell which rate limit this request counts against."), -1)
 			return
 		}
-		d, err := l.store.Admit(r.Context(), l.strat, key, 1)
+		d, err := l.admit(r.Context(), key)
+		if err != nil && r.Context().Err() != nil && errors.Is(err, cache.ErrContended) {
+			// the store stayed contended until the request's context ended: not an outage,
+			// never served uncounted, but said, since the client may still be there
+			l.report(r, fmt.Errorf("ratemonitor: middleware: %w", err))
+			writeProblem(w, l.problem(r, http.StatusServiceUnavailable,
+				"The rate limiter could not decide in time; retry shortly."), 1)
+			return
+		}
 		if err != nil && r.Context().Err() != nil {
 			// the client has gone (or the server is shutting down): not a store failure,
 			// and never a reason to run the handler uncounted
@@ -159,6 +172,27 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 		p.Type = l.problemType
 		writeProblem(w, p, retry)
 	})
+}
+
+// admit decides one request on key. Over a store that contends (cache.Contender), the
+// requests on one key take turns. Contention (cache.ErrContended: the store lost an
+// optimistic race on the key and recorded nothing) is not an outage: it is tried again within
+// ctx, and never reaches the ErrorPolicy.
+func (l *Limiter) admit(ctx context.Context, key string) (strategy.Decision, error) {
+	if l.turns != nil {
+		// A store that contends: this server's requests on key take turns, rather than
+		// race each other for the key's item.
+		leave, err := l.turns.Take(ctx, key)
+		if err != nil {
+			return strategy.Decision{}, err
+		}
+		defer leave()
+	}
+	d, err := l.store.Admit(ctx, l.strat, key, 1)
+	if err != nil && errors.Is(err, cache.ErrContended) {
+		d, err = contend.Retry(ctx, err, func() (strategy.Decision, error) { return l.store.Admit(ctx, l.strat, key, 1) })
+	}
+	return d, err
 }
 
 // observe sends the decision d on key to the observer.

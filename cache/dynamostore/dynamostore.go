@@ -108,9 +108,10 @@ const (
 
 // ErrContended is wrapped when an operation's conditional write failed on every attempt
 // (1 + Options.MaxRetries) because other writers kept changing the key's item. Nothing was
-// recorded: the request was neither admitted nor refused. Callers may retry, or treat it like
-// any store failure (fail open or closed).
-var ErrContended = errors.New("ratemonitor: dynamodb store: too much contention on the key, gave up after the retries")
+// recorded: the request was neither admitted nor refused. It wraps cache.ErrContended, which
+// the Transport and the middleware retry within the request's context (never a store
+// failure under their ErrorPolicy); other callers may retry too.
+var ErrContended = fmt.Errorf("%w: dynamodb store: gave up after the retries", cache.ErrContended)
 
 // Options configures New. Table is required; the rest have defaults.
 type Options struct {
@@ -183,6 +184,7 @@ var (
 	_ cache.Store     = (*Store)(nil)
 	_ cache.Admitter  = (*Store)(nil)
 	_ cache.Validator = (*Store)(nil)
+	_ cache.Contender = (*Store)(nil)
 )
 
 // New returns a store on client's table opts.Table. It makes no request: an unreachable
@@ -216,6 +218,10 @@ func New(client *dynamodb.Client, opts Options) (*Store, error) {
 	return &Store{client: client, table: opts.Table, idle: opts.IdleTimeout, maxRetries: opts.MaxRetries,
 		backoff: opts.RetryBackoff, clock: opts.Clock, obs: opts.Observer}, nil
 }
+
+// Contends implements cache.Contender: always true, since every write is a conditional one
+// that fails when another writer changed the key's item first.
+func (st *Store) Contends() bool { return true }
 
 // Stats returns the counts so far. It is safe for concurrent use.
 func (st *Store) Stats() Stats {

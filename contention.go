@@ -1,0 +1,99 @@
+package ratemonitor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/internal/contend"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// Contention (cache.ErrContended) is not an outage: the store lost an optimistic race on the
+// key and recorded nothing. The Transport's store writes go through the helpers below, which
+// try again until the request's context ends, so that the ErrorPolicy never sees contention
+// and nothing is sent uncounted because of it. Over a store that contends (cache.Contender)
+// the Transport's own callers also take turns per key (pacing's queue; recordTurn in
+// monitoring mode), so that they do not fight over the key among themselves. Over the others
+// (memory, Redis, SQLite) the helpers cost one error check per call, and take no turn.
+
+// contends reports whether the store can fail with cache.ErrContended under concurrent writes.
+func contends(s cache.Store) bool {
+	c, ok := s.(cache.Contender)
+	return ok && c.Contends()
+}
+
+// reserveOn is t.store.Reserve, retrying contention within ctx.
+func (t *Transport) reserveOn(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	res, err := t.store.Reserve(ctx, s, key, n)
+	if err != nil && errors.Is(err, cache.ErrContended) {
+		res, err = contend.Retry(ctx, err, func() (strategy.Result, error) { return t.store.Reserve(ctx, s, key, n) })
+	}
+	return res, err
+}
+
+// recordOn is t.store.Record, retrying contention within ctx.
+func (t *Transport) recordOn(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	err := t.store.Record(ctx, s, key, n)
+	if err != nil && errors.Is(err, cache.ErrContended) {
+		_, err = contend.Retry(ctx, err, func() (struct{}, error) { return struct{}{}, t.store.Record(ctx, s, key, n) })
+	}
+	return err
+}
+
+// releaseTimeout bounds the retries of a Release whose context never ends (slots given back
+// after the caller gave up): a Release that fails leaves the slots counted until they expire,
+// an over-count, never an under-count.
+const releaseTimeout = time.Second
+
+// releaseOn is t.store.Release, retrying contention within ctx, and within releaseTimeout when
+// ctx has no end.
+func (t *Transport) releaseOn(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+	err := t.store.Release(ctx, s, key, at, n)
+	if err != nil && errors.Is(err, cache.ErrContended) {
+		if ctx.Done() == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, releaseTimeout)
+			defer cancel()
+		}
+		_, err = contend.Retry(ctx, err, func() (struct{}, error) { return struct{}{}, t.store.Release(ctx, s, key, at, n) })
+	}
+	return err
+}
+
+// recordTurn waits for this caller's turn to record on key (and on the app key, with
+// WithAppRules) when the store contends, and returns the func that gives the turns back. Over
+// other stores it returns at once. The error is ctx's, when it ends first. Records take turns
+// apart from pacing's queue, whose head may sleep until a slot frees: a record never waits
+// for room.
+func (t *Transport) recordTurn(ctx context.Context, key string) (func(), error) {
+	if !t.contends {
+		return func() {}, nil
+	}
+	leaveKey, err := t.recordTurns.Take(ctx, key)
+	if err != nil || t.app == nil {
+		return leaveKey, err
+	}
+	// Always the key's turn first, then the app key's, in one turn space of their own: no
+	// two callers can each hold what the other waits for.
+	leaveApp, err := t.appTurns.Take(ctx, t.app.key)
+	if err != nil {
+		leaveKey()
+		return nil, err
+	}
+	return func() { leaveApp(); leaveKey() }, nil
+}
+
+// gaveUp returns the error for a store call that failed after ctx ended: the contention
+// retry's own error when it is one (it says what happened and wraps ctx's error), taken out of
+// a *StoreError, since contention is not a store failure; else ctx's error.
+func gaveUp(ctx context.Context, err error) error {
+	if !errors.Is(err, cache.ErrContended) {
+		return ctx.Err()
+	}
+	if se, ok := errors.AsType[*StoreError](err); ok {
+		return se.Err
+	}
+	return err
+}

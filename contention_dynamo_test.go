@@ -1,0 +1,319 @@
+package ratemonitor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
+	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// dynamoStore starts dynalite, creates a table and returns a DynamoDB store on it with opts
+// (Table filled in). Its HTTP connections are closed when the test ends, so that goleak sees
+// no keep-alive goroutine.
+func dynamoStore(t *testing.T, opts dynamostore.Options) *dynamostore.Store {
+	return faultyDynamoStore(t, opts, nil)
+}
+
+// faultyDynamoStore is dynamoStore whose DynamoDB calls go through fault, when not nil: it is
+// given each call's operation ("UpdateItem", "GetItem") and answers it, or returns nil to let
+// the server answer.
+func faultyDynamoStore(t *testing.T, opts dynamostore.Options, fault func(op string) *http.Response) *dynamostore.Store {
+	t.Helper()
+	srv := dynalitetest.Start(t)
+	hc := &http.Transport{MaxIdleConnsPerHost: 64}
+	t.Cleanup(hc.CloseIdleConnections)
+	var rt http.RoundTripper = hc
+	if fault != nil {
+		rt = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if resp := fault(strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")); resp != nil {
+				if r.Body != nil {
+					r.Body.Close()
+				}
+				resp.Request = r
+				return resp, nil
+			}
+			return hc.RoundTrip(r)
+		})
+	}
+	c := dynamodb.New(dynamodb.Options{
+		Region:           "us-east-1",
+		Credentials:      credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
+		BaseEndpoint:     aws.String(srv.Endpoint),
+		RetryMaxAttempts: 1,
+		HTTPClient:       &http.Client{Transport: rt},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts.Table = "ratelimits"
+	if err := dynamostore.CreateTable(ctx, c, opts.Table); err != nil {
+		t.Fatal(err)
+	}
+	st, err := dynamostore.New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// conditionFailed is DynamoDB's answer to a conditional write whose condition failed: what
+// another writer coming first looks like to the store.
+func conditionFailed() *http.Response {
+	return &http.Response{StatusCode: http.StatusBadRequest, Status: "400 Bad Request", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body:   io.NopCloser(strings.NewReader(`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}`))}
+}
+
+// grantLog is a store that keeps the instant of every slot its inner store granted (Reserve's
+// Result.At) and takes back the slots released: the instants a strict model judges.
+type grantLog struct {
+	cache.Store
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (g *grantLog) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	res, err := g.Store.Reserve(ctx, s, key, n)
+	if err == nil && res.Allowed {
+		g.mu.Lock()
+		for range n {
+			g.at = append(g.at, res.At)
+		}
+		g.mu.Unlock()
+	}
+	return res, err
+}
+
+func (g *grantLog) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+	err := g.Store.Release(ctx, s, key, at, n)
+	if err == nil {
+		g.mu.Lock()
+		for range n {
+			if i := slices.IndexFunc(g.at, at.Equal); i >= 0 {
+				g.at = slices.Delete(g.at, i, i+1)
+			}
+		}
+		g.mu.Unlock()
+	}
+	return err
+}
+
+// Contends forwards the inner store's answer, so that the Transport sees the store it wraps.
+func (g *grantLog) Contends() bool {
+	c, ok := g.Store.(cache.Contender)
+	return ok && c.Contends()
+}
+
+// grants returns the granted instants in order.
+func (g *grantLog) grants() []time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at := slices.Clone(g.at)
+	slices.SortFunc(at, time.Time.Compare)
+	return at
+}
+
+// strictPeak returns the most instants of at (sorted) in any window [s, s+w), and how many of
+// them start a window holding more than limit: the strict model, every instant kept.
+func strictPeak(at []time.Time, w time.Duration, limit int) (peak, violations int) {
+	j := 0
+	for i := range at {
+		for j < len(at) && at[j].Before(at[i].Add(w)) {
+			j++
+		}
+		peak = max(peak, j-i)
+		if j-i > limit {
+			violations++
+		}
+	}
+	return peak, violations
+}
+
+// paceRun sends from callers goroutines, spread over transports paced Transports on store (as
+// many processes would), on one key for d,
+// each request's context ending at the end of the run, and returns the store's grant instants,
+// the upstream's arrival instants (sorted) and the number of store errors reported to the
+// error handler.
+func paceRun(t *testing.T, store cache.Store, rule strategy.Rule, transports, callers int, d time.Duration) (grants, arrivals []time.Time, storeErrs int64) {
+	t.Helper()
+	var mu sync.Mutex
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+	}))
+	defer up.Close()
+	base := &http.Transport{MaxIdleConnsPerHost: callers}
+	defer base.CloseIdleConnections()
+	g := &grantLog{Store: store}
+	var errs atomic.Int64
+	trs := make([]*Transport, transports)
+	for i := range trs {
+		tr, err := New(base, WithRules(rule), WithStore(g), WithPacing(), WithLogger(slog.New(slog.DiscardHandler)),
+			WithErrorHandler(func(*http.Request, string, error) { errs.Add(1) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs[i] = tr
+	}
+	// Warm up first, so that the run measures pacing, not connection set-up: every caller
+	// reads another key of the store and gets the upstream once, at the same time.
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			if _, err := store.Peek(context.Background(), trs[0].strat, "warm-up", 1); err != nil {
+				t.Errorf("warm-up: %v", err)
+			}
+			req, _ := http.NewRequest(http.MethodGet, up.URL, nil)
+			if resp, err := base.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	arrivals = nil
+	mu.Unlock()
+	end := time.Now().Add(d)
+	for i := range callers {
+		tr := trs[i%transports]
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				ctx, cancel := context.WithDeadline(context.Background(), end)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL, nil)
+				resp, err := tr.RoundTrip(req)
+				cancel()
+				if err != nil {
+					if !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("RoundTrip: %v", err)
+					}
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(arrivals, time.Time.Compare)
+	return g.grants(), arrivals, errs.Load()
+}
+
+// TestPacedContentionDynamo: 64 goroutines pace one key, 20 per second, for 3 s through a
+// DynamoDB-backed Transport under the default FailOpen, as in issue 13 (defect 3), and through
+// four Transports sharing the table (as four processes would, whose callers do contend). Every
+// request that reaches the upstream was granted by the store (none sent uncounted), the store's
+// grants never exceed 20 in any second (the strict model, at the store's own instants), no
+// store error is reported (contention is not an outage), and with one Transport at least 90 %
+// of the 60 the rule allows in 3 s get through (four Transports, whose writes race, must get at
+// least a window's 20: contention slows them, never stalls them). The memory store, run the
+// same way, is the reference.
+func TestPacedContentionDynamo(t *testing.T) {
+	rule := strategy.Rule{Limit: 20, Window: time.Second, Granularity: 10 * time.Millisecond}
+	const callers, run = 64, 3 * time.Second
+	allowed := rule.Limit * int(run/rule.Window)
+	mem, err := cache.NewMemory(cache.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	// One table for both DynamoDB runs: each run's upstream has its own port, so its own key.
+	dyn := dynamoStore(t, dynamostore.Options{})
+	for _, c := range []struct {
+		name       string
+		store      cache.Store
+		transports int
+	}{
+		{"memory", mem, 1},
+		{"dynamodb", dyn, 1},
+		{"dynamodb, 4 Transports", dyn, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			grants, arrivals, storeErrs := paceRun(t, c.store, rule, c.transports, callers, run)
+			peak, violations := strictPeak(grants, rule.Window, rule.Limit)
+			upPeak, _ := strictPeak(arrivals, rule.Window, rule.Limit)
+			arrived := int64(len(arrivals))
+			t.Logf("%s: %d granted, %d arrived (peak %d in %v at the upstream), %d store errors; grants: peak %d in %v, %d violations; throughput %.0f %% of %d",
+				c.name, len(grants), arrived, upPeak, rule.Window, storeErrs, peak, rule.Window, violations, 100*float64(len(grants))/float64(allowed), allowed)
+			if arrived != int64(len(grants)) {
+				t.Errorf("%d requests reached the upstream, %d were granted: %d sent uncounted", arrived, len(grants), arrived-int64(len(grants)))
+			}
+			if violations != 0 || peak > rule.Limit {
+				t.Errorf("the store granted up to %d in %v against %d (%d violations)", peak, rule.Window, rule.Limit, violations)
+			}
+			if storeErrs != 0 {
+				t.Errorf("%d store errors reported, want 0: contention is not an outage", storeErrs)
+			}
+			least := allowed * 9 / 10
+			if c.transports > 1 {
+				least = rule.Limit
+			}
+			if len(grants) < least || len(grants) > allowed {
+				t.Errorf("%d granted in %v, want %d to %d", len(grants), run, least, allowed)
+			}
+		})
+	}
+}
+
+// TestMonitoredContentionDynamo: 64 goroutines × 4 requests on one key in monitoring mode
+// (default FailOpen) through one Transport, and through four sharing the table, over a
+// DynamoDB store whose own retries are off, so that racing writers would meet contention at
+// once: every one of the 256 requests that reached the upstream is counted (the key counts
+// 256), and no store error is reported.
+func TestMonitoredContentionDynamo(t *testing.T) {
+	st := dynamoStore(t, dynamostore.Options{MaxRetries: -1})
+	rule := strategy.Rule{Limit: 1000, Window: time.Hour, Granularity: time.Minute}
+	for _, transports := range []int{1, 4} {
+		t.Run(strconv.Itoa(transports), func(t *testing.T) {
+			var arrived atomic.Int64
+			up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { arrived.Add(1) }))
+			defer up.Close()
+			base := &http.Transport{MaxIdleConnsPerHost: 64}
+			defer base.CloseIdleConnections()
+			var reported atomic.Int64
+			trs := make([]*Transport, transports)
+			for i := range trs {
+				trs[i] = newTransport(t, base, WithRules(rule), WithStore(st), WithLogger(slog.New(slog.DiscardHandler)),
+					WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }))
+			}
+			var wg sync.WaitGroup
+			for i := range 64 {
+				wg.Go(func() {
+					for range 4 {
+						req, _ := http.NewRequest(http.MethodGet, up.URL, nil)
+						resp, err := trs[i%transports].RoundTrip(req)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						resp.Body.Close()
+					}
+				})
+			}
+			wg.Wait()
+			used := usedOf(t, trs[0], strings.TrimPrefix(up.URL, "http://"))
+			if arrived.Load() != 256 || used[0] != 256 || reported.Load() != 0 {
+				t.Errorf("%d arrived, the key counts %d, %d store errors reported; want 256, 256, 0", arrived.Load(), used[0], reported.Load())
+			}
+			t.Logf("store: %+v", st.Stats())
+		})
+	}
+}
