@@ -74,7 +74,7 @@ func TestContentionPastDeadline(t *testing.T) {
 			before := f.updates.Load()
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			start := time.Now()
+			deadline, _ := ctx.Deadline()
 			var err error
 			if mode == "Reserve" {
 				_, err = tr.Reserve(ctx, "k", 1)
@@ -85,7 +85,7 @@ func TestContentionPastDeadline(t *testing.T) {
 					resp.Body.Close()
 				}
 			}
-			took := time.Since(start)
+			early := time.Until(deadline)
 			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, cache.ErrContended) || !errors.Is(err, dynamostore.ErrContended) {
 				t.Errorf("err = %v, want one wrapping context.DeadlineExceeded and cache.ErrContended", err)
 			}
@@ -99,8 +99,8 @@ func TestContentionPastDeadline(t *testing.T) {
 			if n := reported.Load(); n != 0 {
 				t.Errorf("%d store errors reported, want 0", n)
 			}
-			if took < timeout {
-				t.Errorf("gave up after %v, before the deadline (%v)", took, timeout)
+			if early > 0 {
+				t.Errorf("gave up %v before the deadline", early)
 			}
 			if n := f.updates.Load() - before; n < 2 {
 				t.Errorf("%d conditional writes tried, want the first and retries", n)

@@ -80,10 +80,10 @@ func TestContentionPastDeadline(t *testing.T) {
 	r = r.WithContext(ctx)
 	r.RemoteAddr = peer
 	w := httptest.NewRecorder()
-	begin := time.Now()
+	deadline, _ := ctx.Deadline()
 	l.Wrap(next).ServeHTTP(w, r)
-	if took := time.Since(begin); took < 100*time.Millisecond {
-		t.Errorf("answered after %v, before the context's deadline", took)
+	if early := time.Until(deadline); early > 0 {
+		t.Errorf("answered %v before the context's deadline", early)
 	}
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" || next.calls.Load() != 0 || st.calls.Load() < 2 {
 		t.Errorf("status %d, Retry-After %q, handler called %d, Admit called %d; want 503, 1, 0, at least 2",
