@@ -108,7 +108,7 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 		if firstAfter < 0 && len(after) > len(before) {
 			firstAfter = clk.Now().Sub(stepAt)
 		}
-		clk.Advance(200 * time.Millisecond)
+		clk.Advance(200 * time.Millisecond * time.Duration(max(1, tg.Slow)))
 	}
 	if dishonoured > 1 {
 		rep.fail("after stepping the clock %v: %d waits told were not honoured", step, dishonoured)

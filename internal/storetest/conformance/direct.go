@@ -55,7 +55,7 @@ func reserve64(t *testing.T, tg Target, s *strategy.Strategy) {
 	c := ctx(t)
 	rng := rand.New(rand.NewPCG(1, uint64(len(s.Name()))))
 	honoured, late, ops := 0, 0, 0
-	for range rounds(25, 50*time.Millisecond) {
+	for range rounds(tg, 25, 50*time.Millisecond) {
 		var wg sync.WaitGroup
 		var errs atomic.Int64
 		for i := range goroutines {
@@ -124,7 +124,7 @@ func record64(t *testing.T, tg Target, s *strategy.Strategy) {
 	var recs []Grant
 	var mu sync.Mutex
 	ops := 0
-	for round := range rounds(20, 30*time.Millisecond) {
+	for round := range rounds(tg, 20, 30*time.Millisecond) {
 		var wg sync.WaitGroup
 		for i := range goroutines {
 			wg.Add(1)
@@ -171,7 +171,7 @@ func admit64(t *testing.T, tg Target, s *strategy.Strategy) {
 	rng := rand.New(rand.NewPCG(3, uint64(len(s.Name()))))
 	var attempts []Grant // what counts under the fixed window
 	var mu sync.Mutex
-	for round := range rounds(20, 50*time.Millisecond) {
+	for round := range rounds(tg, 20, 50*time.Millisecond) {
 		viaMiddleware := round%2 == 0
 		before, _, _ := rec.kept()
 		servedBefore := served.Load()

@@ -83,15 +83,17 @@ func faultCase(t *testing.T, tg Target, f serverFault, policy ratemonitor.ErrorP
 	}
 	loads := make([]load, len(ss))
 	d := dur(1500 * time.Millisecond)
+	over := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, s := range ss {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			loads[i] = runLoad(t, recs[i], s, newKey("fault-"+f.name), policy, d)
+			loads[i] = runLoad(t, recs[i], s, newKey("fault-"+f.name), policy, d, over)
 		}()
 	}
 	start, end := f.apply(t)
+	close(over)
 	wg.Wait()
 	for i, l := range loads {
 		s := l.s

@@ -86,7 +86,7 @@ type load struct {
 // key for d; a goroutine whose request fails with a store error backs off 5 ms. After the run
 // one more request is sent, with the strategy's longest window (and 250 ms) to be admitted in.
 // It may run on a goroutine other than the test's.
-func runLoad(t *testing.T, rec *recorder, s *strategy.Strategy, key string, policy ratemonitor.ErrorPolicy, d time.Duration) load {
+func runLoad(t *testing.T, rec *recorder, s *strategy.Strategy, key string, policy ratemonitor.ErrorPolicy, d time.Duration, faultOver <-chan struct{}) load {
 	up := newUpstream(t)
 	hc := &http.Transport{MaxIdleConnsPerHost: goroutines}
 	t.Cleanup(hc.CloseIdleConnections)
@@ -100,14 +100,16 @@ func runLoad(t *testing.T, rec *recorder, s *strategy.Strategy, key string, poli
 	}
 	client := &http.Client{Transport: tr}
 	var failed atomic.Int64
-	do := func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(context.WithValue(ctx, tagKey{}, &tag{}), http.MethodGet, up.srv.URL, nil)
+	do := func(ctx context.Context) (bool, error) {
+		g := &tag{}
+		req, _ := http.NewRequestWithContext(context.WithValue(ctx, tagKey{}, g), http.MethodGet, up.srv.URL, nil)
 		resp, err := client.Do(req)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
-		return err
+		_, granted := g.get()
+		return granted, err
 	}
 	end := time.Now().Add(d)
 	runCtx, cancel := context.WithDeadline(context.Background(), end)
@@ -118,7 +120,7 @@ func runLoad(t *testing.T, rec *recorder, s *strategy.Strategy, key string, poli
 		go func() {
 			defer wg.Done()
 			for runCtx.Err() == nil {
-				err := do(runCtx)
+				_, err := do(runCtx)
 				var se *ratemonitor.StoreError
 				switch {
 				case err == nil:
@@ -132,15 +134,22 @@ func runLoad(t *testing.T, rec *recorder, s *strategy.Strategy, key string, poli
 		}()
 	}
 	wg.Wait()
-	// No lockout: a caller retrying after store errors is admitted within the longest window.
+	// No lockout: once the fault is over, a caller retrying after store errors is admitted
+	// (counted, not merely sent under FailOpen) within the longest window.
+	if faultOver != nil {
+		<-faultOver
+	}
 	start := time.Now()
 	var lastErr error
 	for {
 		lastCtx, lastCancel := context.WithDeadline(context.Background(), start.Add(s.Longest()+250*time.Millisecond))
-		lastErr = do(lastCtx)
+		granted, err := do(lastCtx)
 		lastCancel()
-		var se *ratemonitor.StoreError
-		if !errors.As(lastErr, &se) || time.Since(start) > s.Longest() {
+		lastErr = err
+		if granted || time.Since(start) > s.Longest() {
+			if !granted && err == nil {
+				lastErr = errors.New("sent without being counted")
+			}
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -196,7 +205,7 @@ func transport64(t *testing.T, tg Target, s *strategy.Strategy) {
 	defer rep.done()
 	rec := &recorder{Store: tg.Open(t, nil)}
 	d := dur(1200 * time.Millisecond)
-	l := runLoad(t, rec, s, newKey("transport"), ratemonitor.FailClosed, d)
+	l := runLoad(t, rec, s, newKey("transport"), ratemonitor.FailClosed, d, nil)
 	rep.waitsInBounds(s, l.waits, 0)
 	v := rep.violations("grants at the store's instants", s, l.grants, 0)
 	av := rep.violations("arrivals at the upstream (send delay "+l.slack.String()+")", s, l.arrivals, l.slack)

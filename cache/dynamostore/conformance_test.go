@@ -1,0 +1,83 @@
+package dynamostore
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/internal/storetest/conformance"
+)
+
+// restartable is a dynalite on a fixed port that the suite can stop and start again (empty:
+// dynalite keeps its tables in memory, so Start creates the table again).
+type restartable struct {
+	bin, port, endpoint string
+	cmd                 *exec.Cmd
+}
+
+func (d *restartable) start(t testing.TB) {
+	d.cmd = exec.Command(d.bin, "--host", "127.0.0.1", "--port", d.port, "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
+	d.cmd.Dir = filepath.Dir(d.bin)
+	out := &strings.Builder{}
+	d.cmd.Stdout, d.cmd.Stderr = out, out
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", d.bin, err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get(d.endpoint)
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dynalite on %s did not answer within 15 s: %v\n%s", d.endpoint, err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := CreateTable(ctx, dynalitetest.NewClient(d.endpoint), "ratelimits"); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+}
+
+func (d *restartable) stop() {
+	if d.cmd != nil && d.cmd.Process != nil {
+		d.cmd.Process.Kill()
+		d.cmd.Wait()
+		d.cmd = nil
+	}
+}
+
+// TestConformance runs the conformance suite (internal/storetest/conformance) on the DynamoDB
+// store over dynalite: contention, monitoring, middleware admissions, clock steps
+// (Options.Clock), the paced Transport, and dynalite stopped and restarted under FailOpen and
+// FailClosed.
+func TestConformance(t *testing.T) {
+	dynalitetest.Start(t).Stop() // skips, or fails under RATEMONITOR_REQUIRE_DYNAMODB=1, without dynalite
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	d := &restartable{bin: dynalitetest.Find(), port: port, endpoint: "http://127.0.0.1:" + port}
+	d.start(t)
+	t.Cleanup(d.stop)
+	conformance.Run(t, conformance.Target{
+		Name: "dynamodb",
+		Open: func(t testing.TB, clk clock.Clock) conformance.Store {
+			c := dynalitetest.NewClient(d.endpoint)
+			return newStore(t, c, Options{Clock: clk})
+		},
+		Slow:  5,
+		Stop:  func(testing.TB) { d.stop() },
+		Start: d.start,
+	})
+}
