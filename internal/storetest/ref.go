@@ -63,7 +63,9 @@ func (r *Ref) Reserve(_ context.Context, s *strategy.Strategy, key string, n int
 	if err := s.CheckBurst(n); err != nil {
 		return res, err
 	}
-	r.do(s, key, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) { res, err = s.ReserveWith(cs, up, now, n) })
+	r.do(s, key, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) {
+		res, err = s.ReserveWith(cs, up, now, n)
+	})
 	return res, err
 }
 
@@ -89,7 +91,9 @@ func (r *Ref) Peek(_ context.Context, s *strategy.Strategy, key string, n int) (
 			return snap, err
 		}
 	}
-	r.do(s, key, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) { snap, err = s.PeekWith(cs, up, now, n) })
+	r.do(s, key, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) {
+		snap, err = s.PeekWith(cs, up, now, n)
+	})
 	return snap, err
 }
 
