@@ -76,7 +76,7 @@ func TestConformance(t *testing.T) {
 			c := dynalitetest.NewClient(d.endpoint)
 			return newStore(t, c, Options{Clock: clk})
 		},
-		Slow:  5,
+		Slow:  12,
 		Stop:  func(testing.TB) { d.stop() },
 		Start: d.start,
 	})

@@ -77,12 +77,15 @@ func sorted(grants []Grant) []Grant {
 
 func checkRolling(r strategy.Rule, g []Grant, slack time.Duration) []Violation {
 	w := r.Window - slack
+	if w <= 0 {
+		return nil // a delay as long as the window: arrivals say nothing about the grants
+	}
 	var out []Violation
 	sum, lo := 0, 0
 	for hi := range g {
 		sum += g[hi].N
 		// Requests at or before t−w have left the window (s counts at t iff s ≤ t < s+w).
-		for !g[lo].At.After(g[hi].At.Add(-w)) {
+		for lo <= hi && !g[lo].At.After(g[hi].At.Add(-w)) {
 			sum -= g[lo].N
 			lo++
 		}
