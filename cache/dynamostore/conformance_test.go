@@ -20,12 +20,14 @@ import (
 type restartable struct {
 	bin, port, endpoint string
 	cmd                 *exec.Cmd
+	out                 *strings.Builder // dynalite's output, for when it dies
 }
 
 func (d *restartable) start(t testing.TB) {
 	d.cmd = exec.Command(d.bin, "--host", "127.0.0.1", "--port", d.port, "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
 	d.cmd.Dir = filepath.Dir(d.bin)
 	out := &strings.Builder{}
+	d.out = out
 	d.cmd.Stdout, d.cmd.Stderr = out, out
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", d.bin, err)
@@ -69,7 +71,12 @@ func TestConformance(t *testing.T) {
 	l.Close()
 	d := &restartable{bin: dynalitetest.Find(), port: port, endpoint: "http://127.0.0.1:" + port}
 	d.start(t)
-	t.Cleanup(d.stop)
+	t.Cleanup(func() {
+		if d.cmd != nil && d.cmd.ProcessState == nil && t.Failed() {
+			t.Logf("dynalite's output:\n%s", d.out)
+		}
+		d.stop()
+	})
 	conformance.Run(t, conformance.Target{
 		Name: "dynamodb",
 		Open: func(t testing.TB, clk clock.Clock) conformance.Store {

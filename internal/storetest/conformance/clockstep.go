@@ -52,7 +52,7 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 	}
 	reserve := func() {
 		var wg sync.WaitGroup
-		for range goroutines {
+		for range workers(tg) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -64,7 +64,7 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 		wg.Wait()
 	}
 	// Before the step: a few rounds, 200 ms apart.
-	for range 5 {
+	for range 3 {
 		reserve()
 		record(20)
 		clk.Advance(200 * time.Millisecond)
@@ -85,6 +85,8 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 	// caller's wait checked in each.
 	firstAfter := time.Duration(-1)
 	dishonoured := 0
+	// 10 rounds over the longest window and a second (fewer for a slow store, more soaking).
+	stride := (s.Longest() + time.Second) / time.Duration(rounds(tg, 10, 100*time.Millisecond))
 	for clk.Now().Sub(stepAt) <= s.Longest()+time.Second {
 		reserve()
 		res, err := rec.Reserve(c, s, key, 1)
@@ -108,7 +110,7 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 		if firstAfter < 0 && len(after) > len(before) {
 			firstAfter = clk.Now().Sub(stepAt)
 		}
-		clk.Advance(200 * time.Millisecond * time.Duration(max(1, tg.Slow)))
+		clk.Advance(stride)
 	}
 	if dishonoured > 1 {
 		rep.fail("after stepping the clock %v: %d waits told were not honoured", step, dishonoured)
