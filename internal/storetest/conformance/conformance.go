@@ -156,6 +156,8 @@ func Run(t *testing.T, tg Target) {
 	t.Run("transport64", func(t *testing.T) {
 		forEach(t, realStrategies(), func(t *testing.T, s *strategy.Strategy) { transport64(t, tg, s) })
 	})
+	t.Run("stacked", func(t *testing.T) { stacked(t, tg) })
+	t.Run("split", func(t *testing.T) { splitCount(t, tg) })
 	t.Run("faults", func(t *testing.T) { faults(t, tg) })
 	if tg.Shared != nil {
 		t.Run("processes", func(t *testing.T) { processes(t, tg) })

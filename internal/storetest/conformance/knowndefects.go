@@ -10,6 +10,11 @@ import (
 // "KNOWN DEFECT n" instead of failing the test. Delete an entry (or the whole table) once its fix
 // is merged: the case then fails again if the fix is incomplete.
 var knownDefects = []knownDefect{
+	// Defect 1: two Transports on one key, one wrapping the other, count a request twice.
+	{store: "*", test: "TestConformance/stacked", defect: 1, why: "stacked Transports count twice"},
+	// Defect 2: the same window with another granularity or margin is a separate counter, so
+	// two Transports together admit twice the limit.
+	{store: "*", test: "TestConformance/split", defect: 2, why: "same window, different granularity or margin, separate counts"},
 	// Defect 4: after a step back, records are dropped (fixed and rolling window) and the key
 	// answers at its latest instant for the whole hour while telling a wait of a few hundred ms.
 	{store: "*", test: "TestConformance/clockback/*", defect: 4, why: "clock stepped back: records dropped, key locked out for the hour"},
