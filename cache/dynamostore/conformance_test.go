@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,9 @@ type restartable struct {
 	bin, port, endpoint string
 	cmd                 *exec.Cmd
 	out                 *strings.Builder // dynalite's output, for when it dies
+	done                chan struct{}    // closed when the process has exited
+	exited              error            // its exit status, once done is closed
+	dead                atomic.Int64     // times dynalite exited without being stopped
 }
 
 func (d *restartable) start(t testing.TB) {
@@ -32,6 +36,13 @@ func (d *restartable) start(t testing.TB) {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", d.bin, err)
 	}
+	cmd, done := d.cmd, make(chan struct{})
+	d.done = done
+	go func() {
+		err := cmd.Wait()
+		d.exited = err
+		close(done)
+	}()
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		resp, err := http.Get(d.endpoint)
 		if err == nil {
@@ -51,9 +62,27 @@ func (d *restartable) start(t testing.TB) {
 
 func (d *restartable) stop() {
 	if d.cmd != nil && d.cmd.Process != nil {
-		d.cmd.Process.Kill()
-		d.cmd.Wait()
+		select {
+		case <-d.done:
+			d.dead.Add(1) // it had died by itself
+		default:
+			d.cmd.Process.Kill()
+			<-d.done
+		}
 		d.cmd = nil
+	}
+}
+
+// alive reports whether dynalite is still running, and how it exited when not.
+func (d *restartable) alive() (bool, error) {
+	if d.cmd == nil {
+		return false, nil
+	}
+	select {
+	case <-d.done:
+		return false, d.exited
+	default:
+		return true, nil
 	}
 }
 
@@ -72,8 +101,8 @@ func TestConformance(t *testing.T) {
 	d := &restartable{bin: dynalitetest.Find(), port: port, endpoint: "http://127.0.0.1:" + port}
 	d.start(t)
 	t.Cleanup(func() {
-		if d.cmd != nil && d.cmd.ProcessState == nil && t.Failed() {
-			t.Logf("dynalite's output:\n%s", d.out)
+		if ok, err := d.alive(); !ok || t.Failed() {
+			t.Logf("dynalite alive at the end: %v (exit: %v); it died by itself %d times; its last output:\n%s", ok, err, d.dead.Load(), d.out)
 		}
 		d.stop()
 	})

@@ -29,6 +29,7 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Target{
 		Name:       "sqlite",
 		Open:       open,
+		Slow:       3, // one connection, every write a transaction: a third of the rounds
 		Shared:     func(testing.TB) string { return path },
 		OpenShared: func(t testing.TB, _ string) conformance.Store { return open(t, nil) },
 	})

@@ -75,6 +75,7 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 		lastBefore = later(lastBefore, g.At)
 	}
 	sk.off.Add(int64(step))
+	totals.faults.Add(1)
 	stepAt := clk.Now()
 	// 130 records just after the step (the figure), then usage must count them all.
 	record(130)

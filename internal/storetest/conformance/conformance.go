@@ -102,6 +102,13 @@ var t0 = time.Date(2026, 12, 1, 0, 0, 0, 123456000, time.UTC)
 
 var keySeq atomic.Int64
 
+// totals are the figures of one Run, logged at its end (and by a soak): store operations the
+// suite made through its recorder, grants the model judged, faults applied, violations found,
+// and failures gated as known defects.
+var totals struct {
+	ops, judged, faults, violations, gated atomic.Int64
+}
+
 // newKey returns a key no other case of this process uses, and unlikely to meet a key of an
 // earlier run on a shared server.
 func newKey(name string) string {
@@ -133,6 +140,11 @@ func Run(t *testing.T, tg Target) {
 		child(t, tg)
 		return
 	}
+	ops, judged, nfaults, viol, gated := totals.ops.Load(), totals.judged.Load(), totals.faults.Load(), totals.violations.Load(), totals.gated.Load()
+	defer func() {
+		t.Logf("conformance %s: %d store operations, %d grants judged by the model, %d faults applied, %d violations, %d failures of known defects (soak %v)",
+			tg.Name, totals.ops.Load()-ops, totals.judged.Load()-judged, totals.faults.Load()-nfaults, totals.violations.Load()-viol, totals.gated.Load()-gated, *soak)
+	}()
 	for _, s := range Strategies() {
 		if v := validate(tg, t, s); v != nil {
 			t.Fatalf("%s refuses the suite's %s strategy: %v", tg.Name, s.Name(), v)
@@ -200,6 +212,7 @@ func (r *report) done() {
 	var gated, failed int
 	for _, f := range r.fails {
 		if d, ok := known(r.store, r.t.Name(), f); ok {
+			totals.gated.Add(1)
 			if gated++; gated <= 8 {
 				r.t.Logf("KNOWN DEFECT %d of issue 13 (%s): %s", d.defect, d.why, f)
 			}
@@ -222,6 +235,8 @@ func (r *report) done() {
 func (r *report) violations(what string, s *strategy.Strategy, grants []Grant, slack time.Duration) int {
 	r.t.Helper()
 	v, err := Check(s, grants, slack)
+	totals.judged.Add(int64(len(grants)))
+	totals.violations.Add(int64(len(v)))
 	if err != nil {
 		r.fail("%s: %v", what, err)
 		return 0

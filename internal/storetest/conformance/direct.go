@@ -127,7 +127,7 @@ func record64(t *testing.T, tg Target, s *strategy.Strategy) {
 	rep := newReport(t, tg)
 	defer rep.done()
 	clk := clock.NewManual(t0)
-	st := tg.Open(t, clk)
+	st := &recorder{Store: tg.Open(t, clk)}
 	key := newKey("record")
 	c := ctx(t)
 	rng := rand.New(rand.NewPCG(2, uint64(len(s.Name()))))
@@ -161,7 +161,7 @@ func record64(t *testing.T, tg Target, s *strategy.Strategy) {
 	t.Logf("%s %s: %d records, usage equal to the model's after every round", tg.Name, s.Name(), ops)
 }
 
-// admit64 is a server's entry point: rounds of 64 goroutines through middleware.Limiter (every
+// admit64 is a server's entry point: rounds of 64 goroutines (16 on a slow store) through middleware.Limiter (every
 // other round) or the store's Admit directly. Every admitted attempt must reach the handler
 // exactly once; grants are judged at Decision.At; Retry-After must lie in [0, longest]; the
 // store's usage must equal the model's (the fixed window counts refused attempts too).

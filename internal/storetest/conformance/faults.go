@@ -93,6 +93,7 @@ func faultCase(t *testing.T, tg Target, f serverFault, policy ratemonitor.ErrorP
 		}()
 	}
 	start, end := f.apply(t)
+	totals.faults.Add(1)
 	close(over)
 	wg.Wait()
 	for i, l := range loads {

@@ -133,6 +133,7 @@ func processes(t *testing.T, tg Target) {
 	}
 	time.Sleep(d / 2)
 	cmds[0].Process.Kill()
+	totals.faults.Add(1)
 	wg.Wait()
 
 	st := tg.OpenShared(t, where)

@@ -99,6 +99,7 @@ func (r *recorder) lastError() (error, time.Time) {
 }
 
 func (r *recorder) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	totals.ops.Add(1)
 	res, err := r.Store.Reserve(ctx, s, key, n)
 	r.failed(ctx, err)
 	if err != nil {
@@ -121,6 +122,7 @@ func (r *recorder) Reserve(ctx context.Context, s *strategy.Strategy, key string
 }
 
 func (r *recorder) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+	totals.ops.Add(1)
 	d, err := r.Store.Admit(ctx, s, key, n)
 	r.failed(ctx, err)
 	if err != nil {
@@ -143,6 +145,7 @@ func (r *recorder) Admit(ctx context.Context, s *strategy.Strategy, key string, 
 }
 
 func (r *recorder) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+	totals.ops.Add(1)
 	err := r.Store.Release(ctx, s, key, at, n)
 	r.failed(ctx, err)
 	if err == nil {
@@ -154,12 +157,14 @@ func (r *recorder) Release(ctx context.Context, s *strategy.Strategy, key string
 }
 
 func (r *recorder) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	totals.ops.Add(1)
 	err := r.Store.Record(ctx, s, key, n)
 	r.failed(ctx, err)
 	return err
 }
 
 func (r *recorder) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+	totals.ops.Add(1)
 	snap, err := r.Store.Peek(ctx, s, key, n)
 	r.failed(ctx, err)
 	return snap, err
