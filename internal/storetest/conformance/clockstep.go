@@ -34,17 +34,20 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 	record := func(n int) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		for range n {
+		w := min(n, workers(tg))
+		for i := range w {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := rec.Record(c, s, mkey, 1); err != nil {
-					rep.fail("record: %v", err)
-					return
+				for j := i; j < n; j += w {
+					if err := rec.Record(c, s, mkey, 1); err != nil {
+						rep.fail("record: %v", err)
+						continue
+					}
+					mu.Lock()
+					recs = append(recs, Grant{At: later(latest, sk.Now()), N: 1})
+					mu.Unlock()
 				}
-				mu.Lock()
-				recs = append(recs, Grant{At: later(latest, sk.Now()), N: 1})
-				mu.Unlock()
 			}()
 		}
 		wg.Wait()
