@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +52,7 @@ type recorder struct {
 	released  []storetest.Grant
 	waits     []time.Duration
 	errs      int
+	contended int // errors that say the key was contended
 	lastErr   error
 	lastErrAt time.Time
 	// real, when set, is the true time (a clock that is not stepped): each grant is also kept
@@ -86,6 +88,9 @@ func (r *recorder) failed(ctx context.Context, err error) {
 	if err != nil && ctx.Err() == nil {
 		r.mu.Lock()
 		r.errs++
+		if strings.Contains(err.Error(), "contention") {
+			r.contended++ // DynamoDB's ErrContended: not an outage (DESIGN.md §9)
+		}
 		r.lastErr, r.lastErrAt = err, time.Now()
 		r.mu.Unlock()
 	}
@@ -202,4 +207,11 @@ func (r *recorder) trueGrants() []storetest.Grant {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]storetest.Grant(nil), r.atReal...)
+}
+
+// contentions returns how many store errors said the key was contended.
+func (r *recorder) contentions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.contended
 }
