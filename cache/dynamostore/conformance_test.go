@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
@@ -27,14 +28,28 @@ type restartable struct {
 	dead                atomic.Int64     // times dynalite exited without being stopped
 }
 
+// start starts dynalite and creates the table. A dynalite that exits while starting (seen once
+// under -race on a loaded machine: exit status 1 right after answering, nothing printed) is
+// started again, up to three times.
 func (d *restartable) start(t testing.TB) {
+	var err error
+	for range 3 {
+		if err = d.startOnce(); err == nil {
+			return
+		}
+		d.stop()
+	}
+	t.Fatalf("dynalite on %s: %v\n%s", d.endpoint, err, d.out)
+}
+
+func (d *restartable) startOnce() error {
 	d.cmd = exec.Command(d.bin, "--host", "127.0.0.1", "--port", d.port, "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
 	d.cmd.Dir = filepath.Dir(d.bin)
 	out := &strings.Builder{}
 	d.out = out
 	d.cmd.Stdout, d.cmd.Stderr = out, out
 	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", d.bin, err)
+		return fmt.Errorf("start %s: %w", d.bin, err)
 	}
 	cmd, done := d.cmd, make(chan struct{})
 	d.done = done
@@ -49,15 +64,19 @@ func (d *restartable) start(t testing.TB) {
 			resp.Body.Close()
 			break
 		}
+		if ok, exit := d.alive(); !ok {
+			return fmt.Errorf("exited while starting (%v)", exit)
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dynalite on %s did not answer within 15 s: %v\n%s", d.endpoint, err, out)
+			return fmt.Errorf("did not answer within 15 s: %w", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := CreateTable(ctx, dynalitetest.NewClient(d.endpoint), "ratelimits"); err != nil {
-		t.Fatalf("create table: %v", err)
+		return fmt.Errorf("create table: %w", err)
 	}
+	return nil
 }
 
 func (d *restartable) stop() {
