@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 )
 
 // serverFault is a fault of the store's server, applied once to a run of every strategy.
@@ -129,6 +130,7 @@ func faultCase(t *testing.T, tg Target, f serverFault, policy ratemonitor.ErrorP
 			rep.fail("%s: a request after the run failed after %v: %v", name, l.lastTook, l.last)
 		}
 		leakedOver := 0
+		var peak storetest.Violation // the arrivals furthest over a rule under FailOpen
 		if policy == ratemonitor.FailClosed {
 			if l.uncounted != 0 {
 				rep.fail("%s: FailClosed sent %d requests uncounted", name, l.uncounted)
@@ -138,10 +140,15 @@ func faultCase(t *testing.T, tg Target, f serverFault, policy ratemonitor.ErrorP
 			}
 		} else if x, err := Check(s, l.arrivals, l.slack); err == nil {
 			leakedOver = len(x)
+			for _, v := range x {
+				if v.Count-v.Allow > peak.Count-peak.Allow {
+					peak = v
+				}
+			}
 		}
-		t.Logf("%s %s %s under %v: fault %v; %d sent, %d granted, %d uncounted (%.0f/s of fault), %d refused for store errors, %d store errors; first grant %v after; violations: %d at grants, %d at arrivals; arrival instants over a rule: %d; across the lost state: %d",
+		t.Logf("%s %s %s under %v: fault %v; %d sent, %d granted, %d uncounted (%.0f/s of fault), %d refused for store errors, %d store errors; first grant %v after; violations: %d at grants, %d at arrivals; arrival instants over a rule: %d (worst: %d where %d allowed, rule %s); across the lost state: %d",
 			tg.Name, f.name, name, policy, end.Sub(start).Round(time.Millisecond), len(l.sends), len(l.grants), l.uncounted,
-			float64(l.uncounted)/end.Sub(start).Seconds(), l.failed, l.storeErrs, first.Round(time.Millisecond), v, av, leakedOver, crossing)
+			float64(l.uncounted)/end.Sub(start).Seconds(), l.failed, l.storeErrs, first.Round(time.Millisecond), v, av, leakedOver, peak.Count, peak.Allow, peak.Rule, crossing)
 	}
 }
 
