@@ -103,10 +103,9 @@ var t0 = time.Date(2026, 12, 1, 0, 0, 0, 123456000, time.UTC)
 var keySeq atomic.Int64
 
 // totals are the figures of one Run, logged at its end (and by a soak): store operations the
-// suite made through its recorder, grants the model judged, faults applied, violations found,
-// and failures gated as known defects.
+// suite made through its recorder, grants the model judged, faults applied and violations found.
 var totals struct {
-	ops, judged, faults, violations, gated, gatedViolations atomic.Int64
+	ops, judged, faults, violations atomic.Int64
 }
 
 // newKey returns a key no other case of this process uses, and unlikely to meet a key of an
@@ -133,18 +132,16 @@ func rounds(tg Target, n int, per time.Duration) int {
 }
 
 // Run runs the whole suite on tg. Each case is a subtest named
-// "<entry point or fault>/<strategy>[/<policy>]"; knownDefects names the ones that fail only
-// because of a defect of issue 13 being fixed elsewhere.
+// "<entry point or fault>/<strategy>[/<policy>]".
 func Run(t *testing.T, tg Target) {
 	if childMode() {
 		child(t, tg)
 		return
 	}
-	ops, judged, nfaults, viol, gated, gviol := totals.ops.Load(), totals.judged.Load(), totals.faults.Load(), totals.violations.Load(), totals.gated.Load(), totals.gatedViolations.Load()
+	ops, judged, nfaults, viol := totals.ops.Load(), totals.judged.Load(), totals.faults.Load(), totals.violations.Load()
 	defer func() {
-		t.Logf("conformance %s: %d store operations, %d grants judged by the model, %d faults applied, %d violations; known defects: %d failures, %d violations among them (soak %v)",
-			tg.Name, totals.ops.Load()-ops, totals.judged.Load()-judged, totals.faults.Load()-nfaults, totals.violations.Load()-viol,
-			totals.gated.Load()-gated, totals.gatedViolations.Load()-gviol, *soak)
+		t.Logf("conformance %s: %d store operations, %d grants judged by the model, %d faults applied, %d violations (soak %v)",
+			tg.Name, totals.ops.Load()-ops, totals.judged.Load()-judged, totals.faults.Load()-nfaults, totals.violations.Load()-viol, *soak)
 	}()
 	for _, s := range Strategies() {
 		if v := validate(tg, t, s); v != nil {
@@ -189,8 +186,7 @@ func validate(tg Target, t testing.TB, s *strategy.Strategy) error {
 	return r.Validate(s)
 }
 
-// report collects a case's failures, so that a case known to fail because of a defect of
-// issue 13 logs them instead of failing (see knownDefects), and the others fail.
+// report collects a case's failures, and fails the test with them when the case is done.
 type report struct {
 	mu    sync.Mutex
 	t     *testing.T
@@ -207,34 +203,17 @@ func (r *report) fail(format string, args ...any) {
 	r.mu.Unlock()
 }
 
-// done fails the test with every failure that knownDefects does not gate, and logs the gated
-// ones with their defect (at most 8 of each, then how many more).
+// done fails the test with every failure (the first 8, then how many more).
 func (r *report) done() {
 	r.t.Helper()
-	var gated, failed int
-	for _, f := range r.fails {
-		if d, ok := known(r.store, r.t.Name(), f); ok {
-			totals.gated.Add(1)
-			if gated++; gated <= 8 {
-				r.t.Logf("KNOWN DEFECT %d of issue 13 (%s): %s", d.defect, d.why, f)
-			}
-			continue
+	for i, f := range r.fails {
+		if i == 8 {
+			r.t.Errorf("… and %d more failures", len(r.fails)-8)
+			break
 		}
-		if failed++; failed <= 8 {
-			r.t.Error(f)
-		}
+		r.t.Error(f)
 	}
-	if gated > 8 {
-		r.t.Logf("… and %d more failures of known defects", gated-8)
-	}
-	if failed == 0 {
-		totals.gatedViolations.Add(int64(r.viol)) // every failure, violations included, is a known defect's
-	} else {
-		totals.violations.Add(int64(r.viol))
-	}
-	if failed > 8 {
-		r.t.Errorf("… and %d more failures", failed-8)
-	}
+	totals.violations.Add(int64(r.viol))
 }
 
 // violations judges grants with the model and fails the report for each violation (the first
