@@ -40,7 +40,7 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 			go func() {
 				defer wg.Done()
 				for j := i; j < n; j += w {
-					if err := rec.Record(c, s, mkey, 1); err != nil {
+					if err := rec.record(c, s, mkey, 1); err != nil {
 						rep.fail("record: %v", err)
 						continue
 					}
@@ -59,7 +59,7 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := rec.Reserve(c, s, key, 1); err != nil {
+				if _, err := rec.reserve(c, s, key, 1); err != nil {
 					rep.fail("reserve: %v", err)
 				}
 			}()
@@ -79,7 +79,7 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 	}
 	sk.off.Add(int64(step))
 	totals.faults.Add(1)
-	stepAt := clk.Now()
+	stepAt := clk.Now() // true time
 	// 130 records just after the step (the figure), then usage must count them all.
 	record(130)
 	if got, want := storetest.Used(t, rec, s, mkey), storetest.ModelUsed(s, recs, later(latest, sk.Now())); !slices.Equal(got, want) {
@@ -93,14 +93,14 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 	stride := (s.Longest() + time.Second) / time.Duration(rounds(tg, 10, 100*time.Millisecond))
 	for clk.Now().Sub(stepAt) <= s.Longest()+time.Second {
 		reserve()
-		res, err := rec.Reserve(c, s, key, 1)
+		res, err := rec.reserve(c, s, key, 1)
 		if err == nil && !res.Allowed {
 			d := res.Wait
 			if d < 0 || d > s.Longest() {
 				rep.fail("after the step: wait %v outside [0, %v]", d, s.Longest())
 			}
 			clk.Advance(micro(d) + tolerance(s))
-			res, err = rec.Reserve(c, s, key, 1)
+			res, err = rec.reserve(c, s, key, 1)
 			if err == nil && !res.Allowed {
 				if dishonoured++; dishonoured == 1 {
 					rep.fail("after stepping the clock %v: told to wait %v, still refused after it (now told %v)", step, d, res.Wait)
@@ -124,9 +124,15 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 	}
 	grants, waits, _ := rec.kept()
 	rep.waitsInBounds(s, waits, 0)
+	// After the step the store dates grants on the new clock (after a step back it rebases the
+	// key, strategy.Rebase): no earlier than the stepped clock read at the step, and no later
+	// than it plus the time truly passed since and strategy.StepTolerance (the most a key is
+	// answered ahead of its clock).
+	stepped := stepAt.Add(step)
+	upper := stepped.Add(clk.Now().Sub(stepAt) + strategy.StepTolerance)
 	for _, g := range grants[len(before):] {
-		if step < 0 && g.At.Before(lastBefore) {
-			rep.fail("a grant after the step back is dated %v, before the key's latest %v", g.At, lastBefore)
+		if g.At.Before(stepped) || g.At.After(upper) {
+			rep.fail("a grant after the step %v is dated %v, outside [%v, %v]", step, g.At, stepped, upper)
 			break
 		}
 	}

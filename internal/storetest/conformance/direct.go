@@ -73,7 +73,7 @@ func reserve64(t *testing.T, tg Target, s *strategy.Strategy) {
 			go func() {
 				defer wg.Done()
 				n := 1 + i%5/4 // one in five asks for a burst of 2
-				if _, err := rec.Reserve(c, s, key, n); err != nil {
+				if _, err := rec.reserve(c, s, key, n); err != nil {
 					if errs.Add(1) == 1 {
 						rep.fail("reserve under contention at %v: %v", clk.Now(), err)
 					}
@@ -83,18 +83,18 @@ func reserve64(t *testing.T, tg Target, s *strategy.Strategy) {
 		wg.Wait()
 		ops += goroutines
 		// A lone caller told to wait d is granted after d (within one granularity).
-		res, err := rec.Reserve(c, s, key, 1)
+		res, err := rec.reserve(c, s, key, 1)
 		ops++
 		if err != nil {
 			rep.fail("lone reserve: %v", err)
 		} else if !res.Allowed {
 			d := res.Wait
 			clk.Advance(micro(d))
-			res, err = rec.Reserve(c, s, key, 1)
+			res, err = rec.reserve(c, s, key, 1)
 			ops++
 			if err == nil && !res.Allowed {
 				clk.Advance(tolerance(s))
-				res, err = rec.Reserve(c, s, key, 1)
+				res, err = rec.reserve(c, s, key, 1)
 				ops++
 				late++
 			}
@@ -141,7 +141,7 @@ func record64(t *testing.T, tg Target, s *strategy.Strategy) {
 			go func() {
 				defer wg.Done()
 				n := 1 + i%3
-				if err := st.Record(c, s, key, n); err != nil {
+				if err := st.record(c, s, key, n); err != nil {
 					rep.fail("record: %v", err)
 					return
 				}
@@ -201,7 +201,7 @@ func admit64(t *testing.T, tg Target, s *strategy.Strategy) {
 					mu.Unlock()
 					return
 				}
-				d, err := rec.Admit(c, s, key, 1)
+				d, err := rec.admit(c, s, key, 1)
 				if err != nil {
 					rep.fail("admit: %v", err)
 					return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/contend"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -65,6 +66,13 @@ var (
 	_ cache.Validator = (*recorder)(nil)
 	_ cache.Clocked   = (*recorder)(nil)
 )
+
+// Contends forwards the store's cache.Contender answer, so that a Transport over the recorder
+// takes turns per key as it does over the store itself.
+func (r *recorder) Contends() bool {
+	c, ok := r.Store.(cache.Contender)
+	return ok && c.Contends()
+}
 
 func (r *recorder) Validate(s *strategy.Strategy) error {
 	if v, ok := r.Store.(cache.Validator); ok {
@@ -214,4 +222,33 @@ func (r *recorder) contentions() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.contended
+}
+
+// The suite's direct calls retry contention (cache.ErrContended) within their context, as every
+// entry point of the library does (the Transport, Reserve, the middleware): a store that loses
+// an optimistic race after its own bounded retries is not failing.
+
+func (r *recorder) reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	res, err := r.Reserve(ctx, s, key, n)
+	if err == nil {
+		return res, nil
+	}
+	return contend.Retry(ctx, err, func() (strategy.Result, error) { return r.Reserve(ctx, s, key, n) })
+}
+
+func (r *recorder) record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	err := r.Record(ctx, s, key, n)
+	if err == nil {
+		return nil
+	}
+	_, err = contend.Retry(ctx, err, func() (struct{}, error) { return struct{}{}, r.Record(ctx, s, key, n) })
+	return err
+}
+
+func (r *recorder) admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+	d, err := r.Admit(ctx, s, key, n)
+	if err == nil {
+		return d, nil
+	}
+	return contend.Retry(ctx, err, func() (strategy.Decision, error) { return r.Admit(ctx, s, key, n) })
 }
