@@ -2,9 +2,9 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,7 +22,7 @@ import (
 type restartable struct {
 	bin, port, endpoint string
 	cmd                 *exec.Cmd
-	out                 *strings.Builder // dynalite's output, for when it dies
+	out                 *dynalitetest.SyncBuffer // dynalite's output, for when it dies
 	done                chan struct{}    // closed when the process has exited
 	exited              error            // its exit status, once done is closed
 	dead                atomic.Int64     // times dynalite exited without being stopped
@@ -45,7 +45,7 @@ func (d *restartable) start(t testing.TB) {
 func (d *restartable) startOnce() error {
 	d.cmd = exec.Command(d.bin, "--host", "127.0.0.1", "--port", d.port, "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
 	d.cmd.Dir = filepath.Dir(d.bin)
-	out := &strings.Builder{}
+	out := &dynalitetest.SyncBuffer{}
 	d.out = out
 	d.cmd.Stdout, d.cmd.Stderr = out, out
 	if err := d.cmd.Start(); err != nil {
@@ -58,17 +58,17 @@ func (d *restartable) startOnce() error {
 		d.exited = err
 		close(done)
 	}()
+	// Ready when it says itself that it listens: the port may answer for another package's
+	// server that took it meanwhile, and ours then exits (EADDRINUSE).
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err := http.Get(d.endpoint)
-		if err == nil {
-			resp.Body.Close()
+		if strings.Contains(out.String(), dynalitetest.Listening) {
 			break
 		}
 		if ok, exit := d.alive(); !ok {
 			return fmt.Errorf("exited while starting (%v)", exit)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("did not answer within 15 s: %w", err)
+			return errors.New("did not say it listens within 15 s")
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

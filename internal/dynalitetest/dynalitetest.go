@@ -3,14 +3,15 @@
 package dynalitetest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +39,7 @@ type Server struct {
 	Endpoint string
 	t        testing.TB
 	cmd      *exec.Cmd
+	exited   chan struct{} // closed when the process has exited
 }
 
 // Find returns the dynalite executable: $RATEMONITOR_DYNALITE, else dynalite on PATH, else one
@@ -71,33 +73,75 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip(msg)
 	}
+	// A port found free can be taken by another test package's server before ours binds it:
+	// ours then exits (EADDRINUSE) while the port answers for the other. So a server is ready
+	// only when it says itself that it listens, and a lost port is tried again with another.
+	var last error
+	for range 5 {
+		s, err := start(t, bin)
+		if err == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+		last = err
+	}
+	t.Fatal(last)
+	return nil
+}
+
+// start runs dynalite on a port found free and waits until it says it listens there.
+func start(t testing.TB, bin string) (*Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	l.Close()
-	s := &Server{Endpoint: "http://127.0.0.1:" + port, t: t}
+	s := &Server{Endpoint: "http://127.0.0.1:" + port, t: t, exited: make(chan struct{})}
 	s.cmd = exec.Command(bin, "--host", "127.0.0.1", "--port", port,
 		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
 	s.cmd.Dir = filepath.Dir(bin)
-	out := &strings.Builder{}
+	out := &SyncBuffer{}
 	s.cmd.Stdout, s.cmd.Stderr = out, out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
-	t.Cleanup(s.Stop)
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		resp, err := http.Get(s.Endpoint)
-		if err == nil {
-			resp.Body.Close()
-			return s
+	go func() { s.cmd.Wait(); close(s.exited) }()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(out.String(), Listening) {
+			return s, nil
+		}
+		select {
+		case <-s.exited:
+			return nil, fmt.Errorf("dynalite on %s exited while starting:\n%s", s.Endpoint, out)
+		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dynalite on %s did not answer within 15 s: %v\n%s", s.Endpoint, err, out)
+			s.Stop()
+			return nil, fmt.Errorf("dynalite on %s did not say it listens within 15 s:\n%s", s.Endpoint, out)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Listening is what dynalite prints once it listens on its port.
+const Listening = "Dynalite listening at"
+
+// SyncBuffer is a bytes.Buffer safe for a process's output copier and a reader at once.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // Stop kills the server and waits for it to exit. It is safe to call twice.
@@ -106,7 +150,7 @@ func (s *Server) Stop() {
 		return
 	}
 	s.cmd.Process.Kill()
-	s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 

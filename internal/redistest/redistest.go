@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,34 +35,46 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip(msg)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// A port found free can be taken by another test package's server before ours binds it:
+	// ours then exits while the port answers for the other. So the server is ready only when
+	// the one answering is ours (INFO's process_id), and a lost port is tried again.
+	var last error
+	for range 5 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		l.Close()
+		s := &Server{Addr: "127.0.0.1:" + port, t: t, port: port}
+		if last = s.start(); last == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+		s.Stop()
 	}
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	l.Close()
-	s := &Server{Addr: "127.0.0.1:" + port, t: t, port: port}
-	s.start()
-	t.Cleanup(s.Stop)
-	return s
+	t.Fatal(last)
+	return nil
 }
 
-func (s *Server) start() {
-	s.t.Helper()
+func (s *Server) start() error {
 	s.cmd = exec.Command("redis-server", "--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c.Ping(context.Background()).Err() == nil {
-			return
+	want := "process_id:" + strconv.Itoa(s.cmd.Process.Pid) + "\r\n"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if info, err := c.Info(context.Background(), "server").Result(); err == nil {
+			if strings.Contains(info, want) {
+				return nil
+			}
+			return fmt.Errorf("redis-server on %s: another server answers there", s.Addr)
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s did not answer within 10 s", s.Addr)
+			return fmt.Errorf("redis-server on %s did not answer within 10 s", s.Addr)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -78,7 +92,9 @@ func (s *Server) Stop() {
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
-	s.start()
+	if err := s.start(); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // Client returns a client for the server set as the store needs (no retries, context
