@@ -268,16 +268,6 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 			}
 		}
 	}
-	if t.store != nil {
-		if err := cache.ClaimCounters(t.store, t.strat); err != nil {
-			return nil, err
-		}
-		if t.app != nil {
-			if err := cache.ClaimCounters(t.store, t.app.strat); err != nil {
-				return nil, fmt.Errorf("app rules: %w", err)
-			}
-		}
-	}
 	if c, ok := t.store.(cache.Clocked); ok {
 		if t.clockSet && !sameClock(c.Clock(), t.clock) {
 			return nil, errors.New("ratemonitor: WithClock and the store's clock differ; give the clock to the store only (cache.MemoryConfig.Clock)")
@@ -293,6 +283,18 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	}
 	if _, ok := t.store.(cache.Syncer); t.sync != nil && !ok {
 		return nil, errNoSyncer
+	}
+	// Last, so that a New that fails claims nothing. A store New made itself is new: nothing
+	// can conflict there.
+	if !t.ownStore {
+		if err := cache.ClaimCounters(t.store, "", t.strat); err != nil {
+			return nil, err
+		}
+		if t.app != nil {
+			if err := cache.ClaimCounters(t.store, "app key "+t.app.key, t.app.strat); err != nil {
+				return nil, fmt.Errorf("app rules: %w", err)
+			}
+		}
 	}
 	t.contends = contends(t.store)
 	return t, nil

@@ -206,3 +206,25 @@ func TestSameWindowSharesOneCount(t *testing.T) {
 		})
 	}
 }
+
+// TestAppRulesDoNotConflictWithKeyRules: the app key's rules live on one key of their own, so a
+// different margin there splits no count (the README's Xero configuration, on a given store);
+// two Transports' app rules on the same app key are still checked.
+func TestAppRulesDoNotConflictWithKeyRules(t *testing.T) {
+	for name, mk := range stackStores(t) {
+		t.Run(name, func(t *testing.T) {
+			st := mk()
+			tenant := strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}
+			app := strategy.Rule{Limit: 10_000, Window: time.Minute}
+			for range 2 {
+				newTransport(t, nil, WithRules(tenant), WithAppRules("xero-app", app), WithStore(st))
+			}
+			_, err := New(nil, WithRules(tenant), WithAppRules("xero-app", strategy.Rule{Limit: 10_000, Window: time.Minute, Margin: 2 * time.Second}), WithStore(st))
+			if !errors.Is(err, cache.ErrCounterConflict) || !strings.HasPrefix(err.Error(), "app rules: ") {
+				t.Errorf("app rules with another margin on the same app key: %v, want an app-rules ErrCounterConflict", err)
+			}
+			// A failed New claims nothing: the other app key's margin is free to differ.
+			newTransport(t, nil, WithRules(tenant), WithAppRules("other-app", strategy.Rule{Limit: 100, Window: time.Minute, Margin: 2 * time.Second}), WithStore(st))
+		})
+	}
+}

@@ -11,9 +11,10 @@ import (
 
 // ErrCounterConflict is wrapped by ClaimCounters (and so by ratemonitor.New and middleware.New)
 // when a strategy would count a limit in another counter than a strategy already used on the
-// same store: two rules of the same limit and window that differ in margin or granularity. Each
-// would count only its own requests, so together they would let through up to twice the limit.
-// Give both the same Margin and Granularity, or give them separate stores.
+// same store: two rules of the same window (for the token bucket: the same window and limit)
+// that differ in margin or granularity. Each would count only its own requests, so together
+// they would let through up to twice the limit. Give both the same Margin and Granularity, or
+// give them separate stores (for Redis, a prefix of their own).
 var ErrCounterConflict = errors.New("ratemonitor: rules of the same window cannot share one count")
 
 // Namespacer is implemented by stores whose state lives outside the process (Redis, SQLite,
@@ -28,7 +29,13 @@ type Namespacer interface {
 // one counter holds the requests of all of them.
 var claims struct {
 	mu sync.Mutex
-	m  map[any]map[string]claim
+	m  map[claimScope]map[string]claim
+}
+
+// claimScope is a store and a scope of ClaimCounters.
+type claimScope struct {
+	store any
+	scope string
 }
 
 type claim struct {
@@ -37,18 +44,23 @@ type claim struct {
 }
 
 // ClaimCounters checks that s counts each of its limits in a counter shared with every strategy
-// already claimed on st in this process, and claims them. Within one strategy, rules of one
-// family may differ (a request is recorded in every counter of its strategy). It returns an
-// error wrapping ErrCounterConflict, naming both rules, when s would split a count; nothing is
-// claimed then. A store that is neither comparable nor a Namespacer is not checked.
+// already claimed on st in this process for the same scope, and claims them. The scope is ""
+// for strategies used on any key (a Transport's rules, a middleware Limiter's), or one key that
+// only s is used on (a Transport's app key, ratemonitor.WithAppRules): rules kept on keys that
+// never meet cannot split a count. Within one strategy, rules of one family may differ (a
+// request is recorded in every counter of its strategy). It returns an error wrapping
+// ErrCounterConflict, naming both rules, when s would split a count; nothing is claimed then. A
+// store that is neither comparable nor a Namespacer is not checked.
 //
-// The check covers the strategies of one process; processes sharing a store must be given the
-// same rules.
-func ClaimCounters(st Store, s *strategy.Strategy) error {
-	id, ok := storeIdentity(st)
+// Claims last as long as the store (the memory store forgets them on Close; for the others,
+// the life of the process). The check covers the strategies of one process; processes sharing
+// a store must be given the same rules.
+func ClaimCounters(st Store, scope string, s *strategy.Strategy) error {
+	sid, ok := storeIdentity(st)
 	if !ok {
 		return nil
 	}
+	id := claimScope{store: sid, scope: scope}
 	mine := map[string]map[string]strategy.Rule{} // family -> counter ID -> rule
 	for i := range s.NumRules() {
 		f := s.Family(i)
@@ -77,11 +89,11 @@ func ClaimCounters(st Store, s *strategy.Strategy) error {
 		if !shared {
 			return fmt.Errorf("%w: rule %s and rule %s, already used on this store, would be counted separately "+
 				"(their margin or granularity differ) and together let through up to twice the limit; "+
-				"give both the same Margin and Granularity, or give them separate stores", ErrCounterConflict, r, c.rule)
+				"give both the same Margin and Granularity, or give them separate stores (for Redis, a prefix of their own)", ErrCounterConflict, r, c.rule)
 		}
 	}
 	if claims.m == nil {
-		claims.m = map[any]map[string]claim{}
+		claims.m = map[claimScope]map[string]claim{}
 	}
 	if have == nil {
 		have = map[string]claim{}
@@ -111,7 +123,11 @@ func ClaimCounters(st Store, s *strategy.Strategy) error {
 func releaseClaims(st Store) {
 	if id, ok := storeIdentity(st); ok {
 		claims.mu.Lock()
-		delete(claims.m, id)
+		for k := range claims.m {
+			if k.store == id {
+				delete(claims.m, k)
+			}
+		}
 		claims.mu.Unlock()
 	}
 }

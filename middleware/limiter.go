@@ -58,9 +58,6 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 	if err := s.CheckBurst(1); err != nil {
 		return nil, fmt.Errorf("ratemonitor: middleware: %w", err)
 	}
-	if err := cache.ClaimCounters(store, s); err != nil {
-		return nil, fmt.Errorf("ratemonitor: middleware: %w", err)
-	}
 	var c config
 	for _, o := range opts {
 		if o != nil {
@@ -92,6 +89,10 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 	members, err := memberNames(names)
 	if err != nil {
 		return nil, fmt.Errorf("ratemonitor: middleware: policy names: %w", err)
+	}
+	// Last of the checks, so that a New that fails claims nothing.
+	if err := cache.ClaimCounters(store, "", s); err != nil {
+		return nil, err // it names the rules and what to do
 	}
 	l := &Limiter{store: adm, peek: store, strat: s, names: names, members: members, policy: policy,
 		keys:  keys,
