@@ -5,27 +5,43 @@
 -- 2^53, so exact in a Lua number).
 --
 -- KEYS: per slot j, KEYS[j] a hash: "k" the window index the count belongs to, "c" the count,
---       "hw" the latest instant seen. Its TTL runs to the end of hw's window plus slack.
+--       "hw" the latest instant seen, "off" the key's clock offset (µs; absent: 0). Its TTL
+--       runs to the end of hw's window plus slack.
 -- ARGV: op ("record" | "reserve" | "admit" | "peek" | "release"), n, now override in µs (""
---       for Redis TIME), at (µs, for release), slot count, then per slot W and slack (µs),
+--       for Redis TIME), at (µs, for release), the step tolerance (strategy.StepTolerance, µs),
+--       slot count, then per slot W and slack (µs),
 --       then rule count, then per rule its slot (1-based) and effective limit.
 -- Returns (durations as whole µs then extra ns, which is always 0 here):
 --       record/release {now}; reserve {allowed, wait µs, wait ns, at};
 --       peek {wait µs, wait ns, used...}; admit {allowed, wait µs, wait ns, at, then per rule
---       used, reset µs, reset ns}.
+--       used, reset µs, reset ns}. Instants are the key's (TIME + offset).
+--
+-- Clock steps (strategy.Rebase, DESIGN §9). Every instant of a key (hw, window indexes, the at
+-- of a release) is on the key's own timeline: Redis TIME (or the override) plus the key's clock
+-- offset, the largest "off" its slots hold. When that instant is more than the step tolerance
+-- behind the latest instant the slots have seen, the clock was stepped back: the offset is
+-- raised so that the key's instant is that latest instant, and written to every slot the
+-- operation writes (refusals and peeks included), so that the next operation finds it rather
+-- than detecting the step again. The count stays in its window of that timeline, so a full
+-- window stays full for the rest of it on the new clock. TTLs are durations, on Redis's clock.
 
 local op = ARGV[1]
 local n = tonumber(ARGV[2])
-local now
+local raw -- the store's clock, µs
 if ARGV[3] ~= '' then
-  now = tonumber(ARGV[3])
+  raw = tonumber(ARGV[3])
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local nslots = tonumber(ARGV[5])
+local STEP = tonumber(ARGV[5])
+-- the key's clock offset: the largest its slots hold, raised by load_all on a step back
+local off = 0
+-- the key's instant, raw + off; set by load_all, which every operation starts with
+local now = raw
+local nslots = tonumber(ARGV[6])
 local W, S = {}, {}
-local p = 6
+local p = 7
 for j = 1, nslots do
   W[j], S[j] = tonumber(ARGV[p]), tonumber(ARGV[p + 1])
   p = p + 2
@@ -53,18 +69,31 @@ end
 local st = {}
 
 local function load(j)
-  local v = redis.call('HMGET', KEYS[j], 'k', 'c', 'hw')
+  local v = redis.call('HMGET', KEYS[j], 'k', 'c', 'hw', 'off')
   local hw = tonumber(v[3])
-  st[j] = {k = tonumber(v[1]) or 0, c = tonumber(v[2]) or 0, hw = hw, existed = hw ~= nil}
+  st[j] = {k = tonumber(v[1]) or 0, c = tonumber(v[2]) or 0, hw = hw, off = tonumber(v[4]) or 0, existed = hw ~= nil}
 end
 
+-- Load every slot, set the key's instant (now) from the offset loaded, rebase the key when its
+-- clock stepped back (see the top), and return the latest of now and every slot's time: the
+-- instant operations that move the key's time are decided at.
 local function load_all()
-  local t = now
   for j = 1, nslots do
     load(j)
-    if st[j].hw ~= nil and st[j].hw > t then t = st[j].hw end
+    if st[j].off > off then off = st[j].off end
   end
-  return t
+  now = raw + off
+  local hw
+  for j = 1, nslots do
+    local h = st[j].hw
+    if h ~= nil and (hw == nil or h > hw) then hw = h end
+  end
+  if hw ~= nil and hw - now > STEP then
+    off = off + (hw - now)
+    now = hw
+  end
+  if hw ~= nil and hw > now then return hw end
+  return now
 end
 
 -- Move slot j's time to t if later; a window that has ended counts nothing.
@@ -106,7 +135,12 @@ local function save(existing)
   for j = 1, nslots do
     local s = st[j]
     if s.hw ~= nil and (s.existed or not existing) then
-      redis.call('HSET', KEYS[j], 'k', int(s.k), 'c', int(s.c), 'hw', int(s.hw))
+      -- off never falls below a slot's own (it is their largest), so 0 means none was stored
+      if off > 0 then
+        redis.call('HSET', KEYS[j], 'k', int(s.k), 'c', int(s.c), 'hw', int(s.hw), 'off', int(off))
+      else
+        redis.call('HSET', KEYS[j], 'k', int(s.k), 'c', int(s.c), 'hw', int(s.hw))
+      end
       local x = (index(s.hw, W[j]) + 1) * W[j] + S[j]
       redis.call('PEXPIRE', KEYS[j], int(math.max(1, math.ceil((x - now) / 1000))))
     end
@@ -114,10 +148,8 @@ local function save(existing)
 end
 
 if op == 'record' then
-  for j = 1, nslots do
-    load(j)
-    add(j, now, n)
-  end
+  load_all()
+  for j = 1, nslots do add(j, now, n) end
   save(false)
   return {now}
 end
@@ -127,7 +159,8 @@ if op == 'reserve' then
   local d = layered_wait(t, n)
   if d > 0 then
     save(true)
-    return {0, d, 0, t}
+    -- the wait is measured from the caller's instant (strategy.StepTolerance)
+    return {0, d + t - now, 0, t}
   end
   for j = 1, nslots do add(j, t, n) end
   save(false)
@@ -142,13 +175,15 @@ if op == 'admit' then
   for j = 1, nslots do add(j, t, n) end
   -- a refused attempt counts too: the next one waits for every rule it filled
   if allowed == 0 then d = layered_wait(t, n) end
-  local out = {allowed, d, 0, t}
+  local sk = t - now -- waits are measured from the caller's instant (strategy.StepTolerance)
+  local out = {allowed, d > 0 and d + sk or 0, 0, t}
   for i = 1, nrules do
     local j = RS[i]
     advance(j, t)
     local used = st[j].c
+    local r = used > 0 and wait(j, t, RL[i], RL[i]) or 0
     out[#out + 1] = used
-    out[#out + 1] = used > 0 and wait(j, t, RL[i], RL[i]) or 0
+    out[#out + 1] = r > 0 and r + sk or 0
     out[#out + 1] = 0
   end
   save(false)
@@ -157,8 +192,12 @@ end
 
 if op == 'peek' then
   local out = {0, 0}
-  for j = 1, nslots do load(j) end
-  if n > 0 then out[1] = layered_wait(now, n) end
+  local t = load_all()
+  if n > 0 then
+    out[1] = layered_wait(now, n)
+    -- measured from the caller's instant (strategy.StepTolerance)
+    if out[1] > 0 then out[1] = out[1] + t - now end
+  end
   for i = 1, nrules do
     advance(RS[i], now)
     out[2 + i] = st[RS[i]].c
@@ -170,8 +209,8 @@ end
 
 if op == 'release' then
   local at = tonumber(ARGV[4])
+  load_all()
   for j = 1, nslots do
-    load(j)
     local s = st[j]
     if s.existed then
       advance(j, s.hw)

@@ -12,7 +12,21 @@
 // instant the bucket is full again plus slack (token bucket).
 //
 // Instants are whole microseconds (Redis TIME's resolution), so every rule's effective window
-// must be whole microseconds too. Sync (upstream pauses and reported usage) is kept for the
+// must be whole microseconds too.
+//
+// Clock steps (DESIGN §9, strategy.Rebase): each logical key keeps a clock offset (µs, ≥ 0,
+// the field "off" of every slot's hash and part of the pause), and its instant is Redis TIME +
+// that offset. When Redis's clock has stepped back by more than strategy.StepTolerance behind
+// the latest instant the key has seen, the script raises the offset so that the key continues
+// from that instant, and writes it with the key, instead of rewriting the key's buckets. So a
+// full limit stays full for exactly the rest of its window on the new clock, nothing recorded
+// is lost, and no key is locked out until the clock catches up. Within the tolerance, the key
+// is answered at its latest instant and every wait is measured from the caller's instant, as
+// under strategy.Strategy. Every instant the store returns (Result.At, Decision.At, a pause's
+// end, a report's instant) is on the key's timeline, which is what Release takes back; TTLs
+// are durations, so on Redis's own clock. Under the fixed window the count stays in its
+// window of the key's timeline, where the other stores carry it into the window of the new
+// clock: the two differ only for a step that is not a whole number of windows. Sync (upstream pauses and reported usage) is kept for the
 // rolling window only.
 package redisstore
 
@@ -212,8 +226,10 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	if st.opts.Clock != nil {
 		now = strconv.FormatInt(st.opts.Clock.Now().UnixMicro(), 10)
 	}
-	args := make([]any, 0, 4+len(pl.args)+len(extra))
-	args = append(args, op, n, now, at.UnixMicro())
+	args := make([]any, 0, 5+len(pl.args)+len(extra))
+	// The scripts rebase a key whose clock stepped back by more than the tolerance (see
+	// clockOffset in the package doc), in whole µs.
+	args = append(args, op, n, now, at.UnixMicro(), strategy.StepTolerance.Microseconds())
 	args = append(args, pl.args...)
 	args = append(args, extra...)
 	select {
@@ -245,8 +261,9 @@ func (st *Store) failed(ctx context.Context, op, key string, err error) error {
 // Admit implements cache.Admitter: one round trip, which decides, records and returns every
 // rule's state exactly as strategy.Strategy.Admit does (under the fixed window a refused attempt
 // is counted too). Under the rolling window a pause set by Sync does not hold an admission, as
-// in the strategy. Durations are exact (token bucket: to the ns; others: whole µs), At is
-// Redis's instant. Errors are Record's, and strategy.CheckBurst's for the burst.
+// in the strategy. Durations are exact (token bucket: to the ns; others: whole µs), At is the
+// key's instant (Redis TIME + the key's clock offset, see the package doc). Errors are Record's,
+// and strategy.CheckBurst's for the burst.
 func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
 	if s != nil {
 		if err := s.CheckBurst(n); err != nil {
@@ -460,7 +477,7 @@ func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n
 	return err
 }
 
-// Reserve implements cache.Store: one round trip. Result.At is Redis's instant (µs
+// Reserve implements cache.Store: one round trip. Result.At is the key's instant (µs
 // resolution); Result.Wait is in µs steps, to the ns under the token bucket. Errors are Record's, and strategy.CheckBurst's
 // for the burst. A Reserve cut off by a timeout may still have recorded: its slots are then held
 // until they expire.

@@ -6,10 +6,13 @@
 --       KEYS[2j] a hash: "b"..index → count, "t" total, "hw" time, "lo" a lower bound of the
 --       oldest bucket's latest instant (pruning is due when lo + W <= time), "x" the instant
 --       both keys are kept until (their TTL, refreshed only when it falls short), "rr" and
---       "ra" the remaining count the upstream last reported and when; then last, the key's
---       pause: a string holding the instant reservations are held until, expiring after it.
+--       "ra" the remaining count the upstream last reported and when, "off" the key's clock
+--       offset (absent: 0); then last, the key's pause: a string "<until> <off>" (or, as
+--       written before offsets, "<until>"), the instant reservations are held until and the
+--       clock offset, expiring after it.
 -- ARGV: op ("record" | "reserve" | "admit" | "peek" | "release" | "sync"), n (for sync: the pause),
---       now override in µs ("" for Redis TIME), at (µs, for release), slot count, then per
+--       now override in µs ("" for Redis TIME), at (µs, for release), the step tolerance
+--       (strategy.StepTolerance, µs), slot count, then per
 --       slot W, G, slack (µs), then rule count, then per rule its slot (1-based) and effective
 --       limit; for sync, then the report count and per report its slot, remaining, used and
 --       reset (µs, 0 when unknown).
@@ -18,21 +21,36 @@
 --       (-1 and 0 when none)}; sync {at}; admit {allowed, wait, 0, at, then per rule used,
 --       reset, 0} (the zeros are the ns parts of the durations, as the other scripts return
 --       them). µs.
--- Each slot costs one HMGET, and for writes a ZADD and an HSET; pruning and TTL refreshes are
--- rare extra calls.
+-- Each slot costs one HMGET, and for writes a ZADD and an HSET, and the key one GET (its pause);
+-- pruning, TTL refreshes and a bucket other than the one guessed at load are rare extra calls.
+--
+-- Clock steps (strategy.Rebase, DESIGN §9). Every instant of a key (hw, bucket instants, the
+-- pause, "ra", "x", the at of a release) is on the key's own timeline: Redis TIME (or the
+-- override) plus the key's clock offset, the largest "off" its keys hold. When that instant is
+-- more than the step tolerance behind the latest instant the key's slots have seen, the clock
+-- was stepped back: the offset is raised so that the key's instant is that latest instant, and
+-- written to every key the operation writes (refusals and peeks included), so that the next
+-- operation finds it rather than detecting the step again. The buckets are not rewritten (a
+-- day's sorted set would be too costly); nothing that counts moves, and every wait told holds
+-- on the new clock. TTLs are durations, so on Redis's own clock.
 
 local op = ARGV[1]
 local n = tonumber(ARGV[2])
-local now
+local raw -- the store's clock, µs
 if ARGV[3] ~= '' then
-  now = tonumber(ARGV[3])
+  raw = tonumber(ARGV[3])
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local nslots = tonumber(ARGV[5])
+local STEP = tonumber(ARGV[5])
+-- the key's clock offset: the largest its keys hold, raised by settle on a step back
+local off = 0
+-- the key's instant, raw + off; set by settle, which every operation calls once it has loaded
+local now = raw
+local nslots = tonumber(ARGV[6])
 local W, G, S = {}, {}, {}
-local p = 6
+local p = 7
 for j = 1, nslots do
   W[j], G[j], S[j] = tonumber(ARGV[p]), tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2])
   p = p + 3
@@ -61,17 +79,59 @@ local st = {}
 local function load(j, field)
   local v
   if op == 'peek' then -- only a peek answers with the reported figures
-    v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', field, 'rr', 'ra')
+    v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', 'off', field, 'rr', 'ra')
   else
-    v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', field)
+    v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', 'off', field)
   end
   st[j] = {hw = tonumber(v[1]), total = tonumber(v[2]) or 0, lo = tonumber(v[3]), x = tonumber(v[4]),
-    field = field, count = tonumber(v[5]) or 0, rr = tonumber(v[6]), ra = tonumber(v[7]), skip = 0, set = {}}
+    off = tonumber(v[5]) or 0, field = field, count = tonumber(v[6]) or 0, rr = tonumber(v[7]),
+    ra = tonumber(v[8]), skip = 0, set = {}}
+  if st[j].off > off then off = st[j].off end
+end
+
+-- the field of the bucket of slot j that holds the key's instant, as far as the keys loaded so
+-- far tell it (add reads another bucket when the one recorded in differs)
+local function guess(j)
+  return 'b' .. bucket(raw + off, G[j])
+end
+
+-- the key's pause as stored: until (0 when none) and its offset
+local pause = {until_ = 0, off = 0}
+
+local function load_pause()
+  local v = redis.call('GET', KEYS[2 * nslots + 1])
+  if not v then return end
+  local u, o = string.match(v, '^(%d+) (%d+)$')
+  pause.until_, pause.off, pause.present = tonumber(u or v) or 0, tonumber(o) or 0, true
+  if pause.off > off then off = pause.off end
 end
 
 -- the instant the key's pause ends; 0 when it has none
 local function paused_until()
-  return tonumber(redis.call('GET', KEYS[2 * nslots + 1])) or 0
+  return pause.until_
+end
+
+-- Set the key's instant (now) from the offset loaded, rebase the key when its clock stepped
+-- back (see the top), and return the latest of now and every slot's time: the instant
+-- operations that move the key's time are decided at. Call after every load.
+local function settle()
+  now = raw + off
+  local hw
+  for j = 1, nslots do
+    local h = st[j].hw
+    if h ~= nil and (hw == nil or h > hw) then hw = h end
+  end
+  if hw ~= nil and hw - now > STEP then
+    off = off + (hw - now)
+    now = hw
+  end
+  if pause.present and pause.off ~= off then
+    -- the pause ends at the same instant of the key's timeline, so its TTL stays
+    redis.call('SET', KEYS[2 * nslots + 1], int(pause.until_) .. ' ' .. int(off), 'KEEPTTL')
+    pause.off = off
+  end
+  if hw ~= nil and hw > now then return hw end
+  return now
 end
 
 -- Move slot j's time to t if later and drop what stops counting there. With write unset
@@ -172,6 +232,7 @@ local function save()
   for j = 1, nslots do
     local s = st[j]
     local z, h = KEYS[2 * j - 1], KEYS[2 * j]
+    if s.hw ~= nil and s.off ~= off then s.set.off = int(off) end
     if next(s.set) ~= nil and s.hw ~= nil then
       if s.x == nil or s.x < s.hw + W[j] or s.newz then
         local x = s.hw + W[j] + S[j]
@@ -194,13 +255,19 @@ end
 if op == 'peek' then
   -- A key with state keeps the time of the peek, as every operation does: were Redis TIME to
   -- step back, usage that had stopped counting must not count again.
-  local out = {0, now}
+  load_pause()
   local exists = false
   for j = 1, nslots do
     load(j, 'hw')
     if st[j].hw ~= nil then exists = true end
   end
-  if n > 0 then out[1] = layered_wait(now, n, exists) end
+  local t = settle()
+  local out = {0, now}
+  if n > 0 then
+    out[1] = layered_wait(now, n, exists)
+    -- measured from the caller's instant (strategy.StepTolerance)
+    if out[1] > 0 then out[1] = out[1] + t - now end
+  end
   for i = 1, nrules do
     advance(RS[i], now, exists)
     out[2 + i] = st[RS[i]].total
@@ -228,20 +295,18 @@ if op == 'peek' then
 end
 
 if op == 'record' then
-  for j = 1, nslots do
-    load(j, 'b' .. bucket(now, G[j]))
-    add(j, now, n)
-  end
+  load_pause()
+  for j = 1, nslots do load(j, guess(j)) end
+  settle()
+  for j = 1, nslots do add(j, now, n) end
   save()
   return {now}
 end
 
 if op == 'reserve' then
-  local t = now
-  for j = 1, nslots do
-    load(j, 'b' .. bucket(now, G[j]))
-    if st[j].hw ~= nil and st[j].hw > t then t = st[j].hw end
-  end
+  load_pause()
+  for j = 1, nslots do load(j, guess(j)) end
+  local t = settle()
   local d = layered_wait(t, n, true)
   local pu = paused_until()
   if pu > t then d = math.max(d, pu - t) end
@@ -249,7 +314,8 @@ if op == 'reserve' then
     for j = 1, nslots do add(j, t, n) end
   end
   save()
-  if d > 0 then return {0, d, t} end
+  -- the wait is measured from the caller's instant (strategy.StepTolerance)
+  if d > 0 then return {0, d + t - now, t} end
   return {1, 0, t}
 end
 
@@ -273,22 +339,22 @@ end
 if op == 'admit' then
   -- strategy.Strategy.Admit: Reserve's decision (a pause does not hold a server's admissions),
   -- then every rule's used count and reset at the decision's instant
-  local t = now
-  for j = 1, nslots do
-    load(j, 'b' .. bucket(now, G[j]))
-    if st[j].hw ~= nil and st[j].hw > t then t = st[j].hw end
-  end
+  load_pause()
+  for j = 1, nslots do load(j, guess(j)) end
+  local t = settle()
+  local sk = t - now -- waits are measured from the caller's instant (strategy.StepTolerance)
   local d = layered_wait(t, n, true)
   if d == 0 then
     for j = 1, nslots do add(j, t, n) end
   end
-  local out = {d == 0 and 1 or 0, d, 0, t}
+  local out = {d == 0 and 1 or 0, d > 0 and d + sk or 0, 0, t}
   for i = 1, nrules do advance(RS[i], t, true) end
   save()
   for i = 1, nrules do
     local used = st[RS[i]].total
+    local r = used > 0 and reset(RS[i], t) or 0
     out[#out + 1] = used
-    out[#out + 1] = used > 0 and reset(RS[i], t) or 0
+    out[#out + 1] = r > 0 and r + sk or 0
     out[#out + 1] = 0
   end
   return out
@@ -296,13 +362,14 @@ end
 
 if op == 'release' then
   local at = tonumber(ARGV[4])
+  load_pause()
+  for j = 1, nslots do load(j, 'b' .. bucket(at, G[j])) end
+  settle()
   for j = 1, nslots do
-    local f = 'b' .. bucket(at, G[j])
-    load(j, f)
     local s = st[j]
     local k = math.min(n, s.count)
     if k > 0 then
-      s.set[f] = int(s.count - k)
+      s.set[s.field] = int(s.count - k)
       s.set.t = int(s.total - k)
     end
   end
@@ -311,11 +378,9 @@ if op == 'release' then
 end
 
 if op == 'sync' then
-  local t = now
-  for j = 1, nslots do
-    load(j, 'b' .. bucket(now, G[j]))
-    if st[j].hw ~= nil and st[j].hw > t then t = st[j].hw end
-  end
+  load_pause()
+  for j = 1, nslots do load(j, guess(j)) end
+  local t = settle()
   local q = p
   for _ = 1, tonumber(ARGV[q]) do
     local j, rem, used, reset = tonumber(ARGV[q + 1]), tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3]), tonumber(ARGV[q + 4])
@@ -333,7 +398,7 @@ if op == 'sync' then
     local until_ = t + n
     if until_ > paused_until() then
       local ms = int(math.ceil((until_ - now + S[1]) / 1000))
-      redis.call('SET', KEYS[2 * nslots + 1], int(until_), 'PX', ms)
+      redis.call('SET', KEYS[2 * nslots + 1], int(until_) .. ' ' .. int(off), 'PX', ms)
     end
   end
   save()

@@ -12,28 +12,43 @@
 -- capacity C ≤ 2^31; C·W < 2^53 (tokenbucket's C·W ≤ 2^62 ns); the cap's q < 2^53. So every
 -- product below is below 2^53, and every division is an exact one (fmod first).
 --
--- KEYS: per slot j, KEYS[j] a hash: "q", "r", "s" (the debt, as above) and "hw" the latest
---       instant seen (the last refill, µs). Its TTL runs until the bucket is full, plus slack.
+-- KEYS: per slot j, KEYS[j] a hash: "q", "r", "s" (the debt, as above), "hw" the latest
+--       instant seen (the last refill, µs) and "off" the key's clock offset (µs; absent: 0).
+--       Its TTL runs until the bucket is full, plus slack.
 -- ARGV: op ("record" | "reserve" | "admit" | "peek" | "release"), n, now override in µs (""
---       for Redis TIME), at (unused), slot count, then per slot C, W (µs), the cap as q, r, s,
---       and slack (µs), then rule count, then per rule its slot (1-based) and effective limit.
+--       for Redis TIME), at (unused), the step tolerance (strategy.StepTolerance, µs), slot
+--       count, then per slot C, W (µs), the cap as q, r, s, and slack (µs), then rule count,
+--       then per rule its slot (1-based) and effective limit.
 -- Returns (durations as whole µs then extra ns, 0 to 999):
 --       record/release {now}; reserve {allowed, wait µs, wait ns, at};
 --       peek {wait µs, wait ns, used...}; admit {allowed, wait µs, wait ns, at, then per rule
---       used, reset µs, reset ns}.
+--       used, reset µs, reset ns}. Instants are the key's (TIME + offset).
+--
+-- Clock steps (strategy.Rebase, DESIGN §9). Every instant of a key (hw) is on the key's own
+-- timeline: Redis TIME (or the override) plus the key's clock offset, the largest "off" its
+-- slots hold. When that instant is more than the step tolerance behind the latest instant the
+-- slots have seen, the clock was stepped back: the offset is raised so that the key's instant
+-- is that latest instant, and written to every slot the operation writes (refusals and peeks
+-- included), so that the next operation finds it rather than detecting the step again. The
+-- debt then refills on the new clock from where it was. TTLs are durations, on Redis's clock.
 
 local op = ARGV[1]
 local n = tonumber(ARGV[2])
-local now
+local raw -- the store's clock, µs
 if ARGV[3] ~= '' then
-  now = tonumber(ARGV[3])
+  raw = tonumber(ARGV[3])
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local nslots = tonumber(ARGV[5])
+local STEP = tonumber(ARGV[5])
+-- the key's clock offset: the largest its slots hold, raised by load_all on a step back
+local off = 0
+-- the key's instant, raw + off; set by load_all, which every operation starts with
+local now = raw
+local nslots = tonumber(ARGV[6])
 local C, W, QM, RM, SM, S = {}, {}, {}, {}, {}, {}
-local p = 6
+local p = 7
 for j = 1, nslots do
   C[j], W[j] = tonumber(ARGV[p]), tonumber(ARGV[p + 1])
   QM[j], RM[j], SM[j] = tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3]), tonumber(ARGV[p + 4])
@@ -55,18 +70,32 @@ end
 local st = {}
 
 local function load(j)
-  local v = redis.call('HMGET', KEYS[j], 'q', 'r', 's', 'hw')
+  local v = redis.call('HMGET', KEYS[j], 'q', 'r', 's', 'hw', 'off')
   local hw = tonumber(v[4])
-  st[j] = {q = tonumber(v[1]) or 0, r = tonumber(v[2]) or 0, s = tonumber(v[3]) or 0, hw = hw, existed = hw ~= nil}
+  st[j] = {q = tonumber(v[1]) or 0, r = tonumber(v[2]) or 0, s = tonumber(v[3]) or 0, hw = hw,
+    off = tonumber(v[5]) or 0, existed = hw ~= nil}
 end
 
+-- Load every slot, set the key's instant (now) from the offset loaded, rebase the key when its
+-- clock stepped back (see the top), and return the latest of now and every slot's time: the
+-- instant operations that move the key's time are decided at.
 local function load_all()
-  local t = now
   for j = 1, nslots do
     load(j)
-    if st[j].hw ~= nil and st[j].hw > t then t = st[j].hw end
+    if st[j].off > off then off = st[j].off end
   end
-  return t
+  now = raw + off
+  local hw
+  for j = 1, nslots do
+    local h = st[j].hw
+    if h ~= nil and (hw == nil or h > hw) then hw = h end
+  end
+  if hw ~= nil and hw - now > STEP then
+    off = off + (hw - now)
+    now = hw
+  end
+  if hw ~= nil and hw > now then return hw end
+  return now
 end
 
 -- Move slot j's time to t if later, paying off e·C token·µs of debt for the e µs elapsed
@@ -163,7 +192,12 @@ local function save(existing)
   for j = 1, nslots do
     local s = st[j]
     if s.hw ~= nil and (s.existed or not existing) then
-      redis.call('HSET', KEYS[j], 'q', int(s.q), 'r', int(s.r), 's', int(s.s), 'hw', int(s.hw))
+      -- off never falls below a slot's own (it is their largest), so 0 means none was stored
+      if off > 0 then
+        redis.call('HSET', KEYS[j], 'q', int(s.q), 'r', int(s.r), 's', int(s.s), 'hw', int(s.hw), 'off', int(off))
+      else
+        redis.call('HSET', KEYS[j], 'q', int(s.q), 'r', int(s.r), 's', int(s.s), 'hw', int(s.hw))
+      end
       local us = wait(j, s.hw, 0, 0)
       local x = s.hw + us + 1 + S[j]
       redis.call('PEXPIRE', KEYS[j], int(math.max(1, math.ceil((x - now) / 1000))))
@@ -172,10 +206,8 @@ local function save(existing)
 end
 
 if op == 'record' then
-  for j = 1, nslots do
-    load(j)
-    add(j, now, n)
-  end
+  load_all()
+  for j = 1, nslots do add(j, now, n) end
   save(false)
   return {now}
 end
@@ -185,7 +217,8 @@ if op == 'reserve' then
   local dus, dns = layered_wait(t, n)
   if dus > 0 or dns > 0 then
     save(true)
-    return {0, dus, dns, t}
+    -- the wait is measured from the caller's instant (strategy.StepTolerance)
+    return {0, dus + t - now, dns, t}
   end
   for j = 1, nslots do add(j, t, n) end
   save(false)
@@ -199,11 +232,14 @@ if op == 'admit' then
   if ok then
     for j = 1, nslots do add(j, t, n) end
   end
+  local sk = t - now -- waits are measured from the caller's instant (strategy.StepTolerance)
+  if not ok then dus = dus + sk end
   local out = {ok and 1 or 0, dus, dns, t}
   for i = 1, nrules do
     local u = used(RS[i], t)
     local us, ns = 0, 0
     if u > 0 then us, ns = wait(RS[i], t, RL[i], RL[i]) end
+    if us > 0 or ns > 0 then us = us + sk end
     out[#out + 1] = u
     out[#out + 1] = us
     out[#out + 1] = ns
@@ -214,8 +250,12 @@ end
 
 if op == 'peek' then
   local out = {0, 0}
-  for j = 1, nslots do load(j) end
-  if n > 0 then out[1], out[2] = layered_wait(now, n) end
+  local t = load_all()
+  if n > 0 then
+    out[1], out[2] = layered_wait(now, n)
+    -- measured from the caller's instant (strategy.StepTolerance)
+    if out[1] > 0 or out[2] > 0 then out[1] = out[1] + t - now end
+  end
   for i = 1, nrules do
     out[2 + i] = used(RS[i], now)
   end
@@ -225,8 +265,8 @@ if op == 'peek' then
 end
 
 if op == 'release' then
+  load_all()
   for j = 1, nslots do
-    load(j)
     local s = st[j]
     if s.existed then
       -- Bucket.Remove: all of it when n ≥ ceil(debt / W ns), uncapped
