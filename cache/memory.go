@@ -308,7 +308,9 @@ func (m *Memory) doLive(ctx context.Context, s *strategy.Strategy, key string, w
 		old := e.cost
 		cost, _, refresh := e.maintain(s, now)
 		pinned := e.pinned
-		if pinned && e.cost != old {
+		// An entry still being pinned is not counted in the pinned tier yet: finishPin counts
+		// its whole cost, growth included.
+		if pinned && !e.pinning && e.cost != old {
 			m.addPinned(0, e.cost-old)
 		}
 		var pin, unpin bool
@@ -337,8 +339,13 @@ func (m *Memory) apply(e *entry, s *strategy.Strategy, fn func([]strategy.Counte
 	cs := e.countersFor(s)
 	// An injected clock may have been stepped back: rebase all of the key's counters, and the
 	// instant the sweep keeps the entry until with them (clock.Real never goes back).
-	if d := strategy.Rebase(e.counters, &e.upstream, now); d != 0 && e.ttlUntil != 0 {
-		e.ttlUntil += int64(d)
+	if d := strategy.Rebase(e.counters, &e.upstream, now); d != 0 {
+		if e.ttlUntil != 0 {
+			e.ttlUntil += int64(d)
+		}
+		if e.limitUntil != 0 {
+			e.limitUntil += int64(d)
+		}
 	}
 	fn(cs, &e.upstream, now)
 	return now
