@@ -1,6 +1,7 @@
 package ratemonitor
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -86,6 +87,54 @@ func TestStackedThreeLayersRetry(t *testing.T) {
 			resp.Body.Close()
 			if u := usedOf(t, c, "k"); !slices.Equal(u, []int{2, 2}) {
 				t.Errorf("used %v after 2 attempts, want [2 2]", u)
+			}
+		})
+	}
+}
+
+// TestStackedInnerReservation: a Reservation of the inner Transport carried through an outer
+// one. The attempt spends the reservation's slot, recorded in both of the inner's counters by
+// Reserve; the outer Transport records it again in the shared minute counter, so the inner one
+// gives the reservation's slot back there: one attempt, used [1 1]. Before the fix, used
+// [2 1]. When the outer Transport counts every counter of the inner one, the slot is spent
+// and given back all the same: used [1], nothing left reserved (before: [2], the slot still
+// held).
+func TestStackedInnerReservation(t *testing.T) {
+	for name, mk := range stackStores(t) {
+		t.Run(name, func(t *testing.T) {
+			st := mk()
+			ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+			})
+			send := func(outer *Transport, r *Reservation) {
+				t.Helper()
+				req, _ := http.NewRequestWithContext(r.Context(context.Background()), http.MethodGet, "http://upstream.invalid/", nil)
+				resp, err := outer.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			inner := newTransport(t, ok, WithRules(minute, day10), WithStore(st), WithKeyFunc(func(*http.Request) string { return "k" }))
+			outer := newTransport(t, inner, WithRules(minute), WithStore(st), WithKeyFunc(func(*http.Request) string { return "k" }))
+			r, err := inner.Reserve(context.Background(), "k", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			send(outer, r)
+			if u := usedOf(t, inner, "k"); !slices.Equal(u, []int{1, 1}) || r.Remaining() != 0 {
+				t.Errorf("overlapping: used %v after 1 attempt on a reservation of 1, want [1 1] (remaining %d, want 0)", u, r.Remaining())
+			}
+
+			inner2 := newTransport(t, ok, WithRules(minute), WithStore(st), WithKeyFunc(func(*http.Request) string { return "k2" }))
+			outer2 := newTransport(t, inner2, WithRules(minute), WithStore(st), WithKeyFunc(func(*http.Request) string { return "k2" }))
+			r2, err := inner2.Reserve(context.Background(), "k2", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			send(outer2, r2)
+			if u := usedOf(t, inner2, "k2"); !slices.Equal(u, []int{1}) || r2.Remaining() != 0 {
+				t.Errorf("all counted outside: used %v after 1 attempt on a reservation of 1, want [1] (remaining %d, want 0)", u, r2.Remaining())
 			}
 		})
 	}

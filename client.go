@@ -344,13 +344,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	key := t.Key(req)
 	lim, outer := t.uncounted(markFrom(ctx), key)
+	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
+		t.unreserveCounted(ctx, r, lim, outer)
+		return t.send(base, t.marked(base, req, key, outer, true), key)
+	}
 	if lim.none() {
 		// A Transport wrapping this one, over the same store, counted this attempt in every
 		// counter this one keeps: counting it again would count it twice. The mark is passed
 		// on: this attempt took it.
-		return t.send(base, t.marked(base, req, key, outer, true), key)
-	}
-	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
 		return t.send(base, t.marked(base, req, key, outer, true), key)
 	}
 	var err error

@@ -108,3 +108,25 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 	}
 	return req.WithContext(context.WithValue(req.Context(), countedContext{}, m))
 }
+
+// unreserveCounted gives back, in the counters a Transport further out over t's store has
+// already counted this attempt in (those lim lacks), the slot of r the attempt spends: that
+// slot was recorded there by Reserve, and the outer Transport recorded the attempt again. The
+// outer record, at the send, is the later one, so the count is never released early. A store
+// error leaves the slot held until it expires (an over-count, never an under-count).
+func (t *Transport) unreserveCounted(ctx context.Context, r *Reservation, lim limits, outer map[string]bool) {
+	if len(outer) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if lim.strat != t.strat {
+		if s := t.strat.Without(func(id string) bool { return !outer[markID(r.key, id)] }); s != nil {
+			t.releaseOn(ctx, s, r.key, r.at, 1)
+		}
+	}
+	if t.app != nil && (lim.app == nil || lim.app.strat != t.app.strat) {
+		if s := t.app.strat.Without(func(id string) bool { return !outer[markID(t.app.key, id)] }); s != nil {
+			t.releaseOn(ctx, s, t.app.key, r.appAt, 1)
+		}
+	}
+}
