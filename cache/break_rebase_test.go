@@ -1,0 +1,52 @@
+package cache
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// TestRebaseFlipFlop (not fixed; run with RATEMONITOR_BREAK_REPRO=1): 50 requests at t0 under
+// 100/min; then a clock that steps back 2 s (beyond StepTolerance) and forward 2 s again, 20
+// times, with a peek after each back step and one request after each forward step. Each back
+// step rebases the key: all its records, the 50 included, move 2 s earlier; the forward step is
+// never undone. At t0 + 20 s (the clock reads true time again) 70 requests were sent in the
+// last 20 s, so 30 more may go; the store grants more, the 50 having expired 40 s early.
+func TestRebaseFlipFlop(t *testing.T) {
+	if os.Getenv("RATEMONITOR_BREAK_REPRO") == "" {
+		t.Skip("known defect, not fixed: set RATEMONITOR_BREAK_REPRO=1 to reproduce")
+	}
+	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
+	m := newMemory(t, MemoryConfig{Clock: clk})
+	s := mustStrategy(t, strategy.Rule{Limit: 100, Window: time.Minute})
+	ctx := context.Background()
+	if err := m.Record(ctx, s, "k", 50); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		clk.Step(-2 * time.Second)
+		if _, err := m.Peek(ctx, s, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(2 * time.Second)
+		if err := m.Record(ctx, s, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(20 * time.Second)
+	granted := 0
+	for range 100 {
+		if res, err := m.Reserve(ctx, s, "k", 1); err == nil && res.Allowed {
+			granted++
+		}
+	}
+	// 70 requests were sent in the last 20 s (true time, and the clock reads t0 + 20 s).
+	if granted != 30 {
+		t.Fatalf("20 s after 70 requests (100/min), with the clock back where it was, %d more granted; want 30", granted)
+	}
+}
