@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -48,5 +49,35 @@ func TestRebaseFlipFlop(t *testing.T) {
 	// 70 requests were sent in the last 20 s (true time, and the clock reads t0 + 20 s).
 	if granted != 30 {
 		t.Fatalf("20 s after 70 requests (100/min), with the clock back where it was, %d more granted; want 30", granted)
+	}
+}
+
+// TestFixedWindowStepBackEndsSooner (not fixed; run with RATEMONITOR_BREAK_REPRO=1): a fixed
+// window of 100/min full at t0 + 50 s (its window ends at t0 + 60 s); the clock is stepped back
+// 29 min 55 s. The rebase carries the count into the aligned window that holds the shifted
+// instant, which ends 5 s later instead of 10: at t0 + 55 s (true time) the key admits 100
+// more, 200 inside one of the upstream's aligned minutes.
+func TestFixedWindowStepBackEndsSooner(t *testing.T) {
+	if os.Getenv("RATEMONITOR_BREAK_REPRO") == "" {
+		t.Skip("known defect, not fixed: set RATEMONITOR_BREAK_REPRO=1 to reproduce")
+	}
+	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
+	m := newMemory(t, MemoryConfig{Clock: clk})
+	s, err := fixedwindow.New(strategy.Rule{Limit: 100, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	clk.Advance(50 * time.Second)
+	if res, err := m.Reserve(ctx, s, "k", 100); err != nil || !res.Allowed {
+		t.Fatalf("first 100: %+v, %v", res, err)
+	}
+	clk.Step(-(29*time.Minute + 55*time.Second))
+	if res, err := m.Reserve(ctx, s, "k", 1); err != nil || res.Allowed || res.Wait < 10*time.Second {
+		t.Errorf("right after the step: %+v, %v; want refused, wait ≥ 10 s (the window's rest)", res, err)
+	}
+	clk.Advance(5 * time.Second)
+	if res, err := m.Reserve(ctx, s, "k", 100); err != nil || res.Allowed {
+		t.Errorf("5 s after the step (true t0 + 55 s, inside the first minute): %+v, %v; want refused", res, err)
 	}
 }
