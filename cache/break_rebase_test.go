@@ -81,3 +81,28 @@ func TestFixedWindowStepBackEndsSooner(t *testing.T) {
 		t.Errorf("5 s after the step (true t0 + 55 s, inside the first minute): %+v, %v; want refused", res, err)
 	}
 }
+
+// TestPauseOnlyKeyRebased: a key paused for 30 s (Sync, a 429's Retry-After) before anything
+// was recorded on it, then the clock stepped back 1 h: the wait is the pause's 30 s, not the
+// hour until the clock catches up. Before the fix Rebase looked at the counters only, found
+// nothing, and the key was paused for 1 h 0 min 30 s.
+func TestPauseOnlyKeyRebased(t *testing.T) {
+	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
+	m := newMemory(t, MemoryConfig{Clock: clk})
+	s := mustStrategy(t, strategy.Rule{Limit: 100, Window: time.Minute})
+	ctx := context.Background()
+	if err := m.Sync(ctx, s, "k", strategy.Update{Pause: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(-time.Hour)
+	if p, err := m.Peek(ctx, s, "k", 1); err != nil || p.Wait != 30*time.Second {
+		t.Errorf("Peek after the step: wait %v, %v; want 30s", p.Wait, err)
+	}
+	if res, err := m.Reserve(ctx, s, "k", 1); err != nil || res.Allowed || res.Wait != 30*time.Second {
+		t.Errorf("Reserve after the step: %+v, %v; want refused, wait 30s", res, err)
+	}
+	clk.Advance(30 * time.Second)
+	if res, err := m.Reserve(ctx, s, "k", 1); err != nil || !res.Allowed {
+		t.Errorf("30 s after the step: %+v, %v; want granted", res, err)
+	}
+}
