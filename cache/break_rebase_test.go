@@ -106,3 +106,41 @@ func TestPauseOnlyKeyRebased(t *testing.T) {
 		t.Errorf("30 s after the step: %+v, %v; want granted", res, err)
 	}
 }
+
+// TestReleaseAfterRebaseTakesNewerRecords (not fixed; run with RATEMONITOR_BREAK_REPRO=1):
+// 5 reserved at t0 (10/min); the clock steps back 2 s and a peek rebases the key (the 5 move
+// to t0 − 2 s); 2 s later, the clock at t0 again, another sender records 5 at t0; then the
+// reservation is cancelled: Release(at t0, 5) finds the newer 5 in t0's bucket and takes them
+// back. The 5 that were sent stop counting at once; at t0 + 58 s the key grants 10, 15 sent
+// inside a minute against 10.
+func TestReleaseAfterRebaseTakesNewerRecords(t *testing.T) {
+	if os.Getenv("RATEMONITOR_BREAK_REPRO") == "" {
+		t.Skip("known defect, not fixed: set RATEMONITOR_BREAK_REPRO=1 to reproduce")
+	}
+	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
+	m := newMemory(t, MemoryConfig{Clock: clk})
+	s := mustStrategy(t, strategy.Rule{Limit: 10, Window: time.Minute})
+	ctx := context.Background()
+	res, err := m.Reserve(ctx, s, "k", 5)
+	if err != nil || !res.Allowed {
+		t.Fatalf("reserve: %+v, %v", res, err)
+	}
+	clk.Step(-2 * time.Second)
+	if _, err := m.Peek(ctx, s, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Second)
+	if err := m.Record(ctx, s, "k", 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Release(ctx, s, "k", res.At, 5); err != nil {
+		t.Fatal(err)
+	}
+	if u := used(t, m, s, "k"); u[0] != 5 {
+		t.Errorf("after the cancel: used %d, want 5 (the 5 sent)", u[0])
+	}
+	clk.Advance(58 * time.Second)
+	if r, err := m.Reserve(ctx, s, "k", 10); err != nil || r.Allowed {
+		t.Errorf("at t0 + 58 s, 5 sent at t0 still count: reserve 10 = %+v, %v; want refused", r, err)
+	}
+}
