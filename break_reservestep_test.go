@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,17 +14,16 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestReservationAcrossStepBack (not fixed; run with RATEMONITOR_BREAK_REPRO=1): a Transport
+// TestReservationAcrossStepBack: a Transport
 // on a stepped wall clock (the SQLite store's default clock.Wall is Clocked, so its Transport
 // runs on it; a memory store with the same clock here). 10 reserved at T (10/min); the clock
 // is stepped back 1 h and the key rebased (its 10 records now stop counting at T − 1 h + 60 s,
 // on time in true terms); 61 s later the reserved records count no more, but the Reservation's
-// end (T + 60 s on the Transport's clock) is still an hour away: 10 requests spend its slots
-// uncounted, and 10 more are granted at once: 20 sent in 61 s against 10/min.
+// end (T + 60 s on the Transport's clock) is still an hour away. Before the fix 10 requests
+// spent its slots uncounted (used 0 after them) and 10 more could be granted at once: 20 in
+// 61 s against 10/min. Now the reservation is stale once its Transport's clock reads before its
+// start: the requests are counted as usual, and Cancel gives nothing back.
 func TestReservationAcrossStepBack(t *testing.T) {
-	if os.Getenv("RATEMONITOR_BREAK_REPRO") == "" {
-		t.Skip("known defect, not fixed: set RATEMONITOR_BREAK_REPRO=1 to reproduce")
-	}
 	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
 	mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
@@ -57,7 +55,13 @@ func TestReservationAcrossStepBack(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
+	if u := usedOf(t, tr, "k"); u[0] != 10 || r.Remaining() != 10 {
+		t.Errorf("10 sent 61 s after the reservation, its slots no longer counting: used %d, want 10 (sent %d, remaining %d)", u[0], sent, r.Remaining())
+	}
+	if err := r.Cancel(ctx); err != nil || r.Remaining() != 0 {
+		t.Errorf("Cancel of the stale reservation: %v, remaining %d; want nil, 0", err, r.Remaining())
+	}
 	if u := usedOf(t, tr, "k"); u[0] != 10 {
-		t.Errorf("10 sent 61 s after the reservation, its slots no longer counting: used %d, want 10 (sent %d)", u[0], sent)
+		t.Errorf("after Cancel: used %d, want 10 (nothing taken back)", u[0])
 	}
 }
