@@ -29,15 +29,15 @@ const (
 // MemoryConfig configures NewMemory. Its zero value gives the defaults.
 type MemoryConfig struct {
 	// MaxCost bounds the heap held for keys' state, in bytes (default 64 MiB). Each key is
-	// charged the heap it really holds: 680 bytes for a key with one minute rule and a few
-	// requests (so 64 MiB holds about 98 000 such keys), 904 with a minute and a day rule,
+	// charged the heap it really holds: 712 bytes for a key with one minute rule and a few
+	// requests (so 64 MiB holds about 94 000 such keys), 936 with a minute and a day rule,
 	// up to ~2 KiB when every 1 s bucket of the minute is in use; a rule's state never
 	// exceeds (W/g + 1) × 24 bytes. The bound is enforced as keys are admitted: one key whose
 	// state grows can pass it until the next key is admitted.
 	//
 	// A flood of new keys costs at most MaxCost plus the fixed part below: measured with
 	// 1 000 000 distinct keys against the defaults (one request each, while 10 000 keys sat
-	// at their limits), the heap peaked at 1.02 × MaxCost above the empty store (1.08 × with
+	// at their limits), the heap peaked at 0.99 × MaxCost above the empty store (1.06 × with
 	// it), no key was refused, none at its limit was evicted, and the heap went back to the
 	// empty store's once the keys had expired. The flood evicts the keys below their limits (each
 	// one reported, see OnEvictLive); keys at or over a limit, or paused, are never evicted
