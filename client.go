@@ -345,14 +345,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	key := t.Key(req)
-	lim, prev := t.uncounted(markFrom(ctx), key)
+	lim, outer := t.uncounted(markFrom(ctx), key)
+	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
+		t.unreserveCounted(ctx, r, lim, outer)
+		return t.send(base, t.marked(base, req, key, outer, true), key)
+	}
 	if lim.none() {
 		// A Transport wrapping this one, over the same store, counted this attempt in every
-		// counter this one keeps: counting it again would count it twice.
-		return t.send(base, req, key)
-	}
-	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
-		return t.send(base, t.marked(base, req, key, prev), key)
+		// counter this one keeps: counting it again would count it twice. The mark is passed
+		// on: this attempt took it.
+		return t.send(base, t.marked(base, req, key, outer, true), key)
 	}
 	var err error
 	switch {
@@ -376,10 +378,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		t.storeFailed(req, se.Key, se.Err)
-		// Not counted here: a Transport inside this one must count it.
-		return t.send(base, req, key)
+		// Not counted here: a Transport inside this one must count it (in every counter but
+		// those counted further out).
+		return t.send(base, t.marked(base, req, key, outer, false), key)
 	}
-	return t.send(base, t.marked(base, req, key, prev), key)
+	return t.send(base, t.marked(base, req, key, outer, true), key)
 }
 
 // record counts one request on key and, with WithAppRules, on the app key, and returns the

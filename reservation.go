@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // Reservation is a burst of slots on one key, recorded in the store by Transport.Reserve and
@@ -16,10 +18,12 @@ type Reservation struct {
 	at    time.Time
 	appAt time.Time // the instant on the app key (WithAppRules), zero without one
 	n     int
+	from  time.Time // on the Transport's clock, just before the slots were recorded
 	until time.Time // on the Transport's clock: from then on the slots no longer count
 
-	mu   sync.Mutex
-	left int // slots neither spent by a request nor given back
+	mu    sync.Mutex
+	left  int  // slots neither spent by a request nor given back
+	stale bool // the clock was seen stepped back past from: the slots' end is unknown
 }
 
 // Reserve waits its turn on key and then until a burst of n fits in every rule, records the n
@@ -66,7 +70,7 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 			shortest = min(shortest, t.app.strat.Rule(i).EffectiveWindow())
 		}
 	}
-	return &Reservation{t: t, key: key, at: at, appAt: appAt, n: n, left: n, until: local.Add(shortest)}, nil
+	return &Reservation{t: t, key: key, at: at, appAt: appAt, n: n, left: n, from: local, until: local.Add(shortest)}, nil
 }
 
 type reservationContext struct{}
@@ -87,13 +91,23 @@ func reservationFrom(ctx context.Context) *Reservation {
 
 // take spends one slot for a request of t on key, if the reservation has one for it that still
 // counts.
+//
+// A clock seen stepped back past the reservation's start by more than StepTolerance (a wall
+// clock, as the SQLite store's) makes the reservation stale for good: the store rebases the
+// key's records on the new clock, so they stop counting on time, while until, read on the new
+// clock, would let the slots be spent for as long as the step; a request on a stale
+// reservation is counted as usual (an over-count at worst, never one sent uncounted).
 func (r *Reservation) take(t *Transport, key string) bool {
-	if r.t != t || r.key != key || !t.clock.Now().Before(r.until) {
+	if r.t != t || r.key != key {
 		return false
 	}
+	now := t.clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.left == 0 {
+	if now.Before(r.from.Add(-strategy.StepTolerance)) {
+		r.stale = true
+	}
+	if r.stale || r.left == 0 || !now.Before(r.until) {
 		return false
 	}
 	r.left--
@@ -113,11 +127,22 @@ func (r *Reservation) Remaining() int {
 // Cancel gives back the slots that no request has spent, in the spirit of x/time/rate's
 // Reservation.Cancel. A slot spent by a request is never given back, whatever the response —
 // an error, a 429, a timeout — because the upstream counts every attempt that reaches it.
-// Cancel is safe to call more than once; only the first returns slots. If the store fails, the
+// Cancel is safe to call more than once; only the first returns slots. After a clock step back
+// beyond strategy.StepTolerance since the reservation (a wall clock), nothing is given back:
+// the slots are held until they expire. If the store fails, the
 // slots stay reserved and the store's error is returned, so Cancel can be tried again.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.t.clock.Now().Before(r.from.Add(-strategy.StepTolerance)) {
+		r.stale = true
+	}
+	if r.stale {
+		// The key was rebased on a clock stepped back: r.at no longer names the slots'
+		// instant, and a release there could take back newer requests. The slots are held
+		// until they expire.
+		r.left = 0
+	}
 	if r.left == 0 {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/observe"
@@ -117,15 +118,28 @@ func (t *Transport) send(base http.RoundTripper, req *http.Request, key string) 
 	return resp, err
 }
 
+// wallNow reads the wall clock that header fields are read against under clock.Real (a
+// variable so that a test can have it stepped since the process started).
+var wallNow = time.Now
+
 // learn applies what resp says to key and to the app key.
 func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
 	now := t.clock.Now()
+	// Header fields carry wall-clock instants (HTTP-dates, epoch resets): read them against
+	// the wall clock. clock.Real is the wall time at process start plus the monotonic time
+	// since, so after a step of the wall clock (NTP setting a clock that started wrong, as on
+	// a board without a real-time clock) it stays off by the step for the life of the process;
+	// a correct Date would then look skewed, and every HTTP-date wait be off by the step.
+	hnow := now
+	if sameClock(t.clock, clock.Real()) {
+		hnow = wallNow()
+	}
 	var keyUp, appUp strategy.Update
 	app := false
 	// the latest reset of a limit the response says is used up, per key
 	var keyReset, appReset time.Duration
 	for _, read := range t.sync.Readers {
-		rep := read(resp.Header, now)
+		rep := read(resp.Header, hnow)
 		app = app || rep.App
 		for _, sig := range rep.Signals {
 			switch {
@@ -146,9 +160,9 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
 	app = app && t.app != nil
 	// Parsed once here for the pause and the report; the readers (Xero's problem) read the
 	// same field the same way.
-	ra := headers.ParseRetryAfter(resp.Header, now)
+	ra := headers.ParseRetryAfter(resp.Header, hnow)
 	if ra.DateIgnored {
-		t.dateSkewed(req, key, ra, now)
+		t.dateSkewed(req, key, ra, hnow)
 	}
 	retry, refused := retryPause(resp, ra)
 	if app {
@@ -194,7 +208,7 @@ func retryPause(resp *http.Response, ra headers.RetryAfterField) (time.Duration,
 	return ra.Wait, refused
 }
 
-// dateSkewed reports a response to req whose Date was too far from now (the Transport's clock)
+// dateSkewed reports a response to req whose Date was too far from now (the wall clock, or the Transport's injected clock)
 // to measure its HTTP-date Retry-After from: the upstream's clock, or whatever sets its Date,
 // needs fixing, and until it is, its Retry-After may be off as well.
 func (t *Transport) dateSkewed(req *http.Request, key string, ra headers.RetryAfterField, now time.Time) {

@@ -119,6 +119,9 @@ type tierState struct {
 	// pinning is set, with pinned, from when an operation put the entry in the pinned map to
 	// when finishPin has taken it out of ristretto and counted it in the pinned tier.
 	pinning bool
+	// limitUntil is the instant (store's clock, ns) up to which a strategy found the key at
+	// its limit (see atLimit); set under the entry's lock.
+	limitUntil int64
 	// listed, prev and next place the entry on the list of entries in ristretto (listMu).
 	listed     bool
 	prev, next *entry
@@ -343,13 +346,23 @@ func (e *entry) live(now time.Time) bool {
 	return strategy.Expiry(e.counters).After(now) || e.upstream.PausedUntil.After(now)
 }
 
-// atLimit reports whether e's key has no room for one more request under s at now, or is
-// paused: such a key is pinned. The caller holds e.mu.
+// atLimit reports whether e's key has no room for one more request under s at now, or under
+// any strategy used on it before until an instant still to come (limitUntil), or is paused:
+// such a key is pinned. A key used with several strategies (stacked Transports: the outer
+// one's minute rule, the inner one's day rule) is thus not unpinned, and left to the flood's
+// evictions, by an operation of a strategy whose rules have room. The caller holds e.mu.
 func (e *entry) atLimit(s *strategy.Strategy, now time.Time) bool {
+	if e.upstream.PausedUntil.After(now) || e.limitUntil > now.UnixNano() {
+		return true
+	}
 	if s == nil || e.strat != s {
 		return false
 	}
-	return e.upstream.PausedUntil.After(now) || s.Wait(e.scratch, now, 1) > 0
+	if w := s.Wait(e.scratch, now, 1); w > 0 {
+		e.limitUntil = now.Add(w).UnixNano()
+		return true
+	}
+	return false
 }
 
 // pinScan bounds how many pinned entries a refused admission looks at for one it may drop.

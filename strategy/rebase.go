@@ -31,7 +31,20 @@ const StepTolerance = time.Second
 // A Reserve's Result.At from before a rebase no longer names the instant its requests are held
 // at: releasing it finds nothing, so those slots are held until they expire (never early).
 func Rebase(cs []Counter, up *Upstream, now time.Time) time.Duration {
-	skew := latest(cs, now).Sub(now)
+	seen := latest(cs, now)
+	if up != nil {
+		// What the upstream said was said at instants the key has seen, too: a key paused
+		// before anything was recorded on it is rebased like any other.
+		if up.PausedAt.After(seen) {
+			seen = up.PausedAt
+		}
+		for _, r := range up.Reported {
+			if r.At.After(seen) {
+				seen = r.At
+			}
+		}
+	}
+	skew := seen.Sub(now)
 	if skew <= StepTolerance {
 		return 0
 	}
@@ -42,6 +55,9 @@ func Rebase(cs []Counter, up *Upstream, now time.Time) time.Duration {
 	if up != nil {
 		if !up.PausedUntil.IsZero() {
 			up.PausedUntil = up.PausedUntil.Add(d)
+		}
+		if !up.PausedAt.IsZero() {
+			up.PausedAt = up.PausedAt.Add(d)
 		}
 		for id, r := range up.Reported {
 			r.At = r.At.Add(d)

@@ -17,6 +17,10 @@ type Upstream struct {
 	// PausedUntil is the instant before which no reservation on the key is granted (a 429's
 	// Retry-After); zero when never paused.
 	PausedUntil time.Time
+	// PausedAt is the instant the pause was last extended at: an instant the key has seen,
+	// which Rebase takes into account (a key paused before anything was recorded on it would
+	// otherwise stay paused for as long as the clock was stepped back).
+	PausedAt time.Time
 	// Reported holds the last figure per counter ID.
 	Reported map[string]Reported
 }
@@ -86,7 +90,7 @@ func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) tim
 	now = latest(cs, now)
 	if u.Pause > 0 {
 		if until := now.Add(u.Pause); until.After(up.PausedUntil) {
-			up.PausedUntil = until
+			up.PausedUntil, up.PausedAt = until, now
 		}
 	}
 	for _, r := range u.Reports {
