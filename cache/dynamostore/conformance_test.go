@@ -23,9 +23,9 @@ type restartable struct {
 	bin, port, endpoint string
 	cmd                 *exec.Cmd
 	out                 *dynalitetest.SyncBuffer // dynalite's output, for when it dies
-	done                chan struct{}    // closed when the process has exited
-	exited              error            // its exit status, once done is closed
-	dead                atomic.Int64     // times dynalite exited without being stopped
+	done                chan struct{}            // closed when the process has exited
+	exited              error                    // its exit status, once done is closed
+	dead                atomic.Int64             // times dynalite exited without being stopped
 }
 
 // start starts dynalite and creates the table. A dynalite that exits while starting (seen once
