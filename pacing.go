@@ -141,10 +141,12 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 		}
 		return wait, deadlineCheck(ctx, key, n, wait)
 	}
-	// Nobody waits on this key (nor on the app key): try at once, without queueing. Not over a
-	// store that contends: callers arriving together would race for the key's item there,
-	// so every caller takes the key's turn.
-	if !t.contends && t.Queued(key) == 0 && (lim.app == nil || t.Queued(appQueue+lim.app.key) == 0) {
+	// Nobody waits on this key: try at once, without queueing. Not over a store that contends:
+	// callers arriving together would race for the key's item there, so every caller takes the
+	// key's turn. Not with app rules either: there a reserve holds the key's slot for a moment
+	// while it asks the app key, and a caller arriving together, refused by that slot, would be
+	// told to wait a whole window for it.
+	if !t.contends && lim.app == nil && t.Queued(key) == 0 {
 		if wait, err := reserve(); err != nil || wait == 0 {
 			return at, appAt, local, err
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +19,7 @@ import (
 // restartable is a dynalite on a fixed port that the suite can stop and start again (empty:
 // dynalite keeps its tables in memory, so Start creates the table again).
 type restartable struct {
+	t                   testing.TB
 	bin, port, endpoint string
 	cmd                 *exec.Cmd
 	out                 *dynalitetest.SyncBuffer // dynalite's output, for when it dies
@@ -43,8 +43,7 @@ func (d *restartable) start(t testing.TB) {
 }
 
 func (d *restartable) startOnce() error {
-	d.cmd = exec.Command(d.bin, "--host", "127.0.0.1", "--port", d.port, "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
-	d.cmd.Dir = filepath.Dir(d.bin)
+	d.cmd = dynalitetest.Command(d.t, d.bin, d.port)
 	out := &dynalitetest.SyncBuffer{}
 	d.out = out
 	d.cmd.Stdout, d.cmd.Stderr = out, out
@@ -117,7 +116,7 @@ func TestConformance(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	l.Close()
-	d := &restartable{bin: dynalitetest.Find(), port: port, endpoint: "http://127.0.0.1:" + port}
+	d := &restartable{t: t, bin: dynalitetest.Find(), port: port, endpoint: "http://127.0.0.1:" + port}
 	d.start(t)
 	t.Cleanup(func() {
 		if ok, err := d.alive(); !ok || t.Failed() {
