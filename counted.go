@@ -3,7 +3,7 @@ package ratemonitor
 import (
 	"context"
 	"net/http"
-	"sync"
+	"sync/atomic"
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -36,15 +36,47 @@ type countedContext struct{}
 // Transport, as before, left an attempt failed over to a second inner Transport uncounted in
 // the outer one's counters.)
 type countMark struct {
-	store   cache.Store
-	counted map[string]bool // key + "\x00" + counter ID
-	parent  *countMark      // the mark of a Transport further out, over another store
+	context.Context // the attempt's context, which the mark extends (one allocation for both)
 
-	mu    sync.Mutex
-	taken bool // an attempt through a Transport inside has taken the counters
+	store   cache.Store
+	counted counters
+	parent  *countMark  // the mark of a Transport further out, over another store
+	taken   atomic.Bool // an attempt through a Transport inside has taken the counters
+	inline  [2]countedOn
 }
 
-func markID(key, counter string) string { return key + "\x00" + counter }
+// Value returns the mark itself for countedContext, and otherwise what the attempt's context
+// holds.
+func (m *countMark) Value(k any) any {
+	if _, ok := k.(countedContext); ok {
+		return m
+	}
+	return m.Context.Value(k)
+}
+
+// countedOn says that an attempt was counted in every counter of strat on key.
+type countedOn struct {
+	key   string
+	strat *strategy.Strategy
+}
+
+// counters is what a mark says an attempt was counted in; it holds a few entries at most.
+type counters []countedOn
+
+// has reports whether counter id on key is among c.
+func (c counters) has(key, id string) bool {
+	for _, e := range c {
+		if e.key != key {
+			continue
+		}
+		for j := range e.strat.Slots() {
+			if e.strat.CounterID(j) == id {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // markFrom returns ctx's mark, if any.
 func markFrom(ctx context.Context) *countMark {
@@ -55,24 +87,17 @@ func markFrom(ctx context.Context) *countMark {
 // uncounted returns what is left of t's limits for an attempt on key carrying mark m (nil: no
 // mark), and the counters Transports further out, over t's store, counted this attempt in (nil
 // when none did, or their mark was already taken by an earlier attempt), for t to pass on.
-func (t *Transport) uncounted(m *countMark, key string) (limits, map[string]bool) {
+func (t *Transport) uncounted(m *countMark, key string) (limits, counters) {
 	lim := t.allLimits()
 	for m != nil && !cache.SameStore(m.store, t.store) {
 		m = m.parent
 	}
-	if m == nil {
+	if m == nil || m.taken.Swap(true) {
 		return lim, nil
 	}
-	m.mu.Lock()
-	taken := m.taken
-	m.taken = true
-	m.mu.Unlock()
-	if taken {
-		return lim, nil
-	}
-	lim.strat = t.strat.Without(func(id string) bool { return m.counted[markID(key, id)] })
+	lim.strat = t.strat.Without(func(id string) bool { return m.counted.has(key, id) })
 	if t.app != nil {
-		if s := t.app.strat.Without(func(id string) bool { return m.counted[markID(t.app.key, id)] }); s == nil {
+		if s := t.app.strat.Without(func(id string) bool { return m.counted.has(t.app.key, id) }); s == nil {
 			lim.app = nil
 		} else if s != t.app.strat {
 			lim.app = &appLimit{key: t.app.key, strat: s}
@@ -85,28 +110,24 @@ func (t *Transport) uncounted(m *countMark, key string) (limits, map[string]bool
 // (counted further out, see uncounted) and, when self is set, in every counter of t on key and
 // on the app key, for a Transport that base may be. Marks of other stores stay in the chain.
 // When base is a net/http Transport, which is never one of ours, req is returned as it is.
-func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string, outer map[string]bool, self bool) *http.Request {
+// Marking costs two allocations (the mark with its context, and the request's shallow copy).
+func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string, outer counters, self bool) *http.Request {
 	if _, ok := base.(*http.Transport); ok {
 		return req
 	}
 	if !self && len(outer) == 0 {
 		return req
 	}
-	m := &countMark{store: t.store, counted: map[string]bool{}, parent: markFrom(req.Context())}
-	for id := range outer {
-		m.counted[id] = true
-	}
+	ctx := req.Context()
+	m := &countMark{Context: ctx, store: t.store, parent: markFrom(ctx)}
+	m.counted = append(m.inline[:0], outer...)
 	if self {
-		for j := range t.strat.Slots() {
-			m.counted[markID(key, t.strat.CounterID(j))] = true
-		}
+		m.counted = append(m.counted, countedOn{key: key, strat: t.strat})
 		if t.app != nil {
-			for j := range t.app.strat.Slots() {
-				m.counted[markID(t.app.key, t.app.strat.CounterID(j))] = true
-			}
+			m.counted = append(m.counted, countedOn{key: t.app.key, strat: t.app.strat})
 		}
 	}
-	return req.WithContext(context.WithValue(req.Context(), countedContext{}, m))
+	return req.WithContext(m)
 }
 
 // unreserveCounted gives back, in the counters a Transport further out over t's store has
@@ -114,18 +135,18 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 // slot was recorded there by Reserve, and the outer Transport recorded the attempt again. The
 // outer record, at the send, is the later one, so the count is never released early. A store
 // error leaves the slot held until it expires (an over-count, never an under-count).
-func (t *Transport) unreserveCounted(ctx context.Context, r *Reservation, lim limits, outer map[string]bool) {
+func (t *Transport) unreserveCounted(ctx context.Context, r *Reservation, lim limits, outer counters) {
 	if len(outer) == 0 {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
 	if lim.strat != t.strat {
-		if s := t.strat.Without(func(id string) bool { return !outer[markID(r.key, id)] }); s != nil {
+		if s := t.strat.Without(func(id string) bool { return !outer.has(r.key, id) }); s != nil {
 			t.releaseOn(ctx, s, r.key, r.at, 1)
 		}
 	}
 	if t.app != nil && (lim.app == nil || lim.app.strat != t.app.strat) {
-		if s := t.app.strat.Without(func(id string) bool { return !outer[markID(t.app.key, id)] }); s != nil {
+		if s := t.app.strat.Without(func(id string) bool { return !outer.has(t.app.key, id) }); s != nil {
 			t.releaseOn(ctx, s, t.app.key, r.appAt, 1)
 		}
 	}
