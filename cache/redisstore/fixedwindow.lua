@@ -82,16 +82,8 @@ local function load_all()
     load(j)
     if st[j].off > off then off = st[j].off end
   end
-  now = raw + off
   local hw
-  for j = 1, nslots do
-    local h = st[j].hw
-    if h ~= nil and (hw == nil or h > hw) then hw = h end
-  end
-  if hw ~= nil and hw - now > STEP then
-    off = off + (hw - now)
-    now = hw
-  end
+  now, off, hw = key_instant(raw, off, st, nslots, STEP)
   if hw ~= nil and hw > now then return hw end
   return now
 end

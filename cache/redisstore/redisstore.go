@@ -57,6 +57,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
+//go:embed keyinstant.lua
+var keyInstantSource string
+
 //go:embed rollingwindow.lua
 var rollingSource string
 
@@ -67,9 +70,9 @@ var fixedSource string
 var bucketSource string
 
 var (
-	rollingScript = redis.NewScript(rollingSource)
-	fixedScript   = redis.NewScript(fixedSource)
-	bucketScript  = redis.NewScript(bucketSource)
+	rollingScript = redis.NewScript(keyInstantSource + rollingSource)
+	fixedScript   = redis.NewScript(keyInstantSource + fixedSource)
+	bucketScript  = redis.NewScript(keyInstantSource + bucketSource)
 )
 
 // kind is the algorithm a strategy runs under, so the script that holds it.

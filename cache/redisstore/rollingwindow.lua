@@ -115,16 +115,8 @@ end
 -- back (see the top), and return the latest of now and every slot's time: the instant
 -- operations that move the key's time are decided at. Call after every load.
 local function settle()
-  now = raw + off
   local hw
-  for j = 1, nslots do
-    local h = st[j].hw
-    if h ~= nil and (hw == nil or h > hw) then hw = h end
-  end
-  if hw ~= nil and hw - now > STEP then
-    off = off + (hw - now)
-    now = hw
-  end
+  now, off, hw = key_instant(raw, off, st, nslots, STEP)
   if pause.present and pause.off ~= off then
     -- the pause ends at the same instant of the key's timeline, so its TTL stays
     redis.call('SET', KEYS[2 * nslots + 1], int(pause.until_) .. ' ' .. int(off), 'KEEPTTL')
