@@ -160,12 +160,14 @@ type SyncBuffer struct {
 	b  bytes.Buffer
 }
 
+// Write appends p; it never fails.
 func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
+// String returns everything written so far.
 func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -27,6 +27,7 @@ type Violation struct {
 	Span  time.Duration
 }
 
+// String says which rule, when, and how many counted against how many allowed.
 func (v Violation) String() string {
 	return fmt.Sprintf("rule %s at %s: %d counted over %v, %d allowed", v.Rule, v.At.UTC().Format(time.RFC3339Nano), v.Count, v.Span, v.Allow)
 }
