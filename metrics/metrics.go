@@ -19,6 +19,9 @@
 //	store_errors_total{store,op} counter failed store operations
 //	evicted_live_total{store} counter    live state the memory store had to evict
 //	store_retries_total{store,op} counter optimistic-lock retries (DynamoDB store)
+//	store_state_lost_total{store,reason} counter detected losses of shared state (restart, eviction, corrupt)
+//	degraded{store}           gauge      1 while the Transport paces locally because the shared store is unreachable
+//	degraded_total{store}     counter    times the Transport entered degraded mode
 //	wait_seconds              histogram  the waits the Transport's callers went through (> 0 only)
 //	usage_ratio{rule}         gauge      used / limit per rule after the middleware's latest decision
 //
@@ -66,6 +69,8 @@ type Observer struct {
 	reserves                             *prometheus.CounterVec
 	pauses, skewedDates                  prometheus.Counter
 	storeErrors, retries, evicted        *prometheus.CounterVec
+	stateLost, degradedTotal             *prometheus.CounterVec
+	degraded                             *prometheus.GaugeVec
 	wait                                 prometheus.Histogram
 	usage                                *prometheus.GaugeVec
 
@@ -101,16 +106,20 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
 	}
 	o := &Observer{
-		maxKeys:     opts.MaxKeys,
-		keys:        map[string]struct{}{},
-		recorded:    counter("recorded_total", "Requests the Transport recorded (monitoring mode).", with()),
-		reserves:    counter("reserves_total", "Reserves the Transport asked of the store, by result (granted, refused).", with("result")),
-		admitted:    counter("admitted_total", "Requests the middleware admitted.", with()),
-		refused:     counter("refused_total", "Requests the middleware refused with 429.", with()),
-		tooMany:     counter("upstream_429_total", "429 responses the Transport received from the upstream.", with()),
-		storeErrors: counter("store_errors_total", "Store operations that failed, by store and operation.", []string{"store", "op"}),
-		retries:     counter("store_retries_total", "Optimistic-lock retries after a conditional-check failure, by store and operation.", []string{"store", "op"}),
-		evicted:     counter("evicted_live_total", "Keys whose live state the store had to evict (their counts restart at zero).", []string{"store"}),
+		maxKeys:       opts.MaxKeys,
+		keys:          map[string]struct{}{},
+		recorded:      counter("recorded_total", "Requests the Transport recorded (monitoring mode).", with()),
+		reserves:      counter("reserves_total", "Reserves the Transport asked of the store, by result (granted, refused).", with("result")),
+		admitted:      counter("admitted_total", "Requests the middleware admitted.", with()),
+		refused:       counter("refused_total", "Requests the middleware refused with 429.", with()),
+		tooMany:       counter("upstream_429_total", "429 responses the Transport received from the upstream.", with()),
+		storeErrors:   counter("store_errors_total", "Store operations that failed, by store and operation.", []string{"store", "op"}),
+		retries:       counter("store_retries_total", "Optimistic-lock retries after a conditional-check failure, by store and operation.", []string{"store", "op"}),
+		evicted:       counter("evicted_live_total", "Keys whose live state the store had to evict (their counts restart at zero).", []string{"store"}),
+		stateLost:     counter("store_state_lost_total", "Detected losses of shared state (the server restarted, evicted keys, or held an unreadable value), by store and reason.", []string{"store", "reason"}),
+		degradedTotal: counter("degraded_total", "Times the Transport entered degraded mode (local pacing while the shared store is unreachable).", []string{"store"}),
+		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "degraded",
+			Help: "1 while the Transport paces on a local store because the shared store is unreachable, else 0."}, []string{"store"}),
 		pauses: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "upstream_pauses_total",
 			Help: "Pauses the upstream asked for (429, Retry-After, used-up limits)."}),
 		skewedDates: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "upstream_skewed_dates_total",
@@ -121,7 +130,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 			Help: "Used / limit per rule after the middleware's latest decision (per key with per-key labels)."}, with("rule")),
 	}
 	for _, c := range []prometheus.Collector{o.recorded, o.reserves, o.admitted, o.refused, o.tooMany,
-		o.storeErrors, o.retries, o.evicted, o.pauses, o.skewedDates, o.wait, o.usage} {
+		o.storeErrors, o.retries, o.evicted, o.stateLost, o.degradedTotal, o.degraded, o.pauses, o.skewedDates, o.wait, o.usage} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -179,6 +188,13 @@ func (o *Observer) Observe(e observe.Event) {
 		o.evicted.WithLabelValues(e.Store).Inc()
 	case observe.Retry:
 		o.retries.WithLabelValues(e.Store, e.Op).Inc()
+	case observe.StateLost:
+		o.stateLost.WithLabelValues(e.Store, e.Op).Inc()
+	case observe.Degraded:
+		o.degradedTotal.WithLabelValues(e.Store).Inc()
+		o.degraded.WithLabelValues(e.Store).Set(1)
+	case observe.Recovered:
+		o.degraded.WithLabelValues(e.Store).Set(0)
 	case observe.Admitted, observe.Rejected:
 		if e.Kind == observe.Admitted {
 			o.admitted.WithLabelValues(o.keyLabel(e.Key)...).Inc()

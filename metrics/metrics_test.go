@@ -147,3 +147,33 @@ func TestCardinalityBound(t *testing.T) {
 		t.Error("nil registerer accepted")
 	}
 }
+
+// TestStateLostAndDegraded checks the counters and the gauge of a store's lost state and of the
+// Transport's degraded mode, by exact value.
+func TestStateLostAndDegraded(t *testing.T) {
+	o, _ := newObserver(t, Options{})
+	for _, e := range []observe.Event{
+		{Kind: observe.StateLost, Store: "redis", Op: "restart"},
+		{Kind: observe.StateLost, Store: "redis", Op: "eviction", N: 7},
+		{Kind: observe.StateLost, Store: "redis", Op: "eviction", N: 1},
+		{Kind: observe.Degraded, Store: "redis", Err: errors.New("down")},
+	} {
+		o.Observe(e)
+	}
+	if got := testutil.ToFloat64(o.stateLost.WithLabelValues("redis", "restart")); got != 1 {
+		t.Errorf("restart: %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(o.stateLost.WithLabelValues("redis", "eviction")); got != 2 {
+		t.Errorf("eviction: %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(o.degraded.WithLabelValues("redis")); got != 1 {
+		t.Errorf("degraded while degraded: %v, want 1", got)
+	}
+	o.Observe(observe.Event{Kind: observe.Recovered, Store: "redis", Wait: time.Second})
+	if got := testutil.ToFloat64(o.degraded.WithLabelValues("redis")); got != 0 {
+		t.Errorf("degraded after recovery: %v, want 0", got)
+	}
+	if got := testutil.ToFloat64(o.degradedTotal.WithLabelValues("redis")); got != 1 {
+		t.Errorf("degraded_total: %v, want 1", got)
+	}
+}

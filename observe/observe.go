@@ -79,10 +79,24 @@ const (
 	// measured from the Transport's clock instead. Wait is the skew, Date minus that clock:
 	// negative when the Date is behind.
 	SkewedDate
+	// StateLost: store Store found that state it kept may be gone, so that counts restart
+	// lower than they were: Op says how it knew ("restart": the server's run ID changed;
+	// "eviction": the server evicted N keys, some of which may be the store's; "corrupt": a
+	// key held a value the store could not read and was started afresh). Key is set when
+	// one key is known; Err says what was seen, in words.
+	StateLost
+	// Degraded: the Transport could not reach its shared store Store (Err is the failure)
+	// and paces on a local memory store at a share of each limit until the shared store
+	// answers again (ratemonitor.WithDegraded).
+	Degraded
+	// Recovered: the shared store Store answers again after a Degraded event; Wait is how
+	// long the Transport ran degraded.
+	Recovered
 )
 
 var kindNames = [...]string{"", "recorded", "granted", "refused", "waited", "paused",
-	"too_many_requests", "store_error", "evicted_live", "retry", "admitted", "rejected", "skewed_date"}
+	"too_many_requests", "store_error", "evicted_live", "retry", "admitted", "rejected", "skewed_date",
+	"state_lost", "degraded", "recovered"}
 
 // String returns the kind's name in snake case ("recorded", "store_error", …).
 func (k Kind) String() string {
@@ -97,11 +111,11 @@ type Event struct {
 	Kind  Kind
 	Key   string        // the key (tenant, host, client) it happened on
 	N     int           // requests recorded, reserved or waited for; a Retry's number
-	Wait  time.Duration // Refused, Waited, Rejected; SkewedDate's skew
+	Wait  time.Duration // Refused, Waited, Rejected; SkewedDate's skew; Recovered's time degraded
 	Until time.Time     // Paused
-	Store string        // "memory", "redis", "sqlite", "dynamodb" (StoreError, EvictedLive, Retry)
-	Op    string        // StoreError, Retry
-	Err   error         // StoreError
+	Store string        // "memory", "redis", "sqlite", "dynamodb" (StoreError, EvictedLive, Retry, StateLost, Degraded, Recovered)
+	Op    string        // StoreError, Retry; StateLost's reason
+	Err   error         // StoreError, Degraded; StateLost's description
 	Rules []RuleUsage   // Admitted, Rejected: one per rule, in rule order
 }
 
