@@ -107,6 +107,14 @@ type Clocked interface {
 	Clock() clock.Clock
 }
 
+// Fleet is implemented by shared stores that know how many processes use them at once (the
+// Redis store, by a heartbeat each Store value writes). Processes returns that number as last
+// seen, at least 1 once known, and 0 when it is not known (yet). A Transport in degraded mode
+// divides each limit among that many processes unless told a share (ratemonitor.WithDegraded).
+type Fleet interface {
+	Processes() int
+}
+
 // CheckCount returns an error wrapping ErrInvalidCount unless 1 ≤ n ≤ MaxCount: the check
 // every Store applies to Record and Release.
 func CheckCount(n int) error {
