@@ -22,11 +22,19 @@ type Server struct {
 	t    testing.TB
 	cmd  *exec.Cmd
 	port string
+	args []string // extra redis-server arguments (StartWith)
 }
 
 // Start runs redis-server from PATH and stops it when the test ends. Without redis-server the
 // test is skipped, or fails when RATEMONITOR_REQUIRE_REDIS=1 (as in CI).
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t)
+}
+
+// StartWith is Start with extra redis-server arguments, such as "--maxmemory", "2mb",
+// "--maxmemory-policy", "allkeys-lru"; Restart keeps them.
+func StartWith(t testing.TB, args ...string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		msg := "redis-server is not on PATH; install it (Debian: apt-get install -y redis-server) to run the Redis tests"
@@ -46,7 +54,7 @@ func Start(t testing.TB) *Server {
 		}
 		_, port, _ := net.SplitHostPort(l.Addr().String())
 		l.Close()
-		s := &Server{Addr: "127.0.0.1:" + port, t: t, port: port}
+		s := &Server{Addr: "127.0.0.1:" + port, t: t, port: port, args: args}
 		if last = s.start(); last == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -58,7 +66,8 @@ func Start(t testing.TB) *Server {
 }
 
 func (s *Server) start() error {
-	s.cmd = exec.Command("redis-server", "--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	args := append([]string{"--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, s.args...)
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
