@@ -130,6 +130,15 @@ type Options struct {
 	// Observer, when set, receives a StoreError event (Store "redis") for each operation
 	// that failed: closed store, timeout, Redis unreachable (see package observe).
 	Observer observe.Observer
+	// AllowEviction lets New accept a server whose maxmemory-policy may evict the store's keys
+	// (any policy but noeviction, with maxmemory set), which New refuses otherwise: an evicted
+	// key's counts start again from zero. The monitor then reports each eviction it sees as an
+	// observe.StateLost event (see CheckInterval). See evictpolicy.go.
+	AllowEviction bool
+	// CheckInterval is how often the store asks each server whether it restarted or evicted
+	// keys (observe.StateLost events) and writes its heartbeat for Processes (default 1 s;
+	// negative: never, and Processes returns 0). See monitor.go and fleet.go.
+	CheckInterval time.Duration
 }
 
 // Store is a cache.Store in Redis. It is safe for concurrent use; Close does not close the
@@ -141,6 +150,8 @@ type Store struct {
 	static  sync.Map // *strategy.Strategy → *plan
 	statics atomic.Int64
 	turns   chan struct{} // one token per operation in flight (Options.MaxInFlight)
+	policy  policyGate    // the eviction-policy check (evictpolicy.go)
+	mon     *monitor      // loss reports and heartbeat; nil when CheckInterval < 0 (monitor.go)
 }
 
 var (
@@ -152,8 +163,17 @@ var (
 // client. Two client settings are required, and New refuses a *redis.Client or
 // *redis.ClusterClient without them: MaxRetries: -1 (go-redis retries a command whose reply was
 // lost, which would replay a script that may have counted) and ContextTimeoutEnabled: true (so
-// that Options.Timeout bounds each operation). New also refuses invalid options.
+// that Options.Timeout bounds each operation). New also refuses invalid options, and a server
+// that may evict the store's keys (maxmemory set and a maxmemory-policy other than noeviction)
+// unless Options.AllowEviction is set; a server it cannot reach is checked later instead (see
+// evictpolicy.go). New asks the servers within Options.Timeout; NewContext takes a context too.
+// It starts the store's monitor (Options.CheckInterval), which Close stops.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	return NewContext(context.Background(), client, opts)
+}
+
+// NewContext is New, asking the servers within ctx and Options.Timeout, whichever ends first.
+func NewContext(ctx context.Context, client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil || reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil() {
 		return nil, errors.New("ratemonitor: redis store: nil client")
 	}
@@ -182,6 +202,9 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.Slack == 0 {
 		opts.Slack = DefaultSlack
 	}
+	if opts.CheckInterval == 0 {
+		opts.CheckInterval = DefaultCheckInterval
+	}
 	if opts.Timeout < 0 || opts.Slack < 0 || opts.MaxInFlight < 0 {
 		return nil, fmt.Errorf("ratemonitor: redis store: Timeout %v, Slack %v and MaxInFlight %d must not be negative", opts.Timeout, opts.Slack, opts.MaxInFlight)
 	}
@@ -191,7 +214,12 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = 10 * runtime.GOMAXPROCS(0)
 	}
-	return &Store{client: client, opts: opts, turns: make(chan struct{}, opts.MaxInFlight)}, nil
+	st := &Store{client: client, opts: opts, turns: make(chan struct{}, opts.MaxInFlight)}
+	if err := st.checkPolicy(ctx, true); err != nil {
+		return nil, err
+	}
+	st.startMonitor()
+	return st, nil
 }
 
 // Keys returns the Redis keys that hold key's state under s, all with the same hash tag. Under
@@ -220,6 +248,9 @@ func (st *Store) Keys(s *strategy.Strategy, key string) []string {
 func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, n int64, at time.Time, extra ...any) ([]int64, error) {
 	if st.closed.Load() {
 		return nil, st.failed(ctx, op, key, cache.ErrClosed)
+	}
+	if err := st.gate(ctx); err != nil {
+		return nil, st.failed(ctx, op, key, err)
 	}
 	pl, err := st.plan(s)
 	if err != nil {
@@ -596,9 +627,13 @@ func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u s
 	return err
 }
 
-// Close marks the store closed; later calls return cache.ErrClosed. The client stays open.
+// Close marks the store closed; later calls return cache.ErrClosed. It stops the monitor
+// (waiting for a check in flight) and removes the store's heartbeat, within Options.Timeout,
+// best effort. The client stays open. Close always returns nil.
 func (st *Store) Close() error {
-	st.closed.Store(true)
+	if !st.closed.Swap(true) {
+		st.closeMonitor()
+	}
 	return nil
 }
 

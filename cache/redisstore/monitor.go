@@ -1,0 +1,188 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratemonitor/ratemonitor/internal/lograte"
+	"github.com/ratemonitor/ratemonitor/observe"
+)
+
+// DefaultCheckInterval is Options.CheckInterval's default.
+const DefaultCheckInterval = time.Second
+
+// The loss monitor (issue 14, defect 4) and the fleet heartbeat. Each Store runs one check
+// every CheckInterval, from New (the first at once) until Close. A check is a timer's
+// callback, not a goroutine that waits: between checks no goroutine exists, so a Store that
+// is never closed holds only a timer, which stops at the first check after its client is
+// closed (go-redis answers redis.ErrClosed) or once the Store is garbage (runtime.AddCleanup).
+//
+// A check asks every server (forEachMaster) for INFO server, stats and persistence in one
+// pipeline, and compares with what the previous check saw at the same address:
+//   - run_id changed: the server restarted. Without persistence every count it held is gone;
+//     with it (INFO persistence's rdb_last_load_keys_loaded, Redis 7.0+), the counts since its
+//     last save. An observe.StateLost event with Op "restart".
+//   - evicted_keys grew (Redis counts every key maxmemory evicted, since start or CONFIG
+//     RESETSTAT): an observe.StateLost event with Op "eviction" and N the growth. Redis does
+//     not say whose keys they were: some may be other applications'.
+//
+// An address seen for the first time (the first check, a new master after a failover) is
+// only remembered. In a Cluster, a node restarted as a replica and promoted later has its
+// master's data, yet counts as a restart at its address: the report errs on the side of
+// telling. A check that fails (Redis down) changes nothing; the operations report outages.
+
+// monitor is what a Store's checks need. It does not refer to the Store, so that a Store
+// nobody holds can be collected and its checks stopped.
+type monitor struct {
+	client   redis.UniversalClient
+	observer observe.Observer
+	interval time.Duration
+	timeout  time.Duration
+	fleet    fleet
+	logs     lograte.Limiter
+
+	seenMu sync.Mutex
+	seen   map[string]serverState // by address
+
+	mu      sync.Mutex
+	stopped bool
+	timer   *time.Timer
+	ctx     context.Context // cancelled by stop, so that a check in flight ends
+	cancel  context.CancelFunc
+	running sync.WaitGroup // the check in flight, if any
+	beat    atomic.Bool    // a heartbeat was written (Close removes it)
+}
+
+// serverState is what a check saw of one server.
+type serverState struct {
+	runID   string
+	evicted int64 // INFO stats evicted_keys
+}
+
+// startMonitor starts st's checks unless CheckInterval is negative.
+func (st *Store) startMonitor() {
+	if st.opts.CheckInterval < 0 {
+		return
+	}
+	m := &monitor{client: st.client, observer: st.opts.Observer, interval: st.opts.CheckInterval,
+		timeout: st.opts.Timeout, fleet: newFleet(st.opts.Prefix, st.opts.CheckInterval), seen: make(map[string]serverState)}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	st.mon = m
+	m.mu.Lock()
+	m.timer = time.AfterFunc(0, m.check)
+	m.mu.Unlock()
+	runtime.AddCleanup(st, func(m *monitor) { m.halt() }, m)
+}
+
+// halt stops the checks without waiting for one in flight, and reports whether they ran.
+func (m *monitor) halt() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	was := !m.stopped
+	m.stopped = true
+	m.timer.Stop()
+	m.cancel()
+	return was
+}
+
+// stop stops the checks and waits for the one in flight to end.
+func (m *monitor) stop() {
+	m.halt()
+	m.running.Wait()
+}
+
+// check runs once per interval on the timer's goroutine; checks never overlap, since the
+// next is scheduled when one ends.
+func (m *monitor) check() {
+	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		return
+	}
+	m.running.Add(1)
+	m.mu.Unlock()
+	defer m.running.Done()
+
+	ctx, cancel := context.WithTimeout(m.ctx, m.timeout)
+	err := forEachMaster(ctx, m.client, m.checkServer)
+	cancel()
+	if !errors.Is(err, redis.ErrClosed) {
+		ctx, cancel = context.WithTimeout(m.ctx, m.timeout)
+		err = m.fleet.beat(ctx, m.client)
+		cancel()
+		if err == nil {
+			m.beat.Store(true)
+		}
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if errors.Is(err, redis.ErrClosed) {
+		m.stopped = true // the client is closed: nothing will answer again
+		m.cancel()
+		return
+	}
+	if !m.stopped {
+		m.timer.Reset(m.interval)
+	}
+}
+
+// checkServer compares what c's server says now with what the previous check saw there, and
+// reports a restart or evictions.
+func (m *monitor) checkServer(ctx context.Context, c *redis.Client) error {
+	var server, stats, persist *redis.StringCmd
+	var ci *redis.ClientInfoCmd
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		// Three INFO commands, not one with three sections: Redis before 7.0 takes one.
+		server, stats, persist = p.Info(ctx, "server"), p.Info(ctx, "stats"), p.Info(ctx, "persistence")
+		ci = clientInfo(ctx, c, p)
+		return nil
+	}); err != nil && (server.Err() != nil || stats.Err() != nil) {
+		return server.Err()
+	}
+	f := infoFields(server.Val(), stats.Val(), persist.Val())
+	now := serverState{runID: f["run_id"], evicted: intField(f, "evicted_keys")}
+	if now.runID == "" || now.evicted < 0 {
+		return nil // INFO without the fields (a proxy, say): nothing to compare
+	}
+	addr := addrOf(c, ci)
+	m.seenMu.Lock()
+	was, known := m.seen[addr]
+	m.seen[addr] = now
+	m.seenMu.Unlock()
+	switch {
+	case !known:
+	case now.runID != was.runID:
+		m.lost("restart", 0, fmt.Errorf("redis at %s restarted (run ID %s → %s): %s", addr, was.runID, now.runID, persistence(f)))
+	case now.evicted > was.evicted:
+		n := now.evicted - was.evicted
+		m.lost("eviction", int(n), fmt.Errorf("redis at %s evicted %d keys (maxmemory is full); some may be this store's, whose counts start again from zero", addr, n))
+	}
+	return nil
+}
+
+// persistence says what a restarted server kept, from INFO persistence.
+func persistence(f map[string]string) string {
+	if n := intField(f, "rdb_last_load_keys_loaded"); n > 0 {
+		return fmt.Sprintf("it loaded %d keys from its persistence file (aof_enabled:%s), so the counts kept there since its last save are lost", n, f["aof_enabled"])
+	}
+	return "the counts kept there are lost (it loaded no persistence file)"
+}
+
+// lost reports a loss to the observer and, at most once a second, to slog.
+func (m *monitor) lost(reason string, n int, err error) {
+	if m.observer != nil {
+		m.observer.Observe(observe.Event{Kind: observe.StateLost, Store: "redis", Op: reason, N: n, Err: err})
+	}
+	if ok, suppressed := m.logs.Allow(time.Now()); ok {
+		slog.Warn("ratemonitor: redis store: state lost", "reason", reason, "n", n, "err", err, "suppressed", suppressed)
+	}
+}

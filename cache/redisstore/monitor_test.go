@@ -1,0 +1,239 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/metrics"
+	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// info returns field k of INFO section on c.
+func info(t *testing.T, c *redis.Client, section, k string) string {
+	t.Helper()
+	s, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return infoFields(s)[k]
+}
+
+// lostEvents returns rec's StateLost events of reason.
+func lostEvents(rec *observe.Recorder, reason string) []observe.Event {
+	var out []observe.Event
+	for _, e := range rec.Events() {
+		if e.Kind == observe.StateLost && e.Op == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond every 5 ms for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+	}
+}
+
+// TestEvictionReported: under allkeys-lru with AllowEviction, a flood that makes Redis evict
+// is reported as StateLost "eviction" events within 2 check intervals; their N add up to
+// INFO's evicted_keys exactly, and the metric counts each event.
+func TestEvictionReported(t *testing.T) {
+	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
+	c := srv.Client()
+	rec := &observe.Recorder{}
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const interval = 200 * time.Millisecond
+	st := newStore(t, c, Options{AllowEviction: true, CheckInterval: interval,
+		Observer: observe.Func(func(e observe.Event) { rec.Observe(e); m.Observe(e) })})
+	defer st.Close()
+	waitFor(t, "first check", func() bool { return st.Processes() == 1 })
+	ctx := context.Background()
+	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
+	for i := range 100 {
+		if err := st.Record(ctx, s, "tenant-"+strconv.Itoa(i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	value := strings.Repeat("x", 10_000)
+	for batch := 0; info(t, c, "stats", "evicted_keys") == "0"; batch++ {
+		if batch == 100 {
+			t.Fatal("no eviction after 100 batches of 1 MB")
+		}
+		p := c.Pipeline()
+		for i := range 100 {
+			p.Set(ctx, fmt.Sprintf("flood-%d-%d", batch, i), value, time.Hour)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flooded := time.Now()
+	waitFor(t, "eviction event", func() bool { return len(lostEvents(rec, "eviction")) > 0 })
+	took := time.Since(flooded)
+	t.Logf("eviction reported %v after the flood ended (interval %v)", took.Round(time.Millisecond), interval)
+	if took > 2*interval {
+		t.Errorf("eviction reported after %v, want within 2 intervals (%v)", took, 2*interval)
+	}
+	evicted, _ := strconv.Atoi(info(t, c, "stats", "evicted_keys"))
+	time.Sleep(2 * interval) // one more check at least: every eviction reported
+	evs := lostEvents(rec, "eviction")
+	sum := 0
+	for _, e := range evs {
+		sum += e.N
+		if e.Store != "redis" || e.N <= 0 || !strings.HasPrefix(e.Err.Error(), "redis at "+srv.Addr+" evicted "+strconv.Itoa(e.N)+" keys") {
+			t.Errorf("event %v", e)
+		}
+	}
+	if sum != evicted {
+		t.Errorf("events' N add up to %d, INFO evicted_keys %d", sum, evicted)
+	}
+	t.Logf("%d keys evicted, %d events, first: %v", evicted, len(evs), evs[0].Err)
+	want := fmt.Sprintf(`
+# HELP ratemonitor_store_state_lost_total Detected losses of shared state (the server restarted, evicted keys, or held an unreadable value), by store and reason.
+# TYPE ratemonitor_store_state_lost_total counter
+ratemonitor_store_state_lost_total{reason="eviction",store="redis"} %d
+`, len(evs))
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratemonitor_store_state_lost_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRestartReported: a restart of Redis is one StateLost "restart" event, naming the
+// address and both run IDs; without persistence every count is said lost, and with it the
+// keys it loaded are said.
+func TestRestartReported(t *testing.T) {
+	for _, persist := range []bool{false, true} {
+		var args []string
+		if persist {
+			args = []string{"--dir", t.TempDir(), "--dbfilename", "dump.rdb"}
+		}
+		srv := redistest.StartWith(t, args...)
+		c := srv.Client()
+		rec := &observe.Recorder{}
+		const interval = 50 * time.Millisecond
+		st := newStore(t, c, Options{CheckInterval: interval, Observer: rec})
+		waitFor(t, "first check", func() bool { return st.Processes() == 1 })
+		ctx := context.Background()
+		if err := st.Record(ctx, mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute}), "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		if persist {
+			if err := c.Save(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := info(t, c, "server", "run_id")
+		srv.Restart()
+		after := info(t, c, "server", "run_id")
+		waitFor(t, "restart event", func() bool { return len(lostEvents(rec, "restart")) > 0 })
+		time.Sleep(10 * interval)
+		lost := "the counts kept there are lost (it loaded no persistence file)"
+		if persist {
+			// The key's sorted set and hash, and the fleet set unless its TTL (3 intervals)
+			// ran out before the load (then counted in rdb_last_load_keys_expired).
+			n := info(t, c, "persistence", "rdb_last_load_keys_loaded")
+			if exp := info(t, c, "persistence", "rdb_last_load_keys_expired"); n+"+"+exp != "3+0" && n+"+"+exp != "2+1" {
+				t.Errorf("loaded %s keys, %s expired; want 3 and 0, or 2 and 1", n, exp)
+			}
+			lost = "it loaded " + n + " keys from its persistence file (aof_enabled:0), so the counts kept there since its last save are lost"
+		}
+		want := []string{"state_lost store=redis op=restart key= err=redis at " + srv.Addr + " restarted (run ID " + before + " → " + after + "): " + lost}
+		if got := rec.Strings(); !slices.Equal(got, want) {
+			t.Errorf("persistence %v: events\n%q\nwant\n%q", persist, got, want)
+		}
+		t.Logf("%s", want[0])
+		st.Close()
+	}
+}
+
+// TestProcesses: three stores over one server and prefix count 3, and 2 once one is closed;
+// a store whose server never answered counts 0; another prefix is another fleet.
+func TestProcesses(t *testing.T) {
+	srv := redistest.Start(t)
+	const interval = 50 * time.Millisecond
+	var sts []*Store
+	for range 3 {
+		sts = append(sts, newStore(t, srv.Client(), Options{CheckInterval: interval}))
+	}
+	other := newStore(t, srv.Client(), Options{CheckInterval: interval, Prefix: "other"})
+	defer other.Close()
+	downClient := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer downClient.Close()
+	down := newStore(t, downClient, Options{CheckInterval: interval})
+	defer down.Close()
+	counts := func() []int {
+		var n []int
+		for _, st := range sts {
+			n = append(n, st.Processes())
+		}
+		return n
+	}
+	waitFor(t, "3 processes", func() bool { return slices.Equal(counts(), []int{3, 3, 3}) })
+	waitFor(t, "other prefix", func() bool { return other.Processes() == 1 })
+	sts[2].Close()
+	sts = sts[:2]
+	waitFor(t, "2 processes", func() bool { return slices.Equal(counts(), []int{2, 2}) })
+	if n, err := srv.Client().ZCard(context.Background(), "ratemonitor:{fleet}").Result(); err != nil || n != 2 {
+		t.Errorf("fleet set holds %d (%v), want 2", n, err)
+	}
+	if n := down.Processes(); n != 0 {
+		t.Errorf("unreachable store: %d processes, want 0", n)
+	}
+	for _, st := range sts {
+		st.Close()
+	}
+	if n, err := srv.Client().Exists(context.Background(), "ratemonitor:{fleet}").Result(); err != nil || n != 0 {
+		t.Errorf("fleet set exists %d (%v) after every Close, want 0", n, err)
+	}
+	if off := newStore(t, srv.Client(), Options{CheckInterval: -1}); off.Processes() != 0 || off.mon != nil {
+		t.Errorf("CheckInterval -1: Processes %d, monitor %v", off.Processes(), off.mon)
+	}
+}
+
+// TestMonitorStops: after Close no goroutine of the store is left; a store never closed stops
+// checking once its client is closed.
+func TestMonitorStops(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	base := goleak.IgnoreCurrent()
+	st := newStore(t, c, Options{CheckInterval: time.Millisecond})
+	waitFor(t, "first check", func() bool { return st.Processes() == 1 })
+	time.Sleep(20 * time.Millisecond)
+	st.Close()
+	goleak.VerifyNone(t, base)
+
+	c2 := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	open := newStore(t, c2, Options{CheckInterval: time.Millisecond})
+	waitFor(t, "first check", func() bool { return open.Processes() == 1 })
+	c2.Close()
+	waitFor(t, "monitor stopped", func() bool {
+		open.mon.mu.Lock()
+		defer open.mon.mu.Unlock()
+		return open.mon.stopped
+	})
+	goleak.VerifyNone(t, base)
+}
