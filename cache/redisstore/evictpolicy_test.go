@@ -14,11 +14,14 @@ import (
 )
 
 // refusalText is New's error for a server at addr with maxmemory 2 MiB under policy.
-func refusalText(addr, policy string) string {
-	return fmt.Sprintf("ratemonitor: redis store: redis at %s has maxmemory 2097152 bytes and maxmemory-policy %s, so it evicts keys when full, "+
+func refusalText(addr, policy string) string { return refusalTextOf(addr, 2<<20, policy) }
+
+// refusalTextOf is New's error for a server at addr with maxmemory bytes under policy.
+func refusalTextOf(addr string, maxmemory int, policy string) string {
+	return fmt.Sprintf("ratemonitor: redis store: redis at %s has maxmemory %d bytes and maxmemory-policy %s, so it evicts keys when full, "+
 		"this store's among them (each has a TTL, so volatile-* policies pick them too), and an evicted key's counts start again from zero: "+
 		"run `CONFIG SET maxmemory-policy noeviction` on it (and set it in its config file), "+
-		"or set Options.AllowEviction: true to accept the risk (evictions are then reported as StateLost events)", addr, policy)
+		"or set Options.AllowEviction: true to accept the risk (evictions are then reported as StateLost events)", addr, maxmemory, policy)
 }
 
 // TestEvictionPolicy: New refuses allkeys-lru and volatile-lru with maxmemory set, with the

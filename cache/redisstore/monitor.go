@@ -47,7 +47,6 @@ type monitor struct {
 	interval time.Duration
 	timeout  time.Duration
 	fleet    fleet
-	logs     lograte.Limiter
 
 	seenMu sync.Mutex
 	seen   map[string]serverState // by address
@@ -177,12 +176,16 @@ func persistence(f map[string]string) string {
 	return "the counts kept there are lost (it loaded no persistence file)"
 }
 
+// lossLogs lets the process log one loss a second, whichever Store saw it: every Store over
+// a restarted server sees the same restart.
+var lossLogs lograte.Limiter
+
 // lost reports a loss to the observer and, at most once a second, to slog.
 func (m *monitor) lost(reason string, n int, err error) {
 	if m.observer != nil {
 		m.observer.Observe(observe.Event{Kind: observe.StateLost, Store: "redis", Op: reason, N: n, Err: err})
 	}
-	if ok, suppressed := m.logs.Allow(time.Now()); ok {
+	if ok, suppressed := lossLogs.Allow(time.Now()); ok {
 		slog.Warn("ratemonitor: redis store: state lost", "reason", reason, "n", n, "err", err, "suppressed", suppressed)
 	}
 }
