@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -212,7 +213,7 @@ func TestProcesses(t *testing.T) {
 }
 
 // TestMonitorStops: after Close no goroutine of the store is left; a store never closed stops
-// checking once its client is closed.
+// checking once its client is closed, or once nothing refers to it (runtime.AddCleanup).
 func TestMonitorStops(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
@@ -230,10 +231,17 @@ func TestMonitorStops(t *testing.T) {
 	open := newStore(t, c2, Options{CheckInterval: time.Millisecond})
 	waitFor(t, "first check", func() bool { return open.Processes() == 1 })
 	c2.Close()
-	waitFor(t, "monitor stopped", func() bool {
-		open.mon.mu.Lock()
-		defer open.mon.mu.Unlock()
-		return open.mon.stopped
-	})
+	stopped := func(m *monitor) func() bool {
+		return func() bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return m.stopped
+		}
+	}
+	waitFor(t, "monitor stopped after the client closed", stopped(open.mon))
+
+	dropped := newStore(t, c, Options{CheckInterval: time.Millisecond}).mon
+	waitFor(t, "monitor stopped once its store is garbage", func() bool { runtime.GC(); return stopped(dropped)() })
+	dropped.running.Wait()
 	goleak.VerifyNone(t, base)
 }
