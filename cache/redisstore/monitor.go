@@ -144,8 +144,10 @@ func (m *monitor) checkServer(ctx context.Context, c *redis.Client) error {
 		server, stats, persist = p.Info(ctx, "server"), p.Info(ctx, "stats"), p.Info(ctx, "persistence")
 		ci = clientInfo(ctx, c, p)
 		return nil
-	}); err != nil && (server.Err() != nil || stats.Err() != nil) {
-		return server.Err()
+	}); err != nil {
+		if server.Err() != nil || stats.Err() != nil {
+			return errors.Join(server.Err(), stats.Err()) // unreachable, closed (redis.ErrClosed) or refused
+		}
 	}
 	f := infoFields(server.Val(), stats.Val(), persist.Val())
 	now := serverState{runID: f["run_id"], evicted: intField(f, "evicted_keys")}
