@@ -25,8 +25,8 @@ const DefaultCheckInterval = time.Second
 // is never closed holds only a timer, which stops at the first check after its client is
 // closed (go-redis answers redis.ErrClosed) or once the Store is garbage (runtime.AddCleanup).
 //
-// A check asks every server (forEachMaster) for INFO server, stats and persistence in one
-// pipeline, and compares with what the previous check saw at the same address:
+// A check asks every server (forEachMaster) for INFO server and stats in one pipeline (and,
+// after a restart, for INFO persistence), and compares with what the previous check saw at the same address:
 //   - run_id changed: the server restarted. Without persistence every count it held is gone;
 //     with it (INFO persistence's rdb_last_load_keys_loaded, Redis 7.0+), the counts since its
 //     last save. An observe.StateLost event with Op "restart".
@@ -137,11 +137,11 @@ func (m *monitor) check() {
 // checkServer compares what c's server says now with what the previous check saw there, and
 // reports a restart or evictions.
 func (m *monitor) checkServer(ctx context.Context, c *redis.Client) error {
-	var server, stats, persist *redis.StringCmd
+	var server, stats *redis.StringCmd
 	var ci *redis.ClientInfoCmd
 	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		// Three INFO commands, not one with three sections: Redis before 7.0 takes one.
-		server, stats, persist = p.Info(ctx, "server"), p.Info(ctx, "stats"), p.Info(ctx, "persistence")
+		// Two INFO commands, not one with two sections: Redis before 7.0 takes one.
+		server, stats = p.Info(ctx, "server"), p.Info(ctx, "stats")
 		ci = clientInfo(ctx, c, p)
 		return nil
 	}); err != nil {
@@ -149,7 +149,7 @@ func (m *monitor) checkServer(ctx context.Context, c *redis.Client) error {
 			return errors.Join(server.Err(), stats.Err()) // unreachable, closed (redis.ErrClosed) or refused
 		}
 	}
-	f := infoFields(server.Val(), stats.Val(), persist.Val())
+	f := infoFields(server.Val(), stats.Val())
 	now := serverState{runID: f["run_id"], evicted: intField(f, "evicted_keys")}
 	if now.runID == "" || now.evicted < 0 {
 		return nil // INFO without the fields (a proxy, say): nothing to compare
@@ -162,7 +162,7 @@ func (m *monitor) checkServer(ctx context.Context, c *redis.Client) error {
 	switch {
 	case !known:
 	case now.runID != was.runID:
-		m.lost("restart", 0, fmt.Errorf("redis at %s restarted (run ID %s → %s): %s", addr, was.runID, now.runID, persistence(f)))
+		m.lost("restart", 0, fmt.Errorf("redis at %s restarted (run ID %s → %s): %s", addr, was.runID, now.runID, persistence(ctx, c)))
 	case now.evicted > was.evicted:
 		n := now.evicted - was.evicted
 		m.lost("eviction", int(n), fmt.Errorf("redis at %s evicted %d keys (maxmemory is full); some may be this store's, whose counts start again from zero", addr, n))
@@ -171,7 +171,12 @@ func (m *monitor) checkServer(ctx context.Context, c *redis.Client) error {
 }
 
 // persistence says what a restarted server kept, from INFO persistence.
-func persistence(f map[string]string) string {
+func persistence(ctx context.Context, c *redis.Client) string {
+	s, err := c.Info(ctx, "persistence").Result()
+	if err != nil {
+		return "the counts kept there are lost, at least those since its last save (INFO persistence: " + err.Error() + ")"
+	}
+	f := infoFields(s)
 	if n := intField(f, "rdb_last_load_keys_loaded"); n > 0 {
 		return fmt.Sprintf("it loaded %d keys from its persistence file (aof_enabled:%s), so the counts kept there since its last save are lost", n, f["aof_enabled"])
 	}
