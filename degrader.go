@@ -1,0 +1,464 @@
+package ratemonitor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// The degrader's states. healthy: every operation goes to the shared store. degraded: to the
+// memory store, at the share, after the hold-back; a probe of the shared store at most every
+// ProbeInterval. settling: the shared store answers again; for settle (the longest window
+// plus ProbeInterval) a reserve must be granted by both stores, so that this process stays at
+// its share while others may still be degraded (see Degrade).
+const (
+	healthy = iota
+	degraded
+	settling
+)
+
+// degrader is the Transport's store under ErrorPolicy Degrade: a cache.Store that routes each
+// operation to the shared store or to the degraded mode's memory store.
+type degrader struct {
+	t      *Transport
+	shared cache.Store
+	clock  clock.Clock
+	cfg    DegradedConfig
+	name   string        // the shared store's name for events
+	settle time.Duration // how long a return settles: the longest window + ProbeInterval
+	fleet  cache.Fleet   // nil when the store does not count its processes
+
+	// gen counts the switches between the stores: a slot reserved in one generation is given
+	// back only in the same one (Transport.releaseIn).
+	gen atomic.Uint64
+
+	mu        sync.Mutex
+	local     *cache.Memory // made at the first outage (mem): a healthy Transport runs no goroutine for it
+	closed    bool          // Close was called: no memory store is made any more
+	state     int
+	since     time.Time // the instant (Transport's clock) the outage was seen; the hold-back starts there
+	returned  time.Time // the instant the shared store answered again (settling)
+	nextProbe time.Time
+	probing   bool
+	share     float64
+	scaled    map[string]*strategy.Strategy // by scaledKey, for this episode's share
+	used      map[usedKey]usedEntry         // keys granted locally, for the carry-over
+}
+
+type usedKey struct {
+	ids string // the strategy's counter IDs: a strategy made again by Without has the same
+	key string
+}
+
+type usedEntry struct {
+	orig, scaled *strategy.Strategy
+	last         time.Time // the last local grant or record
+}
+
+func newDegrader(t *Transport, cfg DegradedConfig, longest time.Duration) *degrader {
+	d := &degrader{t: t, shared: t.store, clock: t.clock, cfg: cfg,
+		name: storeName(t.store), settle: longest + cfg.ProbeInterval}
+	d.fleet, _ = t.store.(cache.Fleet)
+	return d
+}
+
+// strategyKey names a strategy by its counters, which say its rules (an algorithm's counter
+// ID encodes the rule's limit and window).
+func strategyKey(s *strategy.Strategy) string {
+	var b strings.Builder
+	b.WriteString(s.Name())
+	for j := range s.Slots() {
+		b.WriteString("|" + s.CounterID(j))
+	}
+	return b.String()
+}
+
+// episodeShare is the share for an outage starting now (see DegradedConfig.Share).
+func (d *degrader) episodeShare() float64 {
+	switch {
+	case d.cfg.Share > 0:
+		return d.cfg.Share
+	case d.cfg.Processes > 0:
+		return 1 / float64(d.cfg.Processes)
+	case d.fleet != nil:
+		if p := d.fleet.Processes(); p > 0 {
+			return 1 / float64(p)
+		}
+	}
+	return 1
+}
+
+// mode returns the state an operation should use now, and whether this caller is to probe the
+// shared store (degraded, and a probe is due: nobody else is probing). It ends a settling
+// return that has lasted settle.
+func (d *degrader) mode() (state int, probe bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.clock.Now()
+	switch d.state {
+	case settling:
+		if !now.Before(d.returned.Add(d.settle)) {
+			// Both states give slots back on the shared store: the generation stays.
+			d.state = healthy
+			d.used = nil
+		}
+	case degraded:
+		if !d.probing && !now.Before(d.nextProbe) {
+			d.probing = true
+			return degraded, true
+		}
+	}
+	return d.state, false
+}
+
+// fail enters the degraded state for err, unless it is already degraded (one Degraded event
+// per outage), and reports it.
+func (d *degrader) fail(err error) {
+	d.mu.Lock()
+	if d.state == degraded {
+		d.mu.Unlock()
+		return
+	}
+	now := d.clock.Now()
+	d.state, d.since, d.nextProbe = degraded, now, now.Add(d.cfg.ProbeInterval)
+	if share := d.episodeShare(); share != d.share || d.scaled == nil {
+		d.share, d.scaled = share, map[string]*strategy.Strategy{}
+	}
+	if d.used == nil {
+		d.used = map[usedKey]usedEntry{}
+	}
+	share := d.share
+	d.gen.Add(1)
+	d.mu.Unlock()
+	d.t.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratemonitor: shared store unreachable: pacing locally (degraded mode)",
+		slog.String("store", d.name), slog.Float64("share", share), slog.Any("error", err))
+	if d.t.obs != nil {
+		d.t.obs.Observe(observe.Event{Kind: observe.Degraded, Store: d.name, Err: err})
+	}
+}
+
+// probed ends a probe: ok means the shared store answered and the carry-over is in it.
+func (d *degrader) probed(ok bool) {
+	d.mu.Lock()
+	d.probing = false
+	now := d.clock.Now()
+	if !ok || d.state != degraded {
+		d.nextProbe = now.Add(d.cfg.ProbeInterval)
+		d.mu.Unlock()
+		return
+	}
+	down := now.Sub(d.since)
+	d.state, d.returned = settling, now
+	d.gen.Add(1)
+	d.mu.Unlock()
+	d.t.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratemonitor: shared store answers again: back from degraded mode",
+		slog.String("store", d.name), slog.Duration("degraded", down))
+	if d.t.obs != nil {
+		d.t.obs.Observe(observe.Event{Kind: observe.Recovered, Store: d.name, Wait: down})
+	}
+}
+
+// probe asks the shared store about key (a Peek, which records nothing) and, when it answers,
+// carries this process's local grants of the last window into it: see carry.
+func (d *degrader) probe(ctx context.Context, s *strategy.Strategy, key string) bool {
+	if _, err := d.shared.Peek(ctx, s, key, 0); err != nil {
+		d.probed(false)
+		return false
+	}
+	ok := d.carry(ctx)
+	d.probed(ok)
+	return ok
+}
+
+// carry records in the shared store, for every key and counter this process granted or
+// recorded on locally within the strategy's longest window, as many requests as the memory
+// store still counts there. Record counts them at the shared store's instant, later than they
+// were sent: they count there a little longer than they do upstream (conservative). The
+// caller's cancellation does not stop it half way (each call is bounded by the store's own
+// timeout); on a failure the probe fails, and what was carried already is carried again by
+// the next one (an over-count, never an under-count).
+func (d *degrader) carry(ctx context.Context) bool {
+	ctx = context.WithoutCancel(ctx)
+	d.mu.Lock()
+	type item struct {
+		k usedKey
+		e usedEntry
+	}
+	var items []item
+	for k, e := range d.used {
+		items = append(items, item{k, e})
+	}
+	local := d.local
+	d.mu.Unlock()
+	if local == nil {
+		return true
+	}
+	now := d.clock.Now()
+	for _, it := range items {
+		if !now.Before(it.e.last.Add(it.e.orig.Longest())) {
+			continue // every local grant has stopped counting
+		}
+		snap, err := local.Peek(ctx, it.e.scaled, it.k.key, 0)
+		if err != nil {
+			continue
+		}
+		done := map[int]bool{}
+		for i, u := range snap.Usage {
+			j := it.e.orig.SlotOf(i)
+			if u.Used == 0 || done[j] {
+				continue
+			}
+			done[j] = true
+			id := it.e.orig.CounterID(j)
+			sub := it.e.orig.Without(func(c string) bool { return c != id })
+			if err := d.shared.Record(ctx, sub, it.k.key, u.Used); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// scaledFor returns s scaled to this episode's share.
+func (d *degrader) scaledFor(s *strategy.Strategy) *strategy.Strategy {
+	k := strategyKey(s)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.scaled == nil {
+		d.scaled = map[string]*strategy.Strategy{}
+		d.share = d.episodeShare()
+	}
+	sc, ok := d.scaled[k]
+	if !ok {
+		sc = s.Scaled(d.share)
+		d.scaled[k] = sc
+	}
+	return sc
+}
+
+// touched notes a local grant or record on key, for the carry-over.
+func (d *degrader) touched(s, sc *strategy.Strategy, key string) {
+	d.mu.Lock()
+	if d.used == nil {
+		d.used = map[usedKey]usedEntry{}
+	}
+	d.used[usedKey{strategyKey(s), key}] = usedEntry{orig: s, scaled: sc, last: d.clock.Now()}
+	d.mu.Unlock()
+}
+
+// holdUntil is when s's first local grant of this outage may come: once every grant the shared
+// store made before the outage was seen has aged out of s's longest window. Zero with
+// NoHoldBack.
+func (d *degrader) holdUntil(s *strategy.Strategy) time.Time {
+	if d.cfg.NoHoldBack {
+		return time.Time{}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.since.Add(s.Longest())
+}
+
+// burstErr says why a burst cannot fit this process's share.
+func (d *degrader) burstErr(err error) error {
+	return fmt.Errorf("ratemonitor: degraded mode (store %s unreachable) paces on this process's share of each limit: %w", d.name, err)
+}
+
+// localReserve reserves on the memory store at the share, after the hold-back.
+func (d *degrader) localReserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	sc := d.scaledFor(s)
+	if err := sc.CheckBurst(n); err != nil {
+		return strategy.Result{}, d.burstErr(err)
+	}
+	if until, now := d.holdUntil(s), d.clock.Now(); now.Before(until) {
+		return strategy.Result{Wait: until.Sub(now)}, nil
+	}
+	local, err := d.mem()
+	if err != nil {
+		return strategy.Result{}, err
+	}
+	res, err := local.Reserve(ctx, sc, key, n)
+	if err == nil && res.Allowed {
+		d.touched(s, sc, key)
+	}
+	return res, err
+}
+
+// Reserve implements cache.Store.
+func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	state, probe := d.mode()
+	if probe && d.probe(ctx, s, key) {
+		state = settling
+	}
+	switch state {
+	case degraded:
+		return d.localReserve(ctx, s, key, n)
+	case settling:
+		return d.settleReserve(ctx, s, key, n)
+	}
+	res, err := d.shared.Reserve(ctx, s, key, n)
+	if isOutage(ctx, err) {
+		d.fail(err)
+		return d.localReserve(ctx, s, key, n)
+	}
+	return res, err
+}
+
+// settleReserve grants a burst only when both the memory store (at the share, after the
+// hold-back) and the shared store have room; the shared store's instant is the one returned.
+func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	lres, err := d.localReserve(ctx, s, key, n)
+	if err != nil || !lres.Allowed {
+		return lres, err
+	}
+	sc := d.scaledFor(s)
+	res, err := d.shared.Reserve(ctx, s, key, n)
+	if err != nil || !res.Allowed {
+		if local, lerr := d.mem(); lerr == nil {
+			local.Release(context.WithoutCancel(ctx), sc, key, lres.At, n)
+		}
+	}
+	if isOutage(ctx, err) {
+		d.fail(err)
+		return d.localReserve(ctx, s, key, n)
+	}
+	return res, err
+}
+
+// Record implements cache.Store: on the memory store while degraded, on both while settling.
+func (d *degrader) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	state, probe := d.mode()
+	if probe && d.probe(ctx, s, key) {
+		state = settling
+	}
+	local := func() error {
+		sc := d.scaledFor(s)
+		local, err := d.mem()
+		if err != nil {
+			return err
+		}
+		err = local.Record(ctx, sc, key, n)
+		if err == nil {
+			d.touched(s, sc, key)
+		}
+		return err
+	}
+	if state == degraded {
+		return local()
+	}
+	err := d.shared.Record(ctx, s, key, n)
+	if isOutage(ctx, err) {
+		d.fail(err)
+		return local()
+	}
+	if err == nil && state == settling {
+		return local()
+	}
+	return err
+}
+
+// Release implements cache.Store: on the store the current state reserves on (the shared one
+// while settling). The Transport gives back only slots of the current generation.
+func (d *degrader) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+	d.mu.Lock()
+	state := d.state
+	d.mu.Unlock()
+	if state == degraded {
+		local, err := d.mem()
+		if err != nil {
+			return err
+		}
+		return local.Release(ctx, d.scaledFor(s), key, at, n)
+	}
+	return d.shared.Release(ctx, s, key, at, n)
+}
+
+// localPeek is Peek on the memory store at the share, with the hold-back in the wait.
+func (d *degrader) localPeek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+	sc := d.scaledFor(s)
+	if n > 0 {
+		if err := sc.CheckBurst(n); err != nil {
+			return strategy.Snapshot{}, d.burstErr(err)
+		}
+	}
+	local, err := d.mem()
+	if err != nil {
+		return strategy.Snapshot{}, err
+	}
+	snap, err := local.Peek(ctx, sc, key, n)
+	if err == nil && n > 0 {
+		if until, now := d.holdUntil(s), d.clock.Now(); now.Before(until) {
+			snap.Wait = max(snap.Wait, until.Sub(now))
+		}
+	}
+	return snap, err
+}
+
+// Peek implements cache.Store: while degraded, usage is the memory store's, against the
+// scaled rules; while settling, the wait is the longer of both stores'.
+func (d *degrader) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+	state, probe := d.mode()
+	if probe && d.probe(ctx, s, key) {
+		state = settling
+	}
+	if state == degraded {
+		return d.localPeek(ctx, s, key, n)
+	}
+	snap, err := d.shared.Peek(ctx, s, key, n)
+	if isOutage(ctx, err) {
+		d.fail(err)
+		return d.localPeek(ctx, s, key, n)
+	}
+	if err == nil && state == settling && n > 0 {
+		if l, lerr := d.localPeek(ctx, s, key, n); lerr == nil {
+			snap.Wait = max(snap.Wait, l.Wait)
+		}
+	}
+	return snap, err
+}
+
+// mem returns the memory store, made on first use with the Transport's clock and logger (only
+// this Transport's keys live there: the default cost bound is ample). After Close it returns
+// an error wrapping cache.ErrClosed.
+func (d *degrader) mem() (*cache.Memory, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("ratemonitor: degraded mode: %w", cache.ErrClosed)
+	}
+	if d.local == nil {
+		m, err := cache.NewMemory(cache.MemoryConfig{Clock: d.clock, Logger: d.t.logger})
+		if err != nil {
+			return nil, fmt.Errorf("ratemonitor: degraded mode's memory store: %w", err)
+		}
+		d.local = m
+	}
+	return d.local, nil
+}
+
+// Close closes the memory store, if one was made; the shared store is the caller's.
+func (d *degrader) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	if d.local == nil {
+		return nil
+	}
+	return d.local.Close()
+}
+
+// String names the degrader for messages.
+func (d *degrader) String() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return "degraded mode over " + d.name + " (state " + strconv.Itoa(d.state) + ")"
+}
