@@ -1,0 +1,360 @@
+package ratemonitor
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// fleetStore is a real Redis store that says how many processes share it (cache.Fleet), as
+// the Redis store's heartbeat will.
+type fleetStore struct {
+	*redisstore.Store
+	n int
+}
+
+func (f fleetStore) Processes() int { return f.n }
+
+func newRedisStore(t *testing.T, srv *redistest.Server) *redisstore.Store {
+	t.Helper()
+	st, err := redisstore.New(srv.Client(), redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// kinds returns the Degraded and Recovered events among evs, as strings.
+func kinds(evs []observe.Event) []string {
+	var out []string
+	for _, e := range evs {
+		if e.Kind == observe.Degraded || e.Kind == observe.Recovered {
+			out = append(out, e.Kind.String())
+		}
+	}
+	return out
+}
+
+func TestDegradeConfig(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newRedisStore(t, srv)
+	bad := map[string][]Option{
+		"share above 1":         {WithDegraded(DegradedConfig{Share: 1.5})},
+		"share negative":        {WithDegraded(DegradedConfig{Share: -0.25})},
+		"share NaN":             {WithDegraded(DegradedConfig{Share: math.NaN()})},
+		"processes negative":    {WithDegraded(DegradedConfig{Processes: -2})},
+		"share and processes":   {WithDegraded(DegradedConfig{Share: 0.5, Processes: 2})},
+		"negative probe":        {WithDegraded(DegradedConfig{ProbeInterval: -time.Second})},
+		"degraded, fail open":   {WithDegraded(DegradedConfig{}), WithErrorPolicy(FailOpen)},
+		"fail closed, degraded": {WithErrorPolicy(FailClosed), WithDegraded(DegradedConfig{})},
+		"unknown policy":        {WithErrorPolicy(Degrade + 1)},
+	}
+	for name, opts := range bad {
+		if tr, err := New(nil, append([]Option{WithRules(minute), WithStore(st), WithPacing()}, opts...)...); err == nil {
+			tr.Close()
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+	// Defaults: Degrade for paced Transports, FailOpen for monitoring ones; WithDegraded
+	// chooses Degrade; explicit policies stay.
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want ErrorPolicy
+		deg  bool
+	}{
+		{"paced", []Option{WithPacing()}, Degrade, true},
+		{"monitoring", nil, FailOpen, false},
+		{"monitoring, WithDegraded", []Option{WithDegraded(DegradedConfig{Processes: 3})}, Degrade, true},
+		{"paced, fail open", []Option{WithPacing(), WithErrorPolicy(FailOpen)}, FailOpen, false},
+		{"paced, fail closed", []Option{WithPacing(), WithErrorPolicy(FailClosed)}, FailClosed, false},
+	} {
+		tr := newTransport(t, nil, append([]Option{WithRules(minute), WithStore(st)}, c.opts...)...)
+		if tr.policy != c.want || (tr.deg != nil) != c.deg {
+			t.Errorf("%s: policy %v, degrader %v; want %v, %v", c.name, tr.policy, tr.deg != nil, c.want, c.deg)
+		}
+	}
+	// Over an in-process store there is nothing to degrade from.
+	if tr := newTransport(t, nil, WithRules(minute), WithPacing()); tr.policy != Degrade || tr.deg != nil {
+		t.Errorf("memory store: policy %v, degrader %v", tr.policy, tr.deg != nil)
+	}
+}
+
+// TestDegradeMath walks one Transport through an outage of a real Redis on a manual clock:
+// 20 per minute, a fleet of 4 (cache.Fleet), so 5 per minute locally.
+func TestDegradeMath(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newRedisStore(t, srv)
+	clk := clock.NewManual(t0)
+	rec := &observe.Recorder{}
+	rule := strategy.Rule{Limit: 20, Window: time.Minute}
+	tr := newTransport(t, nil, WithRules(rule), WithStore(fleetStore{st, 4}), WithClock(clk), WithPacing(),
+		WithObserver(rec), WithLogger(discard))
+	ctx := context.Background()
+	const key = "k"
+	reserve := func(step string, allowed bool, wait time.Duration) {
+		t.Helper()
+		res, err := tr.ops.Reserve(ctx, tr.strat, key, 1)
+		if err != nil || res.Allowed != allowed || res.Wait != wait {
+			t.Fatalf("%s: allowed %v wait %v err %v; want allowed %v wait %v", step, res.Allowed, res.Wait, err, allowed, wait)
+		}
+	}
+	shared := func() int {
+		t.Helper()
+		snap, err := st.Peek(ctx, tr.strat, key, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Usage[0].Used
+	}
+	for range 3 {
+		reserve("healthy", true, 0)
+	}
+	srv.Stop()
+	// Hold-back: the shared window may be full; the first local grant comes a window after
+	// the outage was seen.
+	reserve("outage seen", false, time.Minute)
+	evs := rec.Events()
+	if k := kinds(evs); len(k) != 1 || k[0] != "degraded" || evs[len(evs)-1].Store != "redis" || evs[len(evs)-1].Err == nil {
+		t.Fatalf("events %v", rec.Strings())
+	}
+	clk.Advance(time.Minute - time.Millisecond) // probes are due: Redis is still down
+	reserve("hold-back", false, time.Millisecond)
+	clk.Advance(time.Millisecond)
+	for range 5 { // floor(20 × 1/4)
+		reserve("local", true, 0)
+	}
+	reserve("local share used", false, time.Minute)
+	if got := kinds(rec.Events()); len(got) != 1 {
+		t.Fatalf("events %v", got)
+	}
+
+	srv.Restart() // empty: no persistence
+	clk.Advance(DefaultProbeInterval)
+	// The probe succeeds: the 5 local grants are carried into Redis, and while settling the
+	// local share still applies.
+	reserve("settling, local share used", false, time.Minute-DefaultProbeInterval)
+	if got := shared(); got != 5 {
+		t.Errorf("carried over: Redis counts %d, want the 5 local grants", got)
+	}
+	evs = rec.Events()
+	if k := kinds(evs); len(k) != 2 || k[1] != "recovered" || evs[len(evs)-1].Wait != time.Minute+DefaultProbeInterval {
+		t.Fatalf("events %v", rec.Strings())
+	}
+	clk.Advance(time.Minute - DefaultProbeInterval)
+	for range 5 { // both stores have room: granted on both
+		reserve("settling", true, 0)
+	}
+	if got := shared(); got != 10 {
+		t.Errorf("settling: Redis counts %d, want 10", got)
+	}
+	reserve("settling, local share used again", false, time.Minute)
+	clk.Advance(time.Minute + DefaultProbeInterval) // settled: the shared store alone decides
+	for range 10 {
+		reserve("healthy again", true, 0)
+	}
+	if res, err := tr.ops.Reserve(ctx, tr.strat, key, 1); err != nil || res.Allowed {
+		t.Errorf("Redis holds 20 in the window: %+v, %v", res, err)
+	}
+}
+
+// atLog records the instant of every reserve granted through a Transport's store
+// operations: the store's own instant (Redis TIME, or the memory store's clock while
+// degraded), the instant the rules are enforced at.
+type atLog struct {
+	cache.Store
+	mu  *sync.Mutex
+	ats *[]time.Time
+}
+
+func (g atLog) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	res, err := g.Store.Reserve(ctx, s, key, n)
+	if err == nil && res.Allowed {
+		g.mu.Lock()
+		for range n {
+			*g.ats = append(*g.ats, res.At)
+		}
+		g.mu.Unlock()
+	}
+	return res, err
+}
+
+// maxIn returns the most instants of ats in any window [s, s+w) starting at one of them.
+func maxIn(ats []time.Time, w time.Duration) (most int, at time.Time) {
+	sorted := slices.SortedFunc(slices.Values(ats), func(a, b time.Time) int { return a.Compare(b) })
+	j := 0
+	for i := range sorted {
+		for j < len(sorted) && sorted[j].Before(sorted[i].Add(w)) {
+			j++
+		}
+		if j-i > most {
+			most, at = j-i, sorted[i]
+		}
+	}
+	return most, at
+}
+
+// TestDegradeFleetOutage: four Transports, each with its own Redis store (four processes),
+// pace 20 per second on one key with two senders each, and Redis is killed for 3.5 s then
+// restarted empty. Across all of them, at every grant instant, no window of 1 s holds more
+// than 20 grants: before, during (each at 5 per second after its hold-back) and after (the
+// carry-over and the settling). Once the hold-back has passed (2 s after the kill at most: a
+// sender may sleep up to 1 s before it meets the outage, then holds back 1 s), they keep
+// sending: at least half the limit's rate, 15 in the last 1.5 s of the outage (5 per
+// process and window: 20 per second). Each Transport reports Degraded, then Recovered, once.
+func TestDegradeFleetOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	rule := strategy.Rule{Limit: 20, Window: time.Second}
+	var mu sync.Mutex
+	var ats []time.Time
+	var trs []*Transport
+	var recs []*observe.Recorder
+	base := &okBase{}
+	for range 4 {
+		rec := &observe.Recorder{}
+		tr := newTransport(t, base, WithRules(rule), WithStore(fleetStore{newRedisStore(t, srv), 4}), WithPacing(),
+			WithObserver(rec), WithLogger(discard))
+		tr.ops = atLog{Store: tr.ops, mu: &mu, ats: &ats}
+		trs, recs = append(trs, tr), append(recs, rec)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, tr := range trs {
+		for range 2 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					doKey(tr, ctx, "k")
+				}
+			})
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	stop := time.Now()
+	srv.Stop()
+	time.Sleep(3500 * time.Millisecond)
+	srv.Restart()
+	restart := time.Now()
+	time.Sleep(2500 * time.Millisecond)
+	cancel()
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if most, at := maxIn(ats, time.Second); most > 20 {
+		t.Errorf("%d grants in the second from %v (%v after the kill), limit 20", most, at.Format("15:04:05.000"), at.Sub(stop))
+	}
+	during, after := 0, 0
+	for _, at := range ats {
+		switch {
+		case !at.Before(stop.Add(2*time.Second)) && at.Before(restart):
+			during++
+		case !at.Before(restart.Add(1500 * time.Millisecond)):
+			after++
+		}
+	}
+	// The upstream's count, by arrival: at most 20 in each of the 4 seconds the 3.5 s outage
+	// touches (under FailOpen, the default before, thousands).
+	if n := base.between(stop, restart); n > 80 {
+		t.Errorf("%d requests reached the upstream during the 3.5 s outage, want at most 80", n)
+	}
+	if during < 15 {
+		t.Errorf("%d grants in the last 1.5 s of the outage, want at least 15", during)
+	}
+	if after < 15 {
+		t.Errorf("%d grants in the last second, after the return, want at least 15", after)
+	}
+	for i, rec := range recs {
+		if k := kinds(rec.Events()); !slices.Equal(k, []string{"degraded", "recovered"}) {
+			t.Errorf("Transport %d: events %v, want degraded then recovered once", i, k)
+		}
+	}
+	t.Logf("%d grants in all: %d in the last 1.5 s of the outage, %d in the last second", len(ats), during, after)
+}
+
+// okBase answers every request with 200 at once, and notes when each arrived.
+type okBase struct {
+	mu   sync.Mutex
+	sent []time.Time
+}
+
+func (b *okBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	b.sent = append(b.sent, time.Now())
+	b.mu.Unlock()
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// between counts the requests that arrived in [from, to).
+func (b *okBase) between(from, to time.Time) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, s := range b.sent {
+		if !s.Before(from) && s.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestDegradeOutageFigure is issue 14's measurement: one paced Transport, 20 per second, eight
+// senders, Redis down for 2 s. Under the default (Degrade; no fleet size known, so the whole
+// limit) it sends nothing for the hold-back's second, then 20: at most 40 in 2 s. Under
+// FailOpen (the default before) every request goes, uncounted: thousands, logged only.
+func TestDegradeOutageFigure(t *testing.T) {
+	srv := redistest.Start(t)
+	rule := strategy.Rule{Limit: 20, Window: time.Second}
+	for _, opts := range [][]Option{nil, {WithErrorPolicy(FailOpen)}} {
+		base := &okBase{}
+		tr := newTransport(t, base, append([]Option{WithRules(rule), WithStore(newRedisStore(t, srv)), WithPacing(), WithLogger(discard)}, opts...)...)
+		srv.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					doKey(tr, ctx, "k")
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+		n := len(base.sent)
+		t.Logf("%v: %d requests sent in 2 s with Redis down, limit 20 per second", tr.policy, n)
+		if tr.policy == Degrade && (n < 20 || n > 40) {
+			t.Errorf("degrade: %d requests sent in 2 s, want 20 to 40", n)
+		}
+		srv.Restart()
+	}
+	waitRedisRedialed(t)
+}
+
+// waitRedisRedialed waits until go-redis's pools have dialled a restarted server: a pool
+// whose dials all failed starts a goroutine (ConnPool.tryDial, go-redis v9.23.0
+// internal/pool/pool.go) that tries again every second until one succeeds, which goleak
+// would see if the test ended first.
+func waitRedisRedialed(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "ConnPool).tryDial") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("go-redis still redials the restarted server after 5 s")
+		}
+	}
+}
