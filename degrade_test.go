@@ -2,6 +2,7 @@ package ratemonitor
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http"
 	"runtime"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
@@ -357,4 +360,104 @@ func waitRedisRedialed(t *testing.T) {
 			t.Fatal("go-redis still redials the restarted server after 5 s")
 		}
 	}
+}
+
+// TestDegradeAppAndStacked: an outer paced Transport (5 per minute, app rules 3 per minute)
+// wrapping an inner one (100 per hour), both over one Redis store, keep pacing with Redis
+// down (no hold-back, whole limit): 3 requests go, the 4th is refused at once for its
+// deadline (the app key is full), and each counter holds each request once.
+func TestDegradeAppAndStacked(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newRedisStore(t, srv)
+	base := &okBase{}
+	noHold := WithDegraded(DegradedConfig{NoHoldBack: true})
+	hour := strategy.Rule{Limit: 100, Window: time.Hour}
+	inner := newTransport(t, base, WithRules(hour), WithStore(st), WithPacing(), noHold, WithLogger(discard))
+	outer := newTransport(t, inner, WithRules(strategy.Rule{Limit: 5, Window: time.Minute}), WithStore(st), WithPacing(),
+		WithAppRules("app", strategy.Rule{Limit: 3, Window: time.Minute}), noHold, WithLogger(discard))
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if err := doKey(outer, ctx, "k"); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	var de *DeadlineError
+	if err := doKey(outer, ctx, "k"); !errors.As(err, &de) {
+		t.Fatalf("4th request: %v, want a *DeadlineError (app key full)", err)
+	}
+	if n := len(base.sent); n != 3 {
+		t.Errorf("upstream saw %d, want 3", n)
+	}
+	for name, c := range map[string]struct {
+		tr       *Transport
+		s        *strategy.Strategy
+		key      string
+		wantRule strategy.Rule
+	}{
+		"inner": {inner, inner.strat, "k", hour},
+		"outer": {outer, outer.strat, "k", strategy.Rule{Limit: 5, Window: time.Minute}},
+		"app":   {outer, outer.app.strat, "app", strategy.Rule{Limit: 3, Window: time.Minute}},
+	} {
+		snap, err := c.tr.ops.Peek(ctx, c.s, c.key, 0)
+		if err != nil || snap.Usage[0].Used != 3 || snap.Usage[0].Rule != c.wantRule {
+			t.Errorf("%s: %+v, %v; want 3 used of %v", name, snap.Usage, err, c.wantRule)
+		}
+	}
+}
+
+// TestDegradeClosedStore: a closed store is not an outage: under Degrade nothing is sent, the
+// error is a *StoreError, and the Transport does not degrade.
+func TestDegradeClosedStore(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newRedisStore(t, srv)
+	st.Close()
+	rec := &observe.Recorder{}
+	base := &okBase{}
+	tr := newTransport(t, base, WithRules(minute), WithStore(st), WithPacing(), WithObserver(rec), WithLogger(discard))
+	var se *StoreError
+	if err := doKey(tr, context.Background(), "k"); !errors.As(err, &se) || !errors.Is(err, cache.ErrClosed) || len(base.sent) != 0 {
+		t.Errorf("closed store: %v, sent %d", err, len(base.sent))
+	}
+	if k := kinds(rec.Events()); len(k) != 0 {
+		t.Errorf("events %v, want none", k)
+	}
+}
+
+// TestDegradeShareAndClose: an explicit share applies (Share 0.5 of 20: 10), a burst above
+// the share is refused as too large while degraded, and Close stops the memory store the
+// outage started: no goroutine is left.
+func TestDegradeShareAndClose(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newRedisStore(t, srv)
+	before := goleak.IgnoreCurrent()
+	tr, err := New(&okBase{}, WithRules(strategy.Rule{Limit: 20, Window: time.Minute}), WithStore(fleetStore{st, 4}),
+		WithPacing(), WithDegraded(DegradedConfig{Share: 0.5, NoHoldBack: true}), WithLogger(discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	ctx := context.Background()
+	r, err := tr.Reserve(ctx, "k", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Remaining() != 10 {
+		t.Errorf("remaining %d", r.Remaining())
+	}
+	if _, err := tr.Reserve(ctx, "k", 11); !errors.Is(err, strategy.ErrBurstTooLarge) {
+		t.Errorf("a burst of 11 over a share of 10: %v", err)
+	}
+	if used, err := tr.AllocationUsed(ctx, "k"); err != nil || used[0].Used != 10 || used[0].Rule.Limit != 10 {
+		t.Errorf("allocation used while degraded: %+v, %v", used, err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, before)
+	if _, err := tr.Reserve(ctx, "k", 1); !errors.Is(err, cache.ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+	goleak.VerifyNone(t, before)
 }

@@ -56,8 +56,8 @@ type degrader struct {
 }
 
 type usedKey struct {
-	ids string // the strategy's counter IDs: a strategy made again by Without has the same
-	key string
+	strat string // strategyKey: a strategy made again by Without has the same
+	key   string
 }
 
 type usedEntry struct {
@@ -72,13 +72,13 @@ func newDegrader(t *Transport, cfg DegradedConfig, longest time.Duration) *degra
 	return d
 }
 
-// strategyKey names a strategy by its counters, which say its rules (an algorithm's counter
-// ID encodes the rule's limit and window).
+// strategyKey names a strategy by its algorithm and rules, every field of them: counter IDs
+// alone would not do, since rules of one window but different limits share a counter.
 func strategyKey(s *strategy.Strategy) string {
 	var b strings.Builder
 	b.WriteString(s.Name())
-	for j := range s.Slots() {
-		b.WriteString("|" + s.CounterID(j))
+	for i := range s.NumRules() {
+		fmt.Fprintf(&b, "|%+v", s.Rule(i))
 	}
 	return b.String()
 }
@@ -252,7 +252,7 @@ func (d *degrader) touched(s, sc *strategy.Strategy, key string) {
 	if d.used == nil {
 		d.used = map[usedKey]usedEntry{}
 	}
-	d.used[usedKey{strategyKey(s), key}] = usedEntry{orig: s, scaled: sc, last: d.clock.Now()}
+	d.used[usedKey{strat: strategyKey(s), key: key}] = usedEntry{orig: s, scaled: sc, last: d.clock.Now()}
 	d.mu.Unlock()
 }
 
