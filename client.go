@@ -274,8 +274,9 @@ func WithLogger(l *slog.Logger) Option {
 // WithObserver makes o receive the Transport's events (package observe): Recorded for each
 // request recorded in monitoring mode, Granted and Refused for each reserve asked of the store
 // (pacing, Reserve), Waited for the total time a paced request, Reserve or Wait waited,
-// TooManyRequests for each 429 from the upstream and, with WithSync, Paused when the upstream
-// pauses a key. Store errors are the store's events: give o to the store too
+// TooManyRequests for each 429 from the upstream, with WithSync, Paused when the upstream
+// pauses a key and, under ErrorPolicy Degrade, Degraded and Recovered when the shared store
+// goes and comes back. Store errors are the store's events: give o to the store too
 // (cache.MemoryConfig.Observer and the other stores' Options.Observer); the memory store New
 // makes when WithStore is not given gets o. Without WithObserver nothing is built or called.
 func WithObserver(o observe.Observer) Option {
@@ -389,7 +390,8 @@ func (t *Transport) Store() cache.Store { return t.store }
 // context's error promptly; in both cases nothing is sent or recorded. A request whose context
 // carries a Reservation for its key (Reservation.Context) uses one of its slots instead.
 //
-// When the store fails it follows the ErrorPolicy; under FailClosed it returns a *StoreError.
+// When the store fails it follows the ErrorPolicy; under FailClosed it returns a *StoreError,
+// and so it does under Degrade for the errors degraded mode does not cover (see Degrade).
 // Contention (an error wrapping cache.ErrContended) is not a failure: the store call is tried
 // again until the request's context ends, and then RoundTrip sends nothing and returns an
 // error wrapping both the context's error and cache.ErrContended.

@@ -11,7 +11,8 @@ import (
 // WithPacing makes RoundTrip wait for a free slot before each attempt instead of only recording
 // it: the attempt is reserved in the store (check and record in one atomic step, so concurrent
 // senders never overshoot a rule), waiting as long as needed. See Transport.RoundTrip for how
-// the request's context bounds the wait, and Transport.Reserve for fairness.
+// the request's context bounds the wait, and Transport.Reserve for fairness. A paced Transport's
+// ErrorPolicy is Degrade unless WithErrorPolicy says otherwise.
 func WithPacing() Option {
 	return func(t *Transport) error {
 		t.pacing = true
