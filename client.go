@@ -60,13 +60,19 @@ const (
 	//     outage was seen, which is after every grant the shared store made: its first local
 	//     grant comes one longest window (margins included) later. For a 1 s rule that is 1 s
 	//     without sending; for a day rule, a day. DegradedConfig.NoHoldBack trades it away.
+	//     A paced caller sleeps at most ProbeInterval at a time while degraded, so that when
+	//     the store is back sooner (a blip) it is served by the store then, not after the
+	//     hold-back; deadline checks still use the whole wait.
 	//   - Carry-over: on return, the grants made locally that still count are recorded in the
 	//     shared store (cache.Store.Record, at the store's instant: they count a little longer
 	//     there than upstream), so its count is not low.
 	//   - Settling: for one longest window plus ProbeInterval after the return, a grant needs
-	//     room both at the share on the memory store and on the shared store, so that while
-	//     other processes may still be degraded this one stays at its share. The guarantee
-	//     holds when every process sees the store again within that time of the others.
+	//     room both at the share on the memory store and on the shared store (which holds
+	//     what it granted before the outage: no hold-back then), so that while other
+	//     processes may still be degraded this one stays at its share. The guarantee holds
+	//     when every process sees the store again within that time of the others, and the
+	//     store kept its state (a restart without persistence loses counts for every
+	//     process, degraded or not, and is reported as observe.StateLost).
 	// It does not hold when the store is unreachable from some processes only (a partition):
 	// those that still reach it use the whole limit there.
 	//
@@ -615,7 +621,7 @@ func (t *Transport) Wait(ctx context.Context, key string, burst int) error {
 		if err := deadlineCheck(ctx, key, burst, d); err != nil {
 			return err
 		}
-		if err := t.clock.Sleep(ctx, d); err != nil {
+		if err := t.clock.Sleep(ctx, t.nap(d)); err != nil {
 			return err
 		}
 	}

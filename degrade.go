@@ -154,3 +154,18 @@ func (t *Transport) releaseIn(ctx context.Context, gen uint64, s *strategy.Strat
 	}
 	return t.releaseOn(ctx, s, key, at, n)
 }
+
+// nap is how long to sleep for a wait of d: while degraded, at most ProbeInterval, so that a
+// caller told to wait out the hold-back (a whole window) asks again, and meets the shared
+// store, soon after it answers. Deadline checks use the whole wait.
+func (t *Transport) nap(d time.Duration) time.Duration {
+	if t.deg == nil {
+		return d
+	}
+	t.deg.mu.Lock()
+	defer t.deg.mu.Unlock()
+	if t.deg.state == degraded {
+		return min(d, t.deg.cfg.ProbeInterval)
+	}
+	return d
+}

@@ -538,3 +538,39 @@ func TestDegradeSettling(t *testing.T) {
 		t.Fatalf("granted %d with Redis full", g)
 	}
 }
+
+// TestDegradeBlip: a store that is back after a moment costs a paced request about one
+// ProbeInterval, not the hold-back's whole window: while degraded a caller sleeps at most
+// ProbeInterval between asks, and once the store answers, the shared store (and the share)
+// decide, without the hold-back.
+func TestDegradeBlip(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewManual(t0)
+	rec := &observe.Recorder{}
+	base := &clockBase{clk: clk}
+	tr := newTransport(t, base, WithRules(strategy.Rule{Limit: 20, Window: time.Minute}), WithStore(newRedisStore(t, srv)),
+		WithClock(clk), WithPacing(), WithObserver(rec), WithLogger(discard))
+	srv.Stop()
+	done := make(chan error)
+	go func() { done <- doKey(tr, context.Background(), "k") }()
+	for clk.Sleepers() != 1 { // told to wait out the hold-back (a minute); sleeping 500 ms
+		time.Sleep(time.Millisecond)
+	}
+	srv.Restart()
+	clk.Advance(DefaultProbeInterval)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(base.sent) != 1 || !base.sent[0].Equal(t0.Add(DefaultProbeInterval)) {
+		t.Errorf("sent at %v, want once at t0+%v", base.sent, DefaultProbeInterval)
+	}
+	evs := rec.Events()
+	if k := kinds(evs); !slices.Equal(k, []string{"degraded", "recovered"}) {
+		t.Errorf("events %v", rec.Strings())
+	}
+	for _, e := range evs {
+		if e.Kind == observe.Recovered && e.Wait != DefaultProbeInterval {
+			t.Errorf("recovered after %v, want %v", e.Wait, DefaultProbeInterval)
+		}
+	}
+}

@@ -273,13 +273,13 @@ func (d *degrader) burstErr(err error) error {
 	return fmt.Errorf("ratemonitor: degraded mode (store %s unreachable) paces on this process's share of each limit: %w", d.name, err)
 }
 
-// localReserve reserves on the memory store at the share, after the hold-back.
-func (d *degrader) localReserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+// localReserve reserves on the memory store at the share and, with hold, after the hold-back.
+func (d *degrader) localReserve(ctx context.Context, s *strategy.Strategy, key string, n int, hold bool) (strategy.Result, error) {
 	sc := d.scaledFor(s)
 	if err := sc.CheckBurst(n); err != nil {
 		return strategy.Result{}, d.burstErr(err)
 	}
-	if until, now := d.holdUntil(s), d.clock.Now(); now.Before(until) {
+	if until, now := d.holdUntil(s), d.clock.Now(); hold && now.Before(until) {
 		return strategy.Result{Wait: until.Sub(now)}, nil
 	}
 	local, err := d.mem()
@@ -301,22 +301,24 @@ func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string
 	}
 	switch state {
 	case degraded:
-		return d.localReserve(ctx, s, key, n)
+		return d.localReserve(ctx, s, key, n, true)
 	case settling:
 		return d.settleReserve(ctx, s, key, n)
 	}
 	res, err := d.shared.Reserve(ctx, s, key, n)
 	if isOutage(ctx, err) {
 		d.fail(err)
-		return d.localReserve(ctx, s, key, n)
+		return d.localReserve(ctx, s, key, n, true)
 	}
 	return res, err
 }
 
-// settleReserve grants a burst only when both the memory store (at the share, after the
-// hold-back) and the shared store have room; the shared store's instant is the one returned.
+// settleReserve grants a burst only when both the memory store (at the share) and the shared
+// store have room; the shared store's instant is the one returned. No hold-back: the shared
+// store holds what it granted before the outage (a store that lost it, restarted empty,
+// reports StateLost; counts restart lower then for every process, degraded or not).
 func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
-	lres, err := d.localReserve(ctx, s, key, n)
+	lres, err := d.localReserve(ctx, s, key, n, false)
 	if err != nil || !lres.Allowed {
 		return lres, err
 	}
@@ -329,7 +331,7 @@ func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key 
 	}
 	if isOutage(ctx, err) {
 		d.fail(err)
-		return d.localReserve(ctx, s, key, n)
+		return d.localReserve(ctx, s, key, n, true)
 	}
 	return res, err
 }
@@ -382,8 +384,9 @@ func (d *degrader) Release(ctx context.Context, s *strategy.Strategy, key string
 	return d.shared.Release(ctx, s, key, at, n)
 }
 
-// localPeek is Peek on the memory store at the share, with the hold-back in the wait.
-func (d *degrader) localPeek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+// localPeek is Peek on the memory store at the share, with the hold-back in the wait when
+// hold is set.
+func (d *degrader) localPeek(ctx context.Context, s *strategy.Strategy, key string, n int, hold bool) (strategy.Snapshot, error) {
 	sc := d.scaledFor(s)
 	if n > 0 {
 		if err := sc.CheckBurst(n); err != nil {
@@ -395,7 +398,7 @@ func (d *degrader) localPeek(ctx context.Context, s *strategy.Strategy, key stri
 		return strategy.Snapshot{}, err
 	}
 	snap, err := local.Peek(ctx, sc, key, n)
-	if err == nil && n > 0 {
+	if err == nil && n > 0 && hold {
 		if until, now := d.holdUntil(s), d.clock.Now(); now.Before(until) {
 			snap.Wait = max(snap.Wait, until.Sub(now))
 		}
@@ -411,15 +414,15 @@ func (d *degrader) Peek(ctx context.Context, s *strategy.Strategy, key string, n
 		state = settling
 	}
 	if state == degraded {
-		return d.localPeek(ctx, s, key, n)
+		return d.localPeek(ctx, s, key, n, true)
 	}
 	snap, err := d.shared.Peek(ctx, s, key, n)
 	if isOutage(ctx, err) {
 		d.fail(err)
-		return d.localPeek(ctx, s, key, n)
+		return d.localPeek(ctx, s, key, n, true)
 	}
 	if err == nil && state == settling && n > 0 {
-		if l, lerr := d.localPeek(ctx, s, key, n); lerr == nil {
+		if l, lerr := d.localPeek(ctx, s, key, n, false); lerr == nil {
 			snap.Wait = max(snap.Wait, l.Wait)
 		}
 	}
@@ -436,7 +439,7 @@ func (d *degrader) mem() (*cache.Memory, error) {
 		return nil, fmt.Errorf("ratemonitor: degraded mode: %w", cache.ErrClosed)
 	}
 	if d.local == nil {
-		m, err := cache.NewMemory(cache.MemoryConfig{Clock: d.clock, Logger: d.t.logger})
+		m, err := cache.NewMemory(cache.MemoryConfig{Clock: d.clock, Logger: d.t.logger, Observer: d.t.obs})
 		if err != nil {
 			return nil, fmt.Errorf("ratemonitor: degraded mode's memory store: %w", err)
 		}

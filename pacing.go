@@ -188,7 +188,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 			if lim.app != nil && keyFull {
 				break // key is full again (a pause, another process): give up the app turn
 			}
-			if err := t.clock.Sleep(ctx, wait); err != nil {
+			if err := t.clock.Sleep(ctx, t.nap(wait)); err != nil {
 				leaveApp()
 				return at, appAt, local, err
 			}
@@ -212,7 +212,7 @@ func (t *Transport) waitKey(ctx context.Context, key string, n int, lim limits) 
 		if err := deadlineCheck(ctx, key, n, wait); err != nil {
 			return err
 		}
-		if err := t.clock.Sleep(ctx, snap.Wait); err != nil {
+		if err := t.clock.Sleep(ctx, t.nap(snap.Wait)); err != nil {
 			return err
 		}
 	}
