@@ -574,3 +574,37 @@ func TestDegradeBlip(t *testing.T) {
 		}
 	}
 }
+
+// TestDegradeCancelAcrossSwitch: slots reserved on the memory store while degraded, and
+// given back once the Transport is on the shared store again, are not given back there: their
+// instant is the memory store's, and releasing it in Redis would take back the grants carried
+// over at about that instant (on the real clock, the same bucket). They stay counted until
+// they expire.
+func TestDegradeCancelAcrossSwitch(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newRedisStore(t, srv)
+	const probe = 20 * time.Millisecond
+	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 20, Window: time.Minute}), WithStore(st),
+		WithPacing(), WithDegraded(DegradedConfig{NoHoldBack: true, ProbeInterval: probe}), WithLogger(discard))
+	ctx := context.Background()
+	srv.Stop()
+	r, err := tr.Reserve(ctx, "k", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart()
+	time.Sleep(probe)
+	if _, err := tr.AllocationUsed(ctx, "k"); err != nil { // probes: back, 3 carried over
+		t.Fatal(err)
+	}
+	if tr.deg.state != settling {
+		t.Fatalf("state %d, want settling", tr.deg.state)
+	}
+	if err := r.Cancel(ctx); err != nil || r.Remaining() != 0 {
+		t.Fatalf("cancel: %v, %d left", err, r.Remaining())
+	}
+	snap, err := st.Peek(ctx, tr.strat, "k", 0)
+	if err != nil || snap.Usage[0].Used != 3 {
+		t.Errorf("Redis counts %+v, %v; want the 3 carried over, kept", snap.Usage, err)
+	}
+}
