@@ -66,13 +66,15 @@ const (
 	//   - Carry-over: on return, the grants made locally that still count are recorded in the
 	//     shared store (cache.Store.Record, at the store's instant: they count a little longer
 	//     there than upstream), so its count is not low.
-	//   - Settling: for one longest window plus ProbeInterval after the return, a grant needs
-	//     room both at the share on the memory store and on the shared store (which holds
-	//     what it granted before the outage: no hold-back then), so that while other
-	//     processes may still be degraded this one stays at its share. The guarantee holds
-	//     when every process sees the store again within that time of the others, and the
-	//     store kept its state (a restart without persistence loses counts for every
-	//     process, degraded or not, and is reported as observe.StateLost).
+	//   - Settling: after the return, for one longest window plus ProbeInterval plus the
+	//     slowest failed call to the shared store seen in the outage, a grant needs room both
+	//     at the share on the memory store and on the shared store (which holds what it
+	//     granted before the outage: no hold-back then). So while other processes may still
+	//     be degraded this one stays at its share, and their last local grants, which reach
+	//     the shared store late or never (a process with no further request does not probe),
+	//     age out meanwhile. For a day rule that is a day at the share. This holds when the
+	//     store kept its state: a restart without persistence loses counts for every process,
+	//     degraded or not (reported as observe.StateLost).
 	// It does not hold when the store is unreachable from some processes only (a partition):
 	// those that still reach it use the whole limit there.
 	//

@@ -18,7 +18,8 @@ import (
 
 // The degrader's states. healthy: every operation goes to the shared store. degraded: to the
 // memory store, at the share, after the hold-back; a probe of the shared store at most every
-// ProbeInterval. settling: the shared store answers again; for settle (the longest window
+// ProbeInterval. settling: the shared store answers again; for settle (see probed: the longest
+// window
 // plus ProbeInterval) a reserve must be granted by both stores, so that this process stays at
 // its share while others may still be degraded (see Degrade).
 const (
@@ -30,13 +31,13 @@ const (
 // degrader is the Transport's store under ErrorPolicy Degrade: a cache.Store that routes each
 // operation to the shared store or to the degraded mode's memory store.
 type degrader struct {
-	t      *Transport
-	shared cache.Store
-	clock  clock.Clock
-	cfg    DegradedConfig
-	name   string        // the shared store's name for events
-	settle time.Duration // how long a return settles: the longest window + ProbeInterval
-	fleet  cache.Fleet   // nil when the store does not count its processes
+	t       *Transport
+	shared  cache.Store
+	clock   clock.Clock
+	cfg     DegradedConfig
+	name    string        // the shared store's name for events
+	longest time.Duration // the longest window of the Transport's rules, margins included
+	fleet   cache.Fleet   // nil when the store does not count its processes
 
 	// gen counts the switches between the stores: a slot reserved in one generation is given
 	// back only in the same one (Transport.releaseIn).
@@ -51,6 +52,8 @@ type degrader struct {
 	nextProbe time.Time
 	probing   bool
 	share     float64
+	settle    time.Duration                 // how long the current return settles (probed)
+	slowest   time.Duration                 // the longest a failed call to the shared store took, this episode
 	scaled    map[string]*strategy.Strategy // by scaledKey, for this episode's share
 	used      map[usedKey]usedEntry         // keys granted locally, for the carry-over
 }
@@ -67,7 +70,7 @@ type usedEntry struct {
 
 func newDegrader(t *Transport, cfg DegradedConfig, longest time.Duration) *degrader {
 	d := &degrader{t: t, shared: t.store, clock: t.clock, cfg: cfg,
-		name: storeName(t.store), settle: longest + cfg.ProbeInterval}
+		name: storeName(t.store), longest: longest}
 	d.fleet, _ = t.store.(cache.Fleet)
 	return d
 }
@@ -121,15 +124,17 @@ func (d *degrader) mode() (state int, probe bool) {
 	return d.state, false
 }
 
-// fail enters the degraded state for err, unless it is already degraded (one Degraded event
-// per outage), and reports it.
-func (d *degrader) fail(err error) {
+// fail enters the degraded state for err, from a call to the shared store that started at
+// start, unless it is already degraded (one Degraded event per outage), and reports it.
+func (d *degrader) fail(err error, start time.Time) {
 	d.mu.Lock()
+	now := d.clock.Now()
 	if d.state == degraded {
+		d.slowest = max(d.slowest, now.Sub(start))
 		d.mu.Unlock()
 		return
 	}
-	now := d.clock.Now()
+	d.slowest = now.Sub(start)
 	d.state, d.since, d.nextProbe = degraded, now, now.Add(d.cfg.ProbeInterval)
 	if share := d.episodeShare(); share != d.share || d.scaled == nil {
 		d.share, d.scaled = share, map[string]*strategy.Strategy{}
@@ -147,18 +152,30 @@ func (d *degrader) fail(err error) {
 	}
 }
 
-// probed ends a probe: ok means the shared store answered and the carry-over is in it.
-func (d *degrader) probed(ok bool) {
+// probed ends a probe that started at start: ok means the shared store answered and the
+// carry-over is in it.
+//
+// The return settles for the longest window, plus ProbeInterval, plus the slowest failed call
+// to the shared store seen in the outage: a process still degraded may have granted locally
+// until ProbeInterval and one such call after the store came back (its probe was not due
+// yet), and those grants reach the shared store only when it returns; if it has no call to
+// make, it never returns, and they must have aged out before this process goes by the shared
+// store alone.
+func (d *degrader) probed(ok bool, start time.Time) {
 	d.mu.Lock()
 	d.probing = false
 	now := d.clock.Now()
 	if !ok || d.state != degraded {
+		if !ok {
+			d.slowest = max(d.slowest, now.Sub(start))
+		}
 		d.nextProbe = now.Add(d.cfg.ProbeInterval)
 		d.mu.Unlock()
 		return
 	}
 	down := now.Sub(d.since)
 	d.state, d.returned = settling, now
+	d.settle = d.longest + d.cfg.ProbeInterval + d.slowest
 	d.gen.Add(1)
 	d.mu.Unlock()
 	d.t.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratemonitor: shared store answers again: back from degraded mode",
@@ -171,12 +188,13 @@ func (d *degrader) probed(ok bool) {
 // probe asks the shared store about key (a Peek, which records nothing) and, when it answers,
 // carries this process's local grants of the last window into it: see carry.
 func (d *degrader) probe(ctx context.Context, s *strategy.Strategy, key string) bool {
+	start := d.clock.Now()
 	if _, err := d.shared.Peek(ctx, s, key, 0); err != nil {
-		d.probed(false)
+		d.probed(false, start)
 		return false
 	}
 	ok := d.carry(ctx)
-	d.probed(ok)
+	d.probed(ok, start)
 	return ok
 }
 
@@ -305,9 +323,10 @@ func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string
 	case settling:
 		return d.settleReserve(ctx, s, key, n)
 	}
+	start := d.clock.Now()
 	res, err := d.shared.Reserve(ctx, s, key, n)
 	if isOutage(ctx, err) {
-		d.fail(err)
+		d.fail(err, start)
 		return d.localReserve(ctx, s, key, n, true)
 	}
 	return res, err
@@ -323,6 +342,7 @@ func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key 
 		return lres, err
 	}
 	sc := d.scaledFor(s)
+	start := d.clock.Now()
 	res, err := d.shared.Reserve(ctx, s, key, n)
 	if err != nil || !res.Allowed {
 		if local, lerr := d.mem(); lerr == nil {
@@ -330,7 +350,7 @@ func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key 
 		}
 	}
 	if isOutage(ctx, err) {
-		d.fail(err)
+		d.fail(err, start)
 		return d.localReserve(ctx, s, key, n, true)
 	}
 	return res, err
@@ -357,9 +377,10 @@ func (d *degrader) Record(ctx context.Context, s *strategy.Strategy, key string,
 	if state == degraded {
 		return local()
 	}
+	start := d.clock.Now()
 	err := d.shared.Record(ctx, s, key, n)
 	if isOutage(ctx, err) {
-		d.fail(err)
+		d.fail(err, start)
 		return local()
 	}
 	if err == nil && state == settling {
@@ -416,9 +437,10 @@ func (d *degrader) Peek(ctx context.Context, s *strategy.Strategy, key string, n
 	if state == degraded {
 		return d.localPeek(ctx, s, key, n, true)
 	}
+	start := d.clock.Now()
 	snap, err := d.shared.Peek(ctx, s, key, n)
 	if isOutage(ctx, err) {
-		d.fail(err)
+		d.fail(err, start)
 		return d.localPeek(ctx, s, key, n, true)
 	}
 	if err == nil && state == settling && n > 0 {
