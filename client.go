@@ -258,7 +258,8 @@ func WithErrorPolicy(p ErrorPolicy) Option {
 }
 
 // WithErrorHandler sets a function called with every store error RoundTrip meets, under
-// either policy, before the request is sent or refused. It must be safe for concurrent use.
+// every policy, before the request is sent or refused. Under Degrade the shared store's
+// outage is not one: it is met by the degraded mode (observe.Degraded, a warning in the log). It must be safe for concurrent use.
 func WithErrorHandler(f func(req *http.Request, key string, err error)) Option {
 	return func(t *Transport) error {
 		t.onError = f

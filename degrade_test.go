@@ -608,3 +608,33 @@ func TestDegradeCancelAcrossSwitch(t *testing.T) {
 		t.Errorf("Redis counts %+v, %v; want the 3 carried over, kept", snap.Usage, err)
 	}
 }
+
+// TestDegradeMonitoring: a monitoring Transport that chooses the policy (WithDegraded) records
+// on the memory store while Redis is down (monitoring sends every request), and carries the
+// records into Redis when it is back.
+func TestDegradeMonitoring(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newRedisStore(t, srv)
+	clk := clock.NewManual(t0)
+	base := &clockBase{clk: clk}
+	tr := newTransport(t, base, WithRules(minute), WithStore(st), WithClock(clk), WithDegraded(DegradedConfig{Processes: 2}),
+		WithLogger(discard))
+	ctx := context.Background()
+	srv.Stop()
+	for range 3 {
+		if err := doKey(tr, ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if used, err := tr.AllocationUsed(ctx, "k"); err != nil || used[0].Used != 3 || used[0].Rule.Limit != 30 {
+		t.Errorf("degraded: %+v, %v; want 3 used of 30 (60 ÷ 2)", used, err)
+	}
+	srv.Restart()
+	clk.Advance(DefaultProbeInterval)
+	if used, err := tr.AllocationUsed(ctx, "k"); err != nil || used[0].Used != 3 || used[0].Rule != minute {
+		t.Errorf("back: %+v, %v; want Redis's 3 used of 60", used, err)
+	}
+	if len(base.sent) != 3 {
+		t.Errorf("sent %d, want 3", len(base.sent))
+	}
+}
