@@ -638,3 +638,54 @@ func TestDegradeMonitoring(t *testing.T) {
 		t.Errorf("sent %d, want 3", len(base.sent))
 	}
 }
+
+// hookStore is a real Redis store that calls onRecord before each Record.
+type hookStore struct {
+	*redisstore.Store
+	onRecord func()
+}
+
+func (h hookStore) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	if h.onRecord != nil {
+		h.onRecord()
+	}
+	return h.Store.Record(ctx, s, key, n)
+}
+
+// TestDegradeCarryInFlight: a local grant made by another caller while the probing caller
+// carries the earlier ones into Redis is carried too (the carry after the switch).
+func TestDegradeCarryInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	st := newRedisStore(t, srv)
+	clk := clock.NewManual(t0)
+	var tr *Transport
+	ctx := context.Background()
+	hooked := false
+	hs := hookStore{Store: st, onRecord: func() {
+		if hooked {
+			return
+		}
+		hooked = true
+		// Another caller, while the carry is under way: still degraded, served locally.
+		if res, err := tr.ops.Reserve(ctx, tr.strat, "k", 1); err != nil || !res.Allowed {
+			t.Errorf("reserve during the carry: %+v, %v", res, err)
+		}
+	}}
+	tr = newTransport(t, nil, WithRules(strategy.Rule{Limit: 20, Window: time.Minute}), WithStore(hs), WithClock(clk),
+		WithPacing(), WithDegraded(DegradedConfig{NoHoldBack: true}), WithLogger(discard))
+	srv.Stop()
+	for range 2 {
+		if res, err := tr.ops.Reserve(ctx, tr.strat, "k", 1); err != nil || !res.Allowed {
+			t.Fatalf("degraded: %+v, %v", res, err)
+		}
+	}
+	srv.Restart()
+	clk.Advance(DefaultProbeInterval)
+	if res, err := tr.ops.Reserve(ctx, tr.strat, "k", 1); err != nil || !res.Allowed { // probes, carries, settles
+		t.Fatalf("back: %+v, %v", res, err)
+	}
+	snap, err := st.Peek(ctx, tr.strat, "k", 0)
+	if err != nil || snap.Usage[0].Used != 4 {
+		t.Errorf("Redis counts %+v, %v; want 4 (2 carried, 1 granted during the carry, 1 settling)", snap.Usage, err)
+	}
+}

@@ -54,6 +54,8 @@ type degrader struct {
 	share     float64
 	settle    time.Duration                 // how long the current return settles (probed)
 	slowest   time.Duration                 // the longest a failed call to the shared store took, this episode
+	inflight  int                           // memory-store operations of the degraded state under way (whileDegraded)
+	idle      sync.Cond                     // signalled when inflight drops to 0; its L is &mu
 	scaled    map[string]*strategy.Strategy // by scaledKey, for this episode's share
 	used      map[usedKey]usedEntry         // keys granted locally, for the carry-over
 }
@@ -71,6 +73,7 @@ type usedEntry struct {
 func newDegrader(t *Transport, cfg DegradedConfig, longest time.Duration) *degrader {
 	d := &degrader{t: t, shared: t.store, clock: t.clock, cfg: cfg,
 		name: storeName(t.store), longest: longest}
+	d.idle.L = &d.mu
 	d.fleet, _ = t.store.(cache.Fleet)
 	return d
 }
@@ -177,6 +180,9 @@ func (d *degrader) probed(ok bool, start time.Time) {
 	d.state, d.returned = settling, now
 	d.settle = d.longest + d.cfg.ProbeInterval + d.slowest
 	d.gen.Add(1)
+	for d.inflight > 0 {
+		d.idle.Wait() // local-only operations that began before the switch (memory: brief)
+	}
 	d.mu.Unlock()
 	d.t.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratemonitor: shared store answers again: back from degraded mode",
 		slog.String("store", d.name), slog.Duration("degraded", down))
@@ -186,26 +192,38 @@ func (d *degrader) probed(ok bool, start time.Time) {
 }
 
 // probe asks the shared store about key (a Peek, which records nothing) and, when it answers,
-// carries this process's local grants of the last window into it: see carry.
+// carries this process's local grants into it (see carry) and returns to it. The carry is made
+// twice: once while the other callers are still served by the memory store, and once more,
+// for what they granted meanwhile, after the switch, when no local-only grant is in flight.
 func (d *degrader) probe(ctx context.Context, s *strategy.Strategy, key string) bool {
 	start := d.clock.Now()
 	if _, err := d.shared.Peek(ctx, s, key, 0); err != nil {
 		d.probed(false, start)
 		return false
 	}
-	ok := d.carry(ctx)
+	counts, ok := d.carry(ctx, nil)
 	d.probed(ok, start)
+	if ok {
+		d.carry(ctx, counts) // a failure here is an outage the next call meets
+	}
 	return ok
+}
+
+// carried names one counter of one key in carry's counts.
+type carried struct {
+	usedKey
+	slot int
 }
 
 // carry records in the shared store, for every key and counter this process granted or
 // recorded on locally within the strategy's longest window, as many requests as the memory
-// store still counts there. Record counts them at the shared store's instant, later than they
+// store still counts there, less what before says was carried already. It returns what the
+// memory store counted. Record counts them at the shared store's instant, later than they
 // were sent: they count there a little longer than they do upstream (conservative). The
 // caller's cancellation does not stop it half way (each call is bounded by the store's own
-// timeout); on a failure the probe fails, and what was carried already is carried again by
-// the next one (an over-count, never an under-count).
-func (d *degrader) carry(ctx context.Context) bool {
+// timeout); on a failure it reports false, and what was carried already is carried again by
+// the next probe (an over-count, never an under-count).
+func (d *degrader) carry(ctx context.Context, before map[carried]int) (map[carried]int, bool) {
 	ctx = context.WithoutCancel(ctx)
 	d.mu.Lock()
 	type item struct {
@@ -218,8 +236,9 @@ func (d *degrader) carry(ctx context.Context) bool {
 	}
 	local := d.local
 	d.mu.Unlock()
+	counts := map[carried]int{}
 	if local == nil {
-		return true
+		return counts, true
 	}
 	now := d.clock.Now()
 	for _, it := range items {
@@ -230,21 +249,22 @@ func (d *degrader) carry(ctx context.Context) bool {
 		if err != nil {
 			continue
 		}
-		done := map[int]bool{}
 		for i, u := range snap.Usage {
-			j := it.e.orig.SlotOf(i)
-			if u.Used == 0 || done[j] {
+			c := carried{it.k, it.e.orig.SlotOf(i)}
+			if _, seen := counts[c]; seen {
 				continue
 			}
-			done[j] = true
-			id := it.e.orig.CounterID(j)
-			sub := it.e.orig.Without(func(c string) bool { return c != id })
-			if err := d.shared.Record(ctx, sub, it.k.key, u.Used); err != nil {
-				return false
+			counts[c] = u.Used
+			if n := u.Used - before[c]; n > 0 {
+				id := it.e.orig.CounterID(c.slot)
+				sub := it.e.orig.Without(func(other string) bool { return other != id })
+				if err := d.shared.Record(ctx, sub, it.k.key, n); err != nil {
+					return counts, false
+				}
 			}
 		}
 	}
-	return true
+	return counts, true
 }
 
 // scaledFor returns s scaled to this episode's share.
@@ -311,23 +331,59 @@ func (d *degrader) localReserve(ctx context.Context, s *strategy.Strategy, key s
 	return res, err
 }
 
+// maxSwitches bounds how often one operation follows the state from store to store (each
+// switch is a store's answer: an outage, or a probe that succeeded) before it gives up with
+// the last error.
+const maxSwitches = 4
+
+// whileDegraded runs f, a memory-store operation of the degraded state, so that a return to
+// the shared store waits for it before its last carry (probed); it runs nothing and reports
+// false when the state is no longer degraded.
+func (d *degrader) whileDegraded(f func()) bool {
+	d.mu.Lock()
+	if d.state != degraded {
+		d.mu.Unlock()
+		return false
+	}
+	d.inflight++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		if d.inflight--; d.inflight == 0 {
+			d.idle.Broadcast()
+		}
+		d.mu.Unlock()
+	}()
+	f()
+	return true
+}
+
 // Reserve implements cache.Store.
-func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
-	state, probe := d.mode()
-	if probe && d.probe(ctx, s, key) {
-		state = settling
-	}
-	switch state {
-	case degraded:
-		return d.localReserve(ctx, s, key, n, true)
-	case settling:
-		return d.settleReserve(ctx, s, key, n)
-	}
-	start := d.clock.Now()
-	res, err := d.shared.Reserve(ctx, s, key, n)
-	if isOutage(ctx, err) {
+func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (res strategy.Result, err error) {
+	for range maxSwitches {
+		state, probe := d.mode()
+		if probe && d.probe(ctx, s, key) {
+			state = settling
+		}
+		switch state {
+		case degraded:
+			if d.whileDegraded(func() { res, err = d.localReserve(ctx, s, key, n, true) }) {
+				return res, err
+			}
+			continue // back meanwhile
+		case settling:
+			var again bool
+			if res, again, err = d.settleReserve(ctx, s, key, n); !again {
+				return res, err
+			}
+			continue
+		}
+		start := d.clock.Now()
+		res, err = d.shared.Reserve(ctx, s, key, n)
+		if !isOutage(ctx, err) {
+			return res, err
+		}
 		d.fail(err, start)
-		return d.localReserve(ctx, s, key, n, true)
 	}
 	return res, err
 }
@@ -335,15 +391,16 @@ func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string
 // settleReserve grants a burst only when both the memory store (at the share) and the shared
 // store have room; the shared store's instant is the one returned. No hold-back: the shared
 // store holds what it granted before the outage (a store that lost it, restarted empty,
-// reports StateLost; counts restart lower then for every process, degraded or not).
-func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+// reports StateLost; counts restart lower then for every process, degraded or not). again
+// says that the shared store failed, so that the Transport is degraded again.
+func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key string, n int) (res strategy.Result, again bool, err error) {
 	lres, err := d.localReserve(ctx, s, key, n, false)
 	if err != nil || !lres.Allowed {
-		return lres, err
+		return lres, false, err
 	}
 	sc := d.scaledFor(s)
 	start := d.clock.Now()
-	res, err := d.shared.Reserve(ctx, s, key, n)
+	res, err = d.shared.Reserve(ctx, s, key, n)
 	if err != nil || !res.Allowed {
 		if local, lerr := d.mem(); lerr == nil {
 			local.Release(context.WithoutCancel(ctx), sc, key, lres.At, n)
@@ -351,17 +408,13 @@ func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key 
 	}
 	if isOutage(ctx, err) {
 		d.fail(err, start)
-		return d.localReserve(ctx, s, key, n, true)
+		return res, true, err
 	}
-	return res, err
+	return res, false, err
 }
 
 // Record implements cache.Store: on the memory store while degraded, on both while settling.
-func (d *degrader) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
-	state, probe := d.mode()
-	if probe && d.probe(ctx, s, key) {
-		state = settling
-	}
+func (d *degrader) Record(ctx context.Context, s *strategy.Strategy, key string, n int) (err error) {
 	local := func() error {
 		sc := d.scaledFor(s)
 		local, err := d.mem()
@@ -374,17 +427,27 @@ func (d *degrader) Record(ctx context.Context, s *strategy.Strategy, key string,
 		}
 		return err
 	}
-	if state == degraded {
-		return local()
-	}
-	start := d.clock.Now()
-	err := d.shared.Record(ctx, s, key, n)
-	if isOutage(ctx, err) {
-		d.fail(err, start)
-		return local()
-	}
-	if err == nil && state == settling {
-		return local()
+	for range maxSwitches {
+		state, probe := d.mode()
+		if probe && d.probe(ctx, s, key) {
+			state = settling
+		}
+		if state == degraded {
+			if d.whileDegraded(func() { err = local() }) {
+				return err
+			}
+			continue
+		}
+		start := d.clock.Now()
+		err = d.shared.Record(ctx, s, key, n)
+		if isOutage(ctx, err) {
+			d.fail(err, start)
+			continue
+		}
+		if err == nil && state == settling {
+			return local()
+		}
+		return err
 	}
 	return err
 }
