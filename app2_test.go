@@ -52,7 +52,8 @@ func TestFailOpenCountsApp(t *testing.T) {
 		b := &clockBase{clk: clk}
 		opts := []Option{WithStore(failOn{m, "k"}), WithRules(minute), WithAppRules("app", strategy.Rule{Limit: 1, Window: time.Minute}), WithLogger(discard)}
 		if paced {
-			opts = append(opts, WithPacing())
+			// FailOpen by name: paced Transports default to Degrade.
+			opts = append(opts, WithPacing(), WithErrorPolicy(FailOpen))
 		}
 		tr := newTransport(t, b, opts...)
 		for range 3 {

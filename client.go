@@ -35,19 +35,69 @@ type ErrorPolicy int
 
 const (
 	// FailOpen sends the request anyway and reports the error to the error handler and the
-	// logger. The count for that request is lost, so waits may come out early. The default.
+	// logger. The count for that request is lost, so waits may come out early: during an
+	// outage of a shared store nothing is paced at all. The default for monitoring
+	// Transports.
 	FailOpen ErrorPolicy = iota
 	// FailClosed sends nothing and returns a *StoreError from RoundTrip.
 	FailClosed
+	// Degrade paces on a memory store of the Transport's own while the shared store is
+	// unreachable, at this process's share of each limit, and goes back to the shared store
+	// when it answers (settings: WithDegraded, DegradedConfig). The default for paced
+	// Transports (WithPacing).
+	//
+	// An outage is any error of the shared store except the caller's (its context ended),
+	// contention (cache.ErrContended), a closed store (cache.ErrClosed) and errors about the
+	// request itself (an invalid count or burst). The first one makes the Transport degraded:
+	// it reports observe.Degraded (Store, Err) once and logs a warning; the operation and
+	// every later one are served by the memory store. At most every
+	// DegradedConfig.ProbeInterval one caller asks the shared store again (waiting at most
+	// the store's own timeout; the others are served meanwhile); when it answers, the
+	// Transport reports observe.Recovered (Wait: the time degraded) and returns to it.
+	//
+	// Safety across the switches, for a fleet whose shares add up to at most 1:
+	//   - Hold-back: a degraded key is treated as if its window had filled at the instant the
+	//     outage was seen, which is after every grant the shared store made: its first local
+	//     grant comes one longest window (margins included) later. For a 1 s rule that is 1 s
+	//     without sending; for a day rule, a day. DegradedConfig.NoHoldBack trades it away.
+	//     A paced caller sleeps at most ProbeInterval at a time while degraded, so that when
+	//     the store is back sooner (a blip) it is served by the store then, not after the
+	//     hold-back; deadline checks still use the whole wait.
+	//   - Carry-over: on return, the grants made locally that still count are recorded in the
+	//     shared store (cache.Store.Record, at the store's instant: they count a little longer
+	//     there than upstream), so its count is not low.
+	//   - Settling: after the return, for one longest window plus ProbeInterval plus the
+	//     slowest failed call to the shared store seen in the outage, a grant needs room both
+	//     at the share on the memory store and on the shared store (which holds what it
+	//     granted before the outage: no hold-back then). So while other processes may still
+	//     be degraded this one stays at its share, and their last local grants, which reach
+	//     the shared store late or never (a process with no further request does not probe),
+	//     age out meanwhile. For a day rule that is a day at the share. This holds when the
+	//     store kept its state: a restart without persistence loses counts for every process,
+	//     degraded or not (reported as observe.StateLost).
+	// It does not hold when the store is unreachable from some processes only (a partition):
+	// those that still reach it use the whole limit there.
+	//
+	// While degraded, AllocationUsed, WaitTime and Wait answer from the memory store, against
+	// the scaled rules, and a burst above this process's share of a limit is refused with an
+	// error wrapping strategy.ErrBurstTooLarge. Slots reserved on one store and given back
+	// after a switch (Reservation.Cancel) are not given back: they count until they expire.
+	// Errors degraded mode does not cover, and every error of an in-process store (cache.Memory,
+	// which is never unreachable), are handled as under FailClosed. Two Transports over one
+	// store in one process pace on separate memory stores: count each as a process in the
+	// share (stacked Transports count different counters and need not).
+	Degrade
 )
 
-// String returns "fail open" or "fail closed".
+// String returns "fail open", "fail closed" or "degrade".
 func (p ErrorPolicy) String() string {
 	switch p {
 	case FailOpen:
 		return "fail open"
 	case FailClosed:
 		return "fail closed"
+	case Degrade:
+		return "degrade"
 	}
 	return fmt.Sprintf("ErrorPolicy(%d)", int(p))
 }
@@ -86,19 +136,24 @@ type Transport struct {
 	base     http.RoundTripper
 	strat    *strategy.Strategy
 	store    cache.Store
+	ops      cache.Store // where operations go: store, or deg under Degrade
+	deg      *degrader   // ErrorPolicy Degrade over a shared store
 	ownStore bool
 	keyFunc  KeyFunc
 	clock    clock.Clock
 	policy   ErrorPolicy
-	onError  func(req *http.Request, key string, err error)
-	logger   *slog.Logger
-	pacing   bool
-	pacer    pacer
-	contends bool // the store can fail with cache.ErrContended: see contention.go
-	clockSet bool
-	app      *appLimit   // WithAppRules
-	sync     *SyncConfig // WithSync
-	obs      observe.Observer
+	// policySet: WithErrorPolicy was given; degradedCfg: WithDegraded was.
+	policySet   bool
+	degradedCfg *DegradedConfig
+	onError     func(req *http.Request, key string, err error)
+	logger      *slog.Logger
+	pacing      bool
+	pacer       pacer
+	contends    bool // the store can fail with cache.ErrContended: see contention.go
+	clockSet    bool
+	app         *appLimit   // WithAppRules
+	sync        *SyncConfig // WithSync
+	obs         observe.Observer
 	// storeWarn and syncWarn rate-limit the warnings about store errors.
 	storeWarn, syncWarn lograte.Limiter
 
@@ -190,19 +245,21 @@ func WithClock(c clock.Clock) Option {
 	}
 }
 
-// WithErrorPolicy sets what RoundTrip does when the store fails (default FailOpen).
+// WithErrorPolicy sets what RoundTrip does when the store fails: default Degrade for paced
+// Transports (WithPacing), FailOpen for monitoring ones.
 func WithErrorPolicy(p ErrorPolicy) Option {
 	return func(t *Transport) error {
-		if p != FailOpen && p != FailClosed {
+		if p != FailOpen && p != FailClosed && p != Degrade {
 			return fmt.Errorf("ratemonitor: unknown ErrorPolicy %d", p)
 		}
-		t.policy = p
+		t.policy, t.policySet = p, true
 		return nil
 	}
 }
 
 // WithErrorHandler sets a function called with every store error RoundTrip meets, under
-// either policy, before the request is sent or refused. It must be safe for concurrent use.
+// every policy, before the request is sent or refused. Under Degrade the shared store's
+// outage is not one: it is met by the degraded mode (observe.Degraded, a warning in the log). It must be safe for concurrent use.
 func WithErrorHandler(f func(req *http.Request, key string, err error)) Option {
 	return func(t *Transport) error {
 		t.onError = f
@@ -226,8 +283,9 @@ func WithLogger(l *slog.Logger) Option {
 // WithObserver makes o receive the Transport's events (package observe): Recorded for each
 // request recorded in monitoring mode, Granted and Refused for each reserve asked of the store
 // (pacing, Reserve), Waited for the total time a paced request, Reserve or Wait waited,
-// TooManyRequests for each 429 from the upstream and, with WithSync, Paused when the upstream
-// pauses a key. Store errors are the store's events: give o to the store too
+// TooManyRequests for each 429 from the upstream, with WithSync, Paused when the upstream
+// pauses a key and, under ErrorPolicy Degrade, Degraded and Recovered when the shared store
+// goes and comes back. Store errors are the store's events: give o to the store too
 // (cache.MemoryConfig.Observer and the other stores' Options.Observer); the memory store New
 // makes when WithStore is not given gets o. Without WithObserver nothing is built or called.
 func WithObserver(o observe.Observer) Option {
@@ -257,6 +315,9 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	}
 	if t.strat == nil {
 		return nil, errors.New("ratemonitor: New needs WithRules or WithStrategy")
+	}
+	if err := t.resolvePolicy(); err != nil {
+		return nil, err
 	}
 	if v, ok := t.store.(cache.Validator); ok {
 		if err := v.Validate(t.strat); err != nil {
@@ -297,17 +358,25 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		}
 	}
 	t.contends = contends(t.store)
+	if err := t.startDegrader(); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
-// Close closes the store if New created it. It does not close the base RoundTripper's idle
-// connections. After Close, RoundTrip meets cache.ErrClosed and follows the ErrorPolicy: under
-// FailOpen (the default) requests are still sent, uncounted, and each error is reported.
+// Close closes the store if New created it, and the degraded mode's memory store (Degrade).
+// It does not close the base RoundTripper's idle connections. After Close, RoundTrip meets
+// cache.ErrClosed and follows the ErrorPolicy: under FailOpen requests are still sent,
+// uncounted, and each error is reported; under FailClosed and Degrade nothing is sent.
 func (t *Transport) Close() error {
-	if t.ownStore {
-		return t.store.Close()
+	var err error
+	if t.deg != nil {
+		err = t.deg.Close()
 	}
-	return nil
+	if t.ownStore {
+		err = errors.Join(t.store.Close(), err)
+	}
+	return err
 }
 
 // Rules returns the rules the Transport counts against.
@@ -330,7 +399,8 @@ func (t *Transport) Store() cache.Store { return t.store }
 // context's error promptly; in both cases nothing is sent or recorded. A request whose context
 // carries a Reservation for its key (Reservation.Context) uses one of its slots instead.
 //
-// When the store fails it follows the ErrorPolicy; under FailClosed it returns a *StoreError.
+// When the store fails it follows the ErrorPolicy; under FailClosed it returns a *StoreError,
+// and so it does under Degrade for the errors degraded mode does not cover (see Degrade).
 // Contention (an error wrapping cache.ErrContended) is not a failure: the store call is tried
 // again until the request's context ends, and then RoundTrip sends nothing and returns an
 // error wrapping both the context's error and cache.ErrContended.
@@ -368,7 +438,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if err != nil {
 		var se *StoreError
-		if !errors.As(err, &se) || t.policy == FailClosed {
+		if !errors.As(err, &se) || t.policy != FailOpen {
 			if se != nil {
 				t.storeFailed(req, se.Key, se.Err)
 			}
@@ -408,7 +478,7 @@ func (t *Transport) recordBoth(ctx context.Context, key string, lim limits) erro
 	if lim.app != nil {
 		if err := t.recordOn(ctx, lim.app.strat, lim.app.key, 1); err != nil {
 			first = &StoreError{Key: lim.app.key, Err: err}
-			if t.policy == FailClosed {
+			if t.policy != FailOpen {
 				return first
 			}
 		} else {
@@ -468,8 +538,11 @@ func (t *Transport) warnLevel(l *lograte.Limiter) (slog.Level, int64) {
 
 func (t *Transport) storeFailed(req *http.Request, key string, err error) {
 	action := "sent anyway (fail open); this request is not counted"
-	if t.policy == FailClosed {
+	switch t.policy {
+	case FailClosed:
 		action = "not sent (fail closed)"
+	case Degrade:
+		action = "not sent (degrade: an error degraded mode does not cover)"
 	}
 	level, suppressed := t.warnLevel(&t.storeWarn)
 	t.logger.LogAttrs(req.Context(), level, "ratemonitor: store error",
@@ -487,7 +560,7 @@ func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.
 	if t.strat == nil {
 		return nil, ErrNotConfigured
 	}
-	snap, err := t.store.Peek(ctx, t.strat, key, 0)
+	snap, err := t.ops.Peek(ctx, t.strat, key, 0)
 	return snap.Usage, err
 }
 
@@ -505,14 +578,14 @@ func (t *Transport) WaitTime(ctx context.Context, key string, burst int) (time.D
 	if err := t.strat.CheckBurst(burst); err != nil {
 		return 0, err
 	}
-	snap, err := t.store.Peek(ctx, t.strat, key, burst)
+	snap, err := t.ops.Peek(ctx, t.strat, key, burst)
 	if err != nil || t.app == nil {
 		return snap.Wait, err
 	}
 	if err := t.app.strat.CheckBurst(burst); err != nil {
 		return 0, fmt.Errorf("app key %q: %w", t.app.key, err)
 	}
-	app, err := t.store.Peek(ctx, t.app.strat, t.app.key, burst)
+	app, err := t.ops.Peek(ctx, t.app.strat, t.app.key, burst)
 	return max(snap.Wait, app.Wait), err
 }
 
@@ -551,7 +624,7 @@ func (t *Transport) Wait(ctx context.Context, key string, burst int) error {
 		if err := deadlineCheck(ctx, key, burst, d); err != nil {
 			return err
 		}
-		if err := t.clock.Sleep(ctx, d); err != nil {
+		if err := t.clock.Sleep(ctx, t.nap(d)); err != nil {
 			return err
 		}
 	}

@@ -26,18 +26,18 @@ func contends(s cache.Store) bool {
 
 // reserveOn is t.store.Reserve, retrying contention within ctx.
 func (t *Transport) reserveOn(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
-	res, err := t.store.Reserve(ctx, s, key, n)
+	res, err := t.ops.Reserve(ctx, s, key, n)
 	if err != nil && errors.Is(err, cache.ErrContended) {
-		res, err = contend.Retry(ctx, err, func() (strategy.Result, error) { return t.store.Reserve(ctx, s, key, n) })
+		res, err = contend.Retry(ctx, err, func() (strategy.Result, error) { return t.ops.Reserve(ctx, s, key, n) })
 	}
 	return res, err
 }
 
 // recordOn is t.store.Record, retrying contention within ctx.
 func (t *Transport) recordOn(ctx context.Context, s *strategy.Strategy, key string, n int) error {
-	err := t.store.Record(ctx, s, key, n)
+	err := t.ops.Record(ctx, s, key, n)
 	if err != nil && errors.Is(err, cache.ErrContended) {
-		_, err = contend.Retry(ctx, err, func() (struct{}, error) { return struct{}{}, t.store.Record(ctx, s, key, n) })
+		_, err = contend.Retry(ctx, err, func() (struct{}, error) { return struct{}{}, t.ops.Record(ctx, s, key, n) })
 	}
 	return err
 }
@@ -50,14 +50,14 @@ const releaseTimeout = time.Second
 // releaseOn is t.store.Release, retrying contention within ctx, and within releaseTimeout when
 // ctx has no end.
 func (t *Transport) releaseOn(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
-	err := t.store.Release(ctx, s, key, at, n)
+	err := t.ops.Release(ctx, s, key, at, n)
 	if err != nil && errors.Is(err, cache.ErrContended) {
 		if ctx.Done() == nil {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, releaseTimeout)
 			defer cancel()
 		}
-		_, err = contend.Retry(ctx, err, func() (struct{}, error) { return struct{}{}, t.store.Release(ctx, s, key, at, n) })
+		_, err = contend.Retry(ctx, err, func() (struct{}, error) { return struct{}{}, t.ops.Release(ctx, s, key, at, n) })
 	}
 	return err
 }

@@ -167,7 +167,9 @@ func paceRun(t *testing.T, store cache.Store, rule strategy.Rule, transports, ca
 	var errs atomic.Int64
 	trs := make([]*Transport, transports)
 	for i := range trs {
-		tr, err := New(base, WithRules(rule), WithStore(g), WithPacing(), WithLogger(slog.New(slog.DiscardHandler)),
+		// FailOpen by name (paced Transports default to Degrade, which would absorb a store
+		// error this test must see).
+		tr, err := New(base, WithRules(rule), WithStore(g), WithPacing(), WithErrorPolicy(FailOpen), WithLogger(slog.New(slog.DiscardHandler)),
 			WithErrorHandler(func(*http.Request, string, error) { errs.Add(1) }))
 		if err != nil {
 			t.Fatal(err)

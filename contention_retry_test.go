@@ -43,14 +43,14 @@ func newContentionFixture(t *testing.T, fail int64) *contentionFixture {
 	return f
 }
 
-// transport returns a Transport on the fixture's store, default FailOpen, whose store errors
-// are counted in reported.
+// transport returns a Transport on the fixture's store, FailOpen unless opts say otherwise
+// (by name: paced Transports default to Degrade), whose store errors are counted in reported.
 func (f *contentionFixture) transport(t *testing.T, key string, reported *atomic.Int64, opts ...Option) *Transport {
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
 	opts = append([]Option{WithRules(strategy.Rule{Limit: 10, Window: time.Minute}), WithStore(f.store),
 		WithKeyFunc(func(*http.Request) string { return key }), WithLogger(slog.New(slog.DiscardHandler)),
-		WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) })}, opts...)
+		WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }), WithErrorPolicy(FailOpen)}, opts...)
 	return newTransport(t, base, opts...)
 }
 

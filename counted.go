@@ -142,12 +142,12 @@ func (t *Transport) unreserveCounted(ctx context.Context, r *Reservation, lim li
 	ctx = context.WithoutCancel(ctx)
 	if lim.strat != t.strat {
 		if s := t.strat.Without(func(id string) bool { return !outer.has(r.key, id) }); s != nil {
-			t.releaseOn(ctx, s, r.key, r.at, 1)
+			t.releaseIn(ctx, r.gen, s, r.key, r.at, 1)
 		}
 	}
 	if t.app != nil && (lim.app == nil || lim.app.strat != t.app.strat) {
 		if s := t.app.strat.Without(func(id string) bool { return !outer.has(t.app.key, id) }); s != nil {
-			t.releaseOn(ctx, s, t.app.key, r.appAt, 1)
+			t.releaseIn(ctx, r.gen, s, t.app.key, r.appAt, 1)
 		}
 	}
 }

@@ -11,7 +11,8 @@ import (
 // WithPacing makes RoundTrip wait for a free slot before each attempt instead of only recording
 // it: the attempt is reserved in the store (check and record in one atomic step, so concurrent
 // senders never overshoot a rule), waiting as long as needed. See Transport.RoundTrip for how
-// the request's context bounds the wait, and Transport.Reserve for fairness.
+// the request's context bounds the wait, and Transport.Reserve for fairness. A paced Transport's
+// ErrorPolicy is Degrade unless WithErrorPolicy says otherwise.
 func WithPacing() Option {
 	return func(t *Transport) error {
 		t.pacing = true
@@ -89,6 +90,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 	keyFull := false // the last reserve was refused by key itself, not by the app key
 	reserve := func() (time.Duration, error) {
 		local = t.clock.Now()
+		gen := t.gen() // before the reserve: a switch since then keeps the slots (releaseIn)
 		res, err := t.reserveOn(ctx, lim.strat, key, n)
 		keyFull = err == nil && !res.Allowed
 		if err == nil {
@@ -116,7 +118,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 					se = &StoreError{Key: lim.app.key, Err: err}
 				} else if err != nil {
 					// The caller gave up: give the key's slots back and say so.
-					t.releaseOn(context.WithoutCancel(ctx), lim.strat, key, res.At, n)
+					t.releaseIn(context.WithoutCancel(ctx), gen, lim.strat, key, res.At, n)
 					return 0, gaveUp(ctx, err)
 				}
 				if err == nil && ares.Allowed {
@@ -125,14 +127,14 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 				}
 				if se == nil || !keepOnStoreError {
 					// Give the key's slots back, even if ctx has ended: they were never used.
-					t.releaseOn(context.WithoutCancel(ctx), lim.strat, key, res.At, n)
+					t.releaseIn(context.WithoutCancel(ctx), gen, lim.strat, key, res.At, n)
 				}
 				if se != nil {
 					at = res.At
 					return 0, se
 				}
 				wait = ares.Wait
-			} else if snap, err := t.store.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
+			} else if snap, err := t.ops.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
 				wait = max(wait, snap.Wait)
 			}
 		} else if res.Allowed {
@@ -167,7 +169,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 			// Then wait for a turn at the app key: bursts and single requests of every key of
 			// this Transport are served there in order, so none starves.
 			leaveApp, err = t.join(ctx, appQueue+lim.app.key, n, func(ahead int) error {
-				snap, err := t.store.Peek(ctx, lim.app.strat, lim.app.key, min(n+ahead, lim.app.strat.MaxBurst()))
+				snap, err := t.ops.Peek(ctx, lim.app.strat, lim.app.key, min(n+ahead, lim.app.strat.MaxBurst()))
 				if err != nil {
 					return nil
 				}
@@ -186,7 +188,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 			if lim.app != nil && keyFull {
 				break // key is full again (a pause, another process): give up the app turn
 			}
-			if err := t.clock.Sleep(ctx, wait); err != nil {
+			if err := t.clock.Sleep(ctx, t.nap(wait)); err != nil {
 				leaveApp()
 				return at, appAt, local, err
 			}
@@ -199,18 +201,18 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 // when that wait, or the app key's, would pass ctx's deadline.
 func (t *Transport) waitKey(ctx context.Context, key string, n int, lim limits) error {
 	for {
-		snap, err := t.store.Peek(ctx, lim.strat, key, n)
+		snap, err := t.ops.Peek(ctx, lim.strat, key, n)
 		if err != nil || snap.Wait == 0 {
 			return nil // the store's error, if any, comes from the reserve that follows
 		}
 		wait := snap.Wait
-		if app, err := t.store.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
+		if app, err := t.ops.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
 			wait = max(wait, app.Wait)
 		}
 		if err := deadlineCheck(ctx, key, n, wait); err != nil {
 			return err
 		}
-		if err := t.clock.Sleep(ctx, snap.Wait); err != nil {
+		if err := t.clock.Sleep(ctx, t.nap(snap.Wait)); err != nil {
 			return err
 		}
 	}
@@ -286,14 +288,14 @@ func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead
 	if _, ok := ctx.Deadline(); !ok {
 		return nil
 	}
-	snap, err := t.store.Peek(ctx, lim.strat, key, min(n+ahead, lim.strat.MaxBurst()))
+	snap, err := t.ops.Peek(ctx, lim.strat, key, min(n+ahead, lim.strat.MaxBurst()))
 	if err != nil {
 		return nil // the head's own reserve will report the store's state
 	}
 	wait := snap.Wait
 	if lim.app != nil {
 		// The app key must have room for this burst too, whatever other keys take meanwhile.
-		if app, err := t.store.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
+		if app, err := t.ops.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
 			wait = max(wait, app.Wait)
 		}
 	}

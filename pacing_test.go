@@ -348,7 +348,9 @@ func TestPacingStoreFailure(t *testing.T) {
 	if _, err := get(t, &http.Client{Transport: closed}, srv.URL); !errors.As(err, &se) || hits.Load() != 0 {
 		t.Errorf("fail closed: %v, hits %d", err, hits.Load())
 	}
-	open := newTransport(t, nil, WithRules(minute), WithStore(broken), WithPacing(), WithLogger(discard))
+	// FailOpen by name: paced Transports default to Degrade, which fails closed on a closed
+	// store (TestDegradeClosedStore).
+	open := newTransport(t, nil, WithRules(minute), WithStore(broken), WithPacing(), WithErrorPolicy(FailOpen), WithLogger(discard))
 	if _, err := get(t, &http.Client{Transport: open}, srv.URL); err != nil || hits.Load() != 1 {
 		t.Errorf("fail open: %v, hits %d", err, hits.Load())
 	}

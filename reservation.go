@@ -18,6 +18,7 @@ type Reservation struct {
 	at    time.Time
 	appAt time.Time // the instant on the app key (WithAppRules), zero without one
 	n     int
+	gen   uint64    // the degraded mode's generation before the slots were reserved (releaseIn)
 	from  time.Time // on the Transport's clock, just before the slots were recorded
 	until time.Time // on the Transport's clock: from then on the slots no longer count
 
@@ -57,6 +58,7 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 			return nil, fmt.Errorf("app key %q: %w", t.app.key, err)
 		}
 	}
+	gen := t.gen()
 	at, appAt, local, err := t.acquire(ctx, key, n, false, t.allLimits())
 	if err != nil {
 		return nil, err
@@ -70,7 +72,7 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 			shortest = min(shortest, t.app.strat.Rule(i).EffectiveWindow())
 		}
 	}
-	return &Reservation{t: t, key: key, at: at, appAt: appAt, n: n, left: n, from: local, until: local.Add(shortest)}, nil
+	return &Reservation{t: t, key: key, at: at, appAt: appAt, n: n, gen: gen, left: n, from: local, until: local.Add(shortest)}, nil
 }
 
 type reservationContext struct{}
@@ -146,12 +148,12 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if r.left == 0 {
 		return nil
 	}
-	if err := r.t.releaseOn(ctx, r.t.strat, r.key, r.at, r.left); err != nil {
+	if err := r.t.releaseIn(ctx, r.gen, r.t.strat, r.key, r.at, r.left); err != nil {
 		return err
 	}
 	if r.t.app != nil {
 		// The key's slots are back; a failure here leaves only app slots held until they expire.
-		if err := r.t.releaseOn(ctx, r.t.app.strat, r.t.app.key, r.appAt, r.left); err != nil {
+		if err := r.t.releaseIn(ctx, r.gen, r.t.app.strat, r.t.app.key, r.appAt, r.left); err != nil {
 			r.left = 0
 			return fmt.Errorf("ratemonitor: the slots on key %q were given back, but not those on the app key %q: %w", r.key, r.t.app.key, err)
 		}

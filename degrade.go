@@ -1,0 +1,171 @@
+package ratemonitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// DefaultProbeInterval is how often, at most, a degraded Transport asks the shared store
+// whether it answers again, unless DegradedConfig.ProbeInterval says otherwise.
+const DefaultProbeInterval = 500 * time.Millisecond
+
+// DegradedConfig sets the degraded mode of ErrorPolicy Degrade (WithDegraded). Its zero value
+// is the default.
+//
+// While the shared store is unreachable, the Transport paces on a memory store of its own
+// (cache.NewMemory, on the Transport's clock) with every rule's effective limit scaled to this
+// process's share: floor(limit × share), at least 1, no headroom. For the fleet to stay
+// within a limit, the shares of the processes sharing the store must add up to at most 1.
+type DegradedConfig struct {
+	// Share is the part of each limit this process may use while degraded, in (0, 1]. Give
+	// Share or Processes, not both. When neither is given the share is 1 ÷ the number of
+	// processes the store reports (cache.Fleet, read when the outage begins), and 1 when the
+	// store does not report one: then each process alone may send up to the whole limit,
+	// so set Share or Processes when several processes share the store.
+	Share float64
+	// Processes is the number of processes expected to share the store: the share is
+	// 1 ÷ Processes. At least 1 when given.
+	Processes int
+	// ProbeInterval is the least time between two attempts to reach the shared store while
+	// degraded (default DefaultProbeInterval, 500 ms). A probe is made by the caller whose
+	// store operation comes due (no goroutine or timer is started); it waits at most the
+	// store's own timeout, while every other caller is served from the memory store.
+	ProbeInterval time.Duration
+	// NoHoldBack gives up the hold-back at the start of an outage (see Degrade): a degraded
+	// key may be granted at once. That keeps sending through an outage of a long window (a
+	// day rule would otherwise send nothing for a day) at the price of the guarantee: in
+	// the first longest window of an outage, the fleet may send up to the limit more than
+	// the limit (what the shared store granted before it went, and every process's share).
+	NoHoldBack bool
+}
+
+// WithDegraded sets the degraded mode's settings (see DegradedConfig) and chooses ErrorPolicy
+// Degrade. New fails when the settings are out of range, or when WithErrorPolicy chose
+// another policy.
+func WithDegraded(cfg DegradedConfig) Option {
+	return func(t *Transport) error {
+		switch {
+		case math.IsNaN(cfg.Share) || cfg.Share < 0 || cfg.Share > 1:
+			return fmt.Errorf("ratemonitor: WithDegraded: Share %v out of range: give a fraction in (0, 1], or 0 for the default", cfg.Share)
+		case cfg.Processes < 0:
+			return fmt.Errorf("ratemonitor: WithDegraded: Processes %d is negative: give at least 1, or 0 for the default", cfg.Processes)
+		case cfg.Share > 0 && cfg.Processes > 0:
+			return errors.New("ratemonitor: WithDegraded: give Share or Processes, not both")
+		case cfg.ProbeInterval < 0:
+			return fmt.Errorf("ratemonitor: WithDegraded: ProbeInterval %v is negative: give a positive duration, or 0 for the default (500ms)", cfg.ProbeInterval)
+		}
+		c := cfg
+		t.degradedCfg = &c
+		return nil
+	}
+}
+
+// resolvePolicy settles the ErrorPolicy once every option is applied: Degrade for a paced
+// Transport when no policy was chosen (and whenever WithDegraded was given), FailOpen for a
+// monitoring one.
+func (t *Transport) resolvePolicy() error {
+	switch {
+	case t.degradedCfg != nil && t.policySet && t.policy != Degrade:
+		return fmt.Errorf("ratemonitor: WithDegraded is for ErrorPolicy Degrade, but WithErrorPolicy chose %s: drop one of them", t.policy)
+	case t.degradedCfg != nil || (!t.policySet && t.pacing):
+		t.policy = Degrade
+	case !t.policySet:
+		t.policy = FailOpen
+	}
+	return nil
+}
+
+// startDegrader sets up the degraded mode (its memory store is made at the first outage) when the policy is Degrade and the
+// store lives outside the process: an in-process store (cache.Clocked, such as cache.Memory)
+// is never unreachable, so there Degrade handles errors as FailClosed does.
+func (t *Transport) startDegrader() error {
+	t.ops = t.store
+	if t.policy != Degrade {
+		return nil
+	}
+	if _, ok := t.store.(cache.Clocked); ok {
+		return nil
+	}
+	cfg := DegradedConfig{}
+	if t.degradedCfg != nil {
+		cfg = *t.degradedCfg
+	}
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	longest := t.strat.Longest()
+	if t.app != nil {
+		longest = max(longest, t.app.strat.Longest())
+	}
+	t.deg = newDegrader(t, cfg, longest)
+	t.ops = t.deg
+	return nil
+}
+
+// storeName is the name of st for events: the first word of its Namespace ("redis",
+// "sqlite", …), or its Go type.
+func storeName(st cache.Store) string {
+	if n, ok := st.(cache.Namespacer); ok {
+		if f := strings.Fields(n.Namespace()); len(f) > 0 {
+			return f[0]
+		}
+	}
+	return fmt.Sprintf("%T", st)
+}
+
+// isOutage reports whether err, from the shared store, means the store is unreachable: any
+// error but the caller's (ctx ended), contention (cache.ErrContended: an optimistic race, not
+// an outage), a closed store, and errors about the request itself (counts, bursts, updates).
+func isOutage(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	for _, not := range []error{context.Canceled, cache.ErrContended, cache.ErrClosed, cache.ErrInvalidCount,
+		strategy.ErrInvalidBurst, strategy.ErrBurstTooLarge, strategy.ErrInvalidUpdate, cache.ErrCounterConflict} {
+		if errors.Is(err, not) {
+			return false
+		}
+	}
+	return true
+}
+
+// gen returns the degraded mode's generation (see degrader.gen), 0 without one.
+func (t *Transport) gen() uint64 {
+	if t.deg == nil {
+		return 0
+	}
+	return t.deg.gen.Load()
+}
+
+// releaseIn is releaseOn for slots reserved when the generation was gen: when the Transport
+// has switched between the shared and the memory store since, the slots' instant belongs to
+// the other store, so nothing is given back (the slots stay counted until they expire: an
+// over-count, never an under-count).
+func (t *Transport) releaseIn(ctx context.Context, gen uint64, s *strategy.Strategy, key string, at time.Time, n int) error {
+	if t.gen() != gen {
+		return nil
+	}
+	return t.releaseOn(ctx, s, key, at, n)
+}
+
+// nap is how long to sleep for a wait of d: while degraded, at most ProbeInterval, so that a
+// caller told to wait out the hold-back (a whole window) asks again, and meets the shared
+// store, soon after it answers. Deadline checks use the whole wait.
+func (t *Transport) nap(d time.Duration) time.Duration {
+	if t.deg == nil {
+		return d
+	}
+	t.deg.mu.Lock()
+	defer t.deg.mu.Unlock()
+	if t.deg.state == degraded {
+		return min(d, t.deg.cfg.ProbeInterval)
+	}
+	return d
+}

@@ -1,0 +1,330 @@
+package ratemonitor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// The degrader's states. healthy: every operation goes to the shared store. degraded: to the
+// memory store, at the share, after the hold-back; a probe of the shared store at most every
+// ProbeInterval. settling: the shared store answers again; for settle (see probed) a reserve
+// must be granted by both stores, so that this process stays at its share while others may
+// still be degraded (see Degrade).
+const (
+	healthy = iota
+	degraded
+	settling
+)
+
+// degrader is the Transport's store under ErrorPolicy Degrade: a cache.Store that routes each
+// operation to the shared store or to the degraded mode's memory store.
+type degrader struct {
+	t       *Transport
+	shared  cache.Store
+	clock   clock.Clock
+	cfg     DegradedConfig
+	name    string        // the shared store's name for events
+	longest time.Duration // the longest window of the Transport's rules, margins included
+	fleet   cache.Fleet   // nil when the store does not count its processes
+
+	// gen counts the switches between the stores: a slot reserved in one generation is given
+	// back only in the same one (Transport.releaseIn).
+	gen atomic.Uint64
+
+	mu        sync.Mutex
+	local     *cache.Memory // made at the first outage (mem): a healthy Transport runs no goroutine for it
+	closed    bool          // Close was called: no memory store is made any more
+	state     int
+	since     time.Time // the instant (Transport's clock) the outage was seen; the hold-back starts there
+	returned  time.Time // the instant the shared store answered again (settling)
+	nextProbe time.Time
+	probing   bool
+	share     float64
+	settle    time.Duration                 // how long the current return settles (probed)
+	slowest   time.Duration                 // the longest a failed call to the shared store took, this episode
+	inflight  int                           // memory-store operations of the degraded state under way (whileDegraded)
+	idle      sync.Cond                     // signalled when inflight drops to 0; its L is &mu
+	scaled    map[string]*strategy.Strategy // by strategyKey, for this episode's share
+	used      map[usedKey]usedEntry         // keys granted locally, for the carry-over
+}
+
+type usedKey struct {
+	strat string // strategyKey: a strategy made again by Without has the same
+	key   string
+}
+
+type usedEntry struct {
+	orig, scaled *strategy.Strategy
+	last         time.Time // the last local grant or record
+}
+
+func newDegrader(t *Transport, cfg DegradedConfig, longest time.Duration) *degrader {
+	d := &degrader{t: t, shared: t.store, clock: t.clock, cfg: cfg,
+		name: storeName(t.store), longest: longest}
+	d.idle.L = &d.mu
+	d.fleet, _ = t.store.(cache.Fleet)
+	return d
+}
+
+// strategyKey names a strategy by its algorithm and rules, every field of them: counter IDs
+// alone would not do, since rules of one window but different limits share a counter.
+func strategyKey(s *strategy.Strategy) string {
+	var b strings.Builder
+	b.WriteString(s.Name())
+	for i := range s.NumRules() {
+		fmt.Fprintf(&b, "|%+v", s.Rule(i))
+	}
+	return b.String()
+}
+
+// episodeShare is the share for an outage starting now (see DegradedConfig.Share).
+func (d *degrader) episodeShare() float64 {
+	switch {
+	case d.cfg.Share > 0:
+		return d.cfg.Share
+	case d.cfg.Processes > 0:
+		return 1 / float64(d.cfg.Processes)
+	case d.fleet != nil:
+		if p := d.fleet.Processes(); p > 0 {
+			return 1 / float64(p)
+		}
+	}
+	return 1
+}
+
+// mode returns the state an operation should use now, and whether this caller is to probe the
+// shared store (degraded, and a probe is due: nobody else is probing). It ends a settling
+// return that has lasted settle.
+func (d *degrader) mode() (state int, probe bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.clock.Now()
+	switch d.state {
+	case settling:
+		if !now.Before(d.returned.Add(d.settle)) {
+			// Both states give slots back on the shared store: the generation stays.
+			d.state = healthy
+			d.used = nil
+		}
+	case degraded:
+		if !d.probing && !now.Before(d.nextProbe) {
+			d.probing = true
+			return degraded, true
+		}
+	}
+	return d.state, false
+}
+
+// fail enters the degraded state for err, from a call to the shared store that started at
+// start, unless it is already degraded (one Degraded event per outage), and reports it.
+func (d *degrader) fail(err error, start time.Time) {
+	d.mu.Lock()
+	now := d.clock.Now()
+	if d.state == degraded {
+		d.slowest = max(d.slowest, now.Sub(start))
+		d.mu.Unlock()
+		return
+	}
+	d.slowest = now.Sub(start)
+	d.state, d.since, d.nextProbe = degraded, now, now.Add(d.cfg.ProbeInterval)
+	if share := d.episodeShare(); share != d.share || d.scaled == nil {
+		d.share, d.scaled = share, map[string]*strategy.Strategy{}
+	}
+	if d.used == nil {
+		d.used = map[usedKey]usedEntry{}
+	}
+	share := d.share
+	d.gen.Add(1)
+	d.mu.Unlock()
+	d.t.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratemonitor: shared store unreachable: pacing locally (degraded mode)",
+		slog.String("store", d.name), slog.Float64("share", share), slog.Any("error", err))
+	if d.t.obs != nil {
+		d.t.obs.Observe(observe.Event{Kind: observe.Degraded, Store: d.name, Err: err})
+	}
+}
+
+// probed ends a probe that started at start: ok means the shared store answered and the
+// carry-over is in it.
+//
+// The return settles for the longest window, plus ProbeInterval, plus the slowest failed call
+// to the shared store seen in the outage: a process still degraded may have granted locally
+// until ProbeInterval and one such call after the store came back (its probe was not due
+// yet), and those grants reach the shared store only when it returns; if it has no call to
+// make, it never returns, and they must have aged out before this process goes by the shared
+// store alone.
+func (d *degrader) probed(ok bool, start time.Time) {
+	d.mu.Lock()
+	d.probing = false
+	now := d.clock.Now()
+	if !ok || d.state != degraded {
+		if !ok {
+			d.slowest = max(d.slowest, now.Sub(start))
+		}
+		d.nextProbe = now.Add(d.cfg.ProbeInterval)
+		d.mu.Unlock()
+		return
+	}
+	down := now.Sub(d.since)
+	d.state, d.returned = settling, now
+	d.settle = d.longest + d.cfg.ProbeInterval + d.slowest
+	d.gen.Add(1)
+	for d.inflight > 0 {
+		d.idle.Wait() // local-only operations that began before the switch (memory: brief)
+	}
+	d.mu.Unlock()
+	d.t.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratemonitor: shared store answers again: back from degraded mode",
+		slog.String("store", d.name), slog.Duration("degraded", down))
+	if d.t.obs != nil {
+		d.t.obs.Observe(observe.Event{Kind: observe.Recovered, Store: d.name, Wait: down})
+	}
+}
+
+// probe asks the shared store about key (a Peek, which records nothing) and, when it answers,
+// carries this process's local grants into it (see carry) and returns to it. The carry is made
+// twice: once while the other callers are still served by the memory store, and once more,
+// for what they granted meanwhile, after the switch, when no local-only grant is in flight.
+func (d *degrader) probe(ctx context.Context, s *strategy.Strategy, key string) bool {
+	start := d.clock.Now()
+	if _, err := d.shared.Peek(ctx, s, key, 0); err != nil {
+		d.probed(false, start)
+		return false
+	}
+	counts, ok := d.carry(ctx, nil)
+	d.probed(ok, start)
+	if ok {
+		d.carry(ctx, counts) // a failure here is an outage the next call meets
+	}
+	return ok
+}
+
+// carried names one counter of one key in carry's counts.
+type carried struct {
+	usedKey
+	slot int
+}
+
+// carry records in the shared store, for every key and counter this process granted or
+// recorded on locally within the strategy's longest window, as many requests as the memory
+// store still counts there, less what before says was carried already. It returns what the
+// memory store counted. Record counts them at the shared store's instant, later than they
+// were sent: they count there a little longer than they do upstream (conservative). The
+// caller's cancellation does not stop it half way (each call is bounded by the store's own
+// timeout); on a failure it reports false, and what was carried already is carried again by
+// the next probe (an over-count, never an under-count).
+func (d *degrader) carry(ctx context.Context, before map[carried]int) (map[carried]int, bool) {
+	ctx = context.WithoutCancel(ctx)
+	d.mu.Lock()
+	type item struct {
+		k usedKey
+		e usedEntry
+	}
+	var items []item
+	for k, e := range d.used {
+		items = append(items, item{k, e})
+	}
+	local := d.local
+	d.mu.Unlock()
+	counts := map[carried]int{}
+	if local == nil {
+		return counts, true
+	}
+	now := d.clock.Now()
+	for _, it := range items {
+		if !now.Before(it.e.last.Add(it.e.orig.Longest())) {
+			continue // every local grant has stopped counting
+		}
+		snap, err := local.Peek(ctx, it.e.scaled, it.k.key, 0)
+		if err != nil {
+			continue
+		}
+		for i, u := range snap.Usage {
+			c := carried{it.k, it.e.orig.SlotOf(i)}
+			if _, seen := counts[c]; seen {
+				continue
+			}
+			counts[c] = u.Used
+			if n := u.Used - before[c]; n > 0 {
+				id := it.e.orig.CounterID(c.slot)
+				sub := it.e.orig.Without(func(other string) bool { return other != id })
+				if err := d.shared.Record(ctx, sub, it.k.key, n); err != nil {
+					return counts, false
+				}
+			}
+		}
+	}
+	return counts, true
+}
+
+// scaledFor returns s scaled to this episode's share.
+func (d *degrader) scaledFor(s *strategy.Strategy) *strategy.Strategy {
+	k := strategyKey(s)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.scaled == nil {
+		d.scaled = map[string]*strategy.Strategy{}
+		d.share = d.episodeShare()
+	}
+	sc, ok := d.scaled[k]
+	if !ok {
+		sc = s.Scaled(d.share)
+		d.scaled[k] = sc
+	}
+	return sc
+}
+
+// touched notes a local grant or record on key, for the carry-over.
+func (d *degrader) touched(s, sc *strategy.Strategy, key string) {
+	d.mu.Lock()
+	if d.used == nil {
+		d.used = map[usedKey]usedEntry{}
+	}
+	d.used[usedKey{strat: strategyKey(s), key: key}] = usedEntry{orig: s, scaled: sc, last: d.clock.Now()}
+	d.mu.Unlock()
+}
+
+// holdUntil is when s's first local grant of this outage may come: once every grant the shared
+// store made before the outage was seen has aged out of s's longest window. Zero with
+// NoHoldBack.
+func (d *degrader) holdUntil(s *strategy.Strategy) time.Time {
+	if d.cfg.NoHoldBack {
+		return time.Time{}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.since.Add(s.Longest())
+}
+
+// burstErr says why a burst cannot fit this process's share.
+func (d *degrader) burstErr(err error) error {
+	return fmt.Errorf("ratemonitor: degraded mode (store %s unreachable) paces on this process's share of each limit: %w", d.name, err)
+}
+
+// localReserve reserves on the memory store at the share and, with hold, after the hold-back.
+func (d *degrader) localReserve(ctx context.Context, s *strategy.Strategy, key string, n int, hold bool) (strategy.Result, error) {
+	sc := d.scaledFor(s)
+	if err := sc.CheckBurst(n); err != nil {
+		return strategy.Result{}, d.burstErr(err)
+	}
+	if until, now := d.holdUntil(s), d.clock.Now(); hold && now.Before(until) {
+		return strategy.Result{Wait: until.Sub(now)}, nil
+	}
+	local, err := d.mem()
+	if err != nil {
+		return strategy.Result{}, err
+	}
+	res, err := local.Reserve(ctx, sc, key, n)
+	if err == nil && res.Allowed {
+		d.touched(s, sc, key)
+	}
+	return res, err
+}

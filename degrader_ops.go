@@ -1,0 +1,226 @@
+package ratemonitor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// The degrader's cache.Store methods: each operation follows the state (degrader.mode) to the
+// shared store, the memory store, or both.
+
+// maxSwitches bounds how often one operation follows the state from store to store (each
+// switch is a store's answer: an outage, or a probe that succeeded) before it gives up with
+// the last error.
+const maxSwitches = 4
+
+// whileDegraded runs f, a memory-store operation of the degraded state, so that a return to
+// the shared store waits for it before its last carry (probed); it runs nothing and reports
+// false when the state is no longer degraded.
+func (d *degrader) whileDegraded(f func()) bool {
+	d.mu.Lock()
+	if d.state != degraded {
+		d.mu.Unlock()
+		return false
+	}
+	d.inflight++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		if d.inflight--; d.inflight == 0 {
+			d.idle.Broadcast()
+		}
+		d.mu.Unlock()
+	}()
+	f()
+	return true
+}
+
+// Reserve implements cache.Store.
+func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (res strategy.Result, err error) {
+	for range maxSwitches {
+		state, probe := d.mode()
+		if probe && d.probe(ctx, s, key) {
+			state = settling
+		}
+		switch state {
+		case degraded:
+			if d.whileDegraded(func() { res, err = d.localReserve(ctx, s, key, n, true) }) {
+				return res, err
+			}
+			continue // back meanwhile
+		case settling:
+			var again bool
+			if res, again, err = d.settleReserve(ctx, s, key, n); !again {
+				return res, err
+			}
+			continue
+		}
+		start := d.clock.Now()
+		res, err = d.shared.Reserve(ctx, s, key, n)
+		if !isOutage(ctx, err) {
+			return res, err
+		}
+		d.fail(err, start)
+	}
+	return res, err
+}
+
+// settleReserve grants a burst only when both the memory store (at the share) and the shared
+// store have room; the shared store's instant is the one returned. No hold-back: the shared
+// store holds what it granted before the outage (a store that lost it, restarted empty,
+// reports StateLost; counts restart lower then for every process, degraded or not). again
+// says that the shared store failed, so that the Transport is degraded again.
+func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key string, n int) (res strategy.Result, again bool, err error) {
+	lres, err := d.localReserve(ctx, s, key, n, false)
+	if err != nil || !lres.Allowed {
+		return lres, false, err
+	}
+	sc := d.scaledFor(s)
+	start := d.clock.Now()
+	res, err = d.shared.Reserve(ctx, s, key, n)
+	if err != nil || !res.Allowed {
+		if local, lerr := d.mem(); lerr == nil {
+			local.Release(context.WithoutCancel(ctx), sc, key, lres.At, n)
+		}
+	}
+	if isOutage(ctx, err) {
+		d.fail(err, start)
+		return res, true, err
+	}
+	return res, false, err
+}
+
+// Record implements cache.Store: on the memory store while degraded, on both while settling.
+func (d *degrader) Record(ctx context.Context, s *strategy.Strategy, key string, n int) (err error) {
+	local := func() error {
+		sc := d.scaledFor(s)
+		local, err := d.mem()
+		if err != nil {
+			return err
+		}
+		err = local.Record(ctx, sc, key, n)
+		if err == nil {
+			d.touched(s, sc, key)
+		}
+		return err
+	}
+	for range maxSwitches {
+		state, probe := d.mode()
+		if probe && d.probe(ctx, s, key) {
+			state = settling
+		}
+		if state == degraded {
+			if d.whileDegraded(func() { err = local() }) {
+				return err
+			}
+			continue
+		}
+		start := d.clock.Now()
+		err = d.shared.Record(ctx, s, key, n)
+		if isOutage(ctx, err) {
+			d.fail(err, start)
+			continue
+		}
+		if err == nil && state == settling {
+			return local()
+		}
+		return err
+	}
+	return err
+}
+
+// Release implements cache.Store: on the store the current state reserves on (the shared one
+// while settling). The Transport gives back only slots of the current generation.
+func (d *degrader) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+	d.mu.Lock()
+	state := d.state
+	d.mu.Unlock()
+	if state == degraded {
+		local, err := d.mem()
+		if err != nil {
+			return err
+		}
+		return local.Release(ctx, d.scaledFor(s), key, at, n)
+	}
+	return d.shared.Release(ctx, s, key, at, n)
+}
+
+// localPeek is Peek on the memory store at the share, with the hold-back in the wait when
+// hold is set.
+func (d *degrader) localPeek(ctx context.Context, s *strategy.Strategy, key string, n int, hold bool) (strategy.Snapshot, error) {
+	sc := d.scaledFor(s)
+	if n > 0 {
+		if err := sc.CheckBurst(n); err != nil {
+			return strategy.Snapshot{}, d.burstErr(err)
+		}
+	}
+	local, err := d.mem()
+	if err != nil {
+		return strategy.Snapshot{}, err
+	}
+	snap, err := local.Peek(ctx, sc, key, n)
+	if err == nil && n > 0 && hold {
+		if until, now := d.holdUntil(s), d.clock.Now(); now.Before(until) {
+			snap.Wait = max(snap.Wait, until.Sub(now))
+		}
+	}
+	return snap, err
+}
+
+// Peek implements cache.Store: while degraded, usage is the memory store's, against the
+// scaled rules; while settling, the wait is the longer of both stores'.
+func (d *degrader) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+	state, probe := d.mode()
+	if probe && d.probe(ctx, s, key) {
+		state = settling
+	}
+	if state == degraded {
+		return d.localPeek(ctx, s, key, n, true)
+	}
+	start := d.clock.Now()
+	snap, err := d.shared.Peek(ctx, s, key, n)
+	if isOutage(ctx, err) {
+		d.fail(err, start)
+		return d.localPeek(ctx, s, key, n, true)
+	}
+	if err == nil && state == settling && n > 0 {
+		if l, lerr := d.localPeek(ctx, s, key, n, false); lerr == nil {
+			snap.Wait = max(snap.Wait, l.Wait)
+		}
+	}
+	return snap, err
+}
+
+// mem returns the memory store, made on first use with the Transport's clock and logger (only
+// this Transport's keys live there: the default cost bound is ample). After Close it returns
+// an error wrapping cache.ErrClosed.
+func (d *degrader) mem() (*cache.Memory, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("ratemonitor: degraded mode: %w", cache.ErrClosed)
+	}
+	if d.local == nil {
+		m, err := cache.NewMemory(cache.MemoryConfig{Clock: d.clock, Logger: d.t.logger, Observer: d.t.obs})
+		if err != nil {
+			return nil, fmt.Errorf("ratemonitor: degraded mode's memory store: %w", err)
+		}
+		d.local = m
+	}
+	return d.local, nil
+}
+
+// Close closes the memory store, if one was made; the shared store is the caller's.
+func (d *degrader) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	if d.local == nil {
+		return nil
+	}
+	return d.local.Close()
+}
