@@ -113,8 +113,9 @@ type Options struct {
 	// turn, for as long as their caller's context allows, before Timeout starts. Without it a
 	// burst larger than the client's connection pool spends its Timeout waiting for a
 	// connection, fails, and the connections of scripts cut off mid-flight are thrown away,
-	// which makes the next burst worse. Default: the client's PoolSize (go-redis: 10 per CPU),
-	// or 10 per CPU for other clients.
+	// which makes the next burst worse. Under a Cluster client the budget is per master (each
+	// has a pool of its own). Default: the client's PoolSize (go-redis: 10 per CPU; a
+	// Cluster client's, per node: 5 per CPU), or 10 per CPU for other clients.
 	MaxInFlight int
 	// Timeout bounds each operation's round trip (default 100 ms), from the moment it has a
 	// connection's turn (see MaxInFlight). When it passes, the operation fails with an error
@@ -149,9 +150,9 @@ type Store struct {
 	closed  atomic.Bool
 	static  sync.Map // *strategy.Strategy → *plan
 	statics atomic.Int64
-	turns   chan struct{} // one token per operation in flight (Options.MaxInFlight)
-	policy  policyGate    // the eviction-policy check (evictpolicy.go)
-	mon     *monitor      // loss reports and heartbeat; nil when CheckInterval < 0 (monitor.go)
+	route   *route     // where each operation goes, and its server's turns (route.go)
+	policy  policyGate // the eviction-policy check (evictpolicy.go)
+	mon     *monitor   // loss reports and heartbeat; nil when CheckInterval < 0 (monitor.go)
 }
 
 var (
@@ -159,11 +160,14 @@ var (
 	_ cache.Syncer = (*Store)(nil)
 )
 
-// New returns a store over client, which may be a single-node, Sentinel (failover) or Cluster
-// client. Two client settings are required, and New refuses a *redis.Client or
-// *redis.ClusterClient without them: MaxRetries: -1 (go-redis retries a command whose reply was
-// lost, which would replay a script that may have counted) and ContextTimeoutEnabled: true (so
-// that Options.Timeout bounds each operation). New also refuses invalid options, and a server
+// New returns a store over client, which may be a single-node, Sentinel (failover), Cluster or
+// Ring client. Two client settings are required, and New refuses a *redis.Client,
+// *redis.ClusterClient or *redis.Ring without them: MaxRetries: -1 (go-redis retries a command
+// whose reply was lost, which would replay a script that may have counted; the Ring's default
+// is 3) and ContextTimeoutEnabled: true (so that Options.Timeout bounds each operation). The
+// store sends its scripts as commands go-redis never retries (route.go), so a Cluster client's
+// MaxRedirects, which go-redis also spends on EOF and timeouts, is safe at any value: it bounds
+// MOVED and ASK redirects only. New also refuses invalid options, and a server
 // that may evict the store's keys (maxmemory set and a maxmemory-policy other than noeviction)
 // unless Options.AllowEviction is set; a server it cannot reach is checked later instead (see
 // evictpolicy.go). New asks the servers within Options.Timeout; NewContext takes a context too.
@@ -182,7 +186,9 @@ func NewContext(ctx context.Context, client redis.UniversalClient, opts Options)
 	case *redis.Client:
 		retries, ctxTimeouts, pool = c.Options().MaxRetries, c.Options().ContextTimeoutEnabled, c.Options().PoolSize
 	case *redis.ClusterClient:
-		retries, ctxTimeouts = c.Options().MaxRetries, c.Options().ContextTimeoutEnabled
+		retries, ctxTimeouts, pool = c.Options().MaxRetries, c.Options().ContextTimeoutEnabled, c.Options().PoolSize
+	case *redis.Ring:
+		retries, ctxTimeouts, pool = c.Options().MaxRetries, c.Options().ContextTimeoutEnabled, c.Options().PoolSize
 	}
 	if retries > 0 {
 		return nil, fmt.Errorf("ratemonitor: redis store: the client retries commands (MaxRetries %d); set MaxRetries: -1 so that a script that may have run is never replayed", retries)
@@ -214,7 +220,7 @@ func NewContext(ctx context.Context, client redis.UniversalClient, opts Options)
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = 10 * runtime.GOMAXPROCS(0)
 	}
-	st := &Store{client: client, opts: opts, turns: make(chan struct{}, opts.MaxInFlight)}
+	st := &Store{client: client, opts: opts, route: newRoute(client, opts.MaxInFlight)}
 	if err := st.checkPolicy(ctx, true); err != nil {
 		return nil, err
 	}
@@ -266,22 +272,8 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	args = append(args, op, n, now, at.UnixMicro(), strategy.StepTolerance.Microseconds())
 	args = append(args, pl.args...)
 	args = append(args, extra...)
-	select {
-	case st.turns <- struct{}{}:
-		defer func() { <-st.turns }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("ratemonitor: redis store: %s on key %q: gave up waiting for a connection's turn (MaxInFlight %d): %w",
-			op, key, st.opts.MaxInFlight, ctx.Err())
-	}
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, st.opts.Timeout)
-	defer cancel()
-	start := time.Now()
-	res, err := pl.script.Run(ctx, st.client, st.Keys(s, key), args...).Int64Slice()
-	if err != nil {
-		return nil, st.failed(parent, op, key, st.explain(parent, op, key, time.Since(start), err))
-	}
-	return res, nil
+	// The key's server's turn, the timeout and a script that is never replayed: route.go.
+	return st.exec(ctx, op, key, pl.script, st.Keys(s, key), args)
 }
 
 // failed reports err on op and key to the observer, if any, and returns it.
@@ -472,7 +464,7 @@ func (st *Store) bucketPlan(s *strategy.Strategy) (*plan, error) {
 
 // explain wraps a failed call's error with what happened: the caller's own cancellation or
 // deadline, the store's timeout, or the client's.
-func (st *Store) explain(parent context.Context, op, key string, took time.Duration, err error) error {
+func (st *Store) explain(parent context.Context, op, key, addr string, took time.Duration, err error) error {
 	var ne net.Error
 	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 	switch {
@@ -488,15 +480,7 @@ func (st *Store) explain(parent context.Context, op, key string, took time.Durat
 	case timedOut:
 		err = fmt.Errorf("the client timed out after %v (its ReadTimeout or WriteTimeout): %w", took.Round(time.Millisecond), err)
 	}
-	return fmt.Errorf("ratemonitor: redis store%s: %s on key %q: %w", st.where(), op, key, err)
-}
-
-// where names the server of a single-node client, for error messages.
-func (st *Store) where() string {
-	if c, ok := st.client.(*redis.Client); ok {
-		return " at " + c.Options().Addr
-	}
-	return ""
+	return fmt.Errorf("ratemonitor: redis store%s: %s on key %q: %w", atAddr(addr), op, key, err)
 }
 
 // Record implements cache.Store: one round trip. Errors: cache.ErrInvalidCount for n outside
