@@ -88,7 +88,9 @@ func (c *Cluster) start(dir string) error {
 	return nil
 }
 
-// ready reports whether the cluster is healthy and each master has a replica whose link is up.
+// ready reports whether the cluster is healthy, each master has a replica whose link is up,
+// and every node knows all six with their roles (a manual failover asked of a replica its
+// master does not know yet as such is ignored).
 func (c *Cluster) ready() bool {
 	if !c.healthy() {
 		return false
@@ -97,12 +99,29 @@ func (c *Cluster) ready() bool {
 	for _, p := range c.live() {
 		rc := p.client()
 		info, err := rc.Info(context.Background(), "replication").Result()
+		nodes, err2 := rc.ClusterNodes(context.Background()).Result()
 		rc.Close()
-		if err != nil {
+		if err != nil || err2 != nil {
 			return false
 		}
 		if field(info, "role") == "slave" && field(info, "master_link_status") == "up" {
 			up++
+		}
+		masters, replicas := 0, 0
+		for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 8 || f[7] != "connected" || strings.Contains(f[2], "fail") || strings.Contains(f[2], "handshake") {
+				return false
+			}
+			switch {
+			case strings.Contains(f[2], "master"):
+				masters++
+			case strings.Contains(f[2], "slave") && f[3] != "-":
+				replicas++
+			}
+		}
+		if masters != 3 || replicas != 3 {
+			return false
 		}
 	}
 	return up == 3
@@ -327,17 +346,24 @@ func (c *Cluster) Failover(slot int) (from, to string) {
 	}
 	rc := redis.NewClient(&redis.Options{Addr: to, MaxRetries: -1})
 	defer rc.Close()
-	if err := rc.Do(context.Background(), "CLUSTER", "FAILOVER").Err(); err != nil {
-		c.t.Fatalf("CLUSTER FAILOVER on %s: %v", to, err)
-	}
+	// A manual failover the master does not answer within 5 s (CLUSTER_MF_TIMEOUT) is
+	// dropped, silently: ask again then.
+	var asked time.Time
 	if _, ok := poll(20*time.Second, func() bool {
+		if time.Since(asked) > 5*time.Second {
+			if err := rc.Do(context.Background(), "CLUSTER", "FAILOVER").Err(); err != nil {
+				c.t.Fatalf("CLUSTER FAILOVER on %s: %v", to, err)
+			}
+			asked = time.Now()
+		}
 		if !c.healthy() {
 			return false
 		}
 		m, err := c.slots(c.live()[0])
 		return err == nil && m[slot] == to
 	}); !ok {
-		c.t.Fatalf("CLUSTER FAILOVER on %s: it does not serve slot %d within 20 s", to, slot)
+		m, _ := c.slots(c.live()[0])
+		c.t.Fatalf("CLUSTER FAILOVER on %s: it does not serve slot %d within 20 s (healthy %v, served by %s)", to, slot, c.healthy(), m[slot])
 	}
 	return from, to
 }
