@@ -66,13 +66,17 @@ func clusterTarget(cl *redistest.Cluster, addrs []string) conformance.Target {
 		Name: "redis-cluster",
 		Open: func(t testing.TB, clk clock.Clock) conformance.Store { return openCluster(t, addrs, clk) },
 		Pause: func(t testing.TB, d time.Duration) {
-			each(t, func(c *redis.Client) error { return c.Do(context.Background(), "CLIENT", "PAUSE", d.Milliseconds()).Err() })
+			each(t, func(c *redis.Client) error {
+				return c.Do(context.Background(), "CLIENT", "PAUSE", d.Milliseconds()).Err()
+			})
 		},
 		FlushScripts: func(t testing.TB) {
 			each(t, func(c *redis.Client) error { return c.ScriptFlush(context.Background()).Err() })
 		},
-		Shared:     func(testing.TB) string { return strings.Join(addrs, ",") },
-		OpenShared: func(t testing.TB, where string) conformance.Store { return openCluster(t, strings.Split(where, ","), nil) },
+		Shared: func(testing.TB) string { return strings.Join(addrs, ",") },
+		OpenShared: func(t testing.TB, where string) conformance.Store {
+			return openCluster(t, strings.Split(where, ","), nil)
+		},
 	}
 }
 
