@@ -64,6 +64,10 @@ func clusterTarget(cl *redistest.Cluster, addrs []string) conformance.Target {
 	}
 	return conformance.Target{
 		Name: "redis-cluster",
+		// Half the manual-clock rounds, 16 goroutines a key: the scripts are judged in full on
+		// a single node (TestConformance); here it is the client kind, and the package's run
+		// stays near a minute.
+		Slow: 2,
 		Open: func(t testing.TB, clk clock.Clock) conformance.Store { return openCluster(t, addrs, clk) },
 		Pause: func(t testing.TB, d time.Duration) {
 			each(t, func(c *redis.Client) error {
