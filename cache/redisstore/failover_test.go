@@ -179,6 +179,10 @@ func TestClusterFailover(t *testing.T) {
 	healthy := cl.WaitHealthy()
 	t.Logf("kill -9 %s: cluster healthy %v later", killed, healthy.Sub(kill).Round(time.Millisecond))
 	took := recovery(t, sm, key, healthy, "kill -9")
+	if first, ok := sm.firstOK(key, kill.Add(time.Millisecond)); ok {
+		t.Logf("kill -9: first success on key %q after the kill: %v from the healthy instant (negative: before every node agreed)",
+			key, first.Sub(healthy).Round(time.Millisecond))
+	}
 	steady(t, sm, keys, healthy.Add(max(took, 0)+100*time.Millisecond), time.Second, "kill -9")
 	failed, total := sm.failures(key, kill, healthy.Add(took))
 	t.Logf("kill -9: key %q: %d of %d operations failed between the kill and the recovery", key, len(failed), total)
