@@ -35,14 +35,3 @@ func TestStartSentinel(t *testing.T) {
 		t.Fatalf("after the kill, master %s, want %s", to, m0)
 	}
 }
-
-func TestClusterFailoverHelper(t *testing.T) {
-	c := StartCluster(t)
-	slot := 5905
-	from := c.MasterOf(slot)
-	to, err := c.replicaOf(from)
-	t.Log(from, to, err)
-	start := time.Now()
-	f, tt := c.Failover(slot)
-	t.Log(f, tt, time.Since(start))
-}

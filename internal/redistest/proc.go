@@ -56,6 +56,7 @@ func freePorts(n int) ([]int, error) {
 type proc struct {
 	addr string
 	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
 }
 
 // start runs redis-server with args and waits until addr answers with this process's id
@@ -64,12 +65,23 @@ type proc struct {
 func (p *proc) start(args ...string) error {
 	p.cmd = exec.Command("redis-server", args...)
 	if err := p.cmd.Start(); err != nil {
+		p.cmd = nil
 		return fmt.Errorf("redis-server: %w", err)
 	}
+	p.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		cmd.Wait()
+		close(done)
+	}(p.cmd, p.done)
 	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
 	want := "process_id:" + strconv.Itoa(p.cmd.Process.Pid) + "\r\n"
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		select {
+		case <-p.done: // a port of its own taken (the cluster bus port, say)
+			return fmt.Errorf("redis-server for %s exited at start: %s", p.addr, p.cmd.ProcessState)
+		default:
+		}
 		// A plain dial first: go-redis logs every refused dial.
 		if conn, err := net.DialTimeout("tcp", p.addr, time.Second); err != nil {
 			if time.Now().After(deadline) {
@@ -98,7 +110,7 @@ func (p *proc) kill() {
 		return
 	}
 	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.cmd.Wait()
+	<-p.done
 	p.cmd = nil
 }
 
