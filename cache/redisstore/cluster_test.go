@@ -110,7 +110,7 @@ func keysPerMaster(t *testing.T, cl *redistest.Cluster, st *Store, prefix string
 func clusterLostReply(t *testing.T, cl *redistest.Cluster) {
 	e := &replyEater{}
 	c := cl.ClusterClient(func(o *redis.ClusterOptions) { o.Dialer = e.dial })
-	st, err := New(c, Options{Timeout: 2 * time.Second})
+	st, err := New(c, Options{Timeout: 2 * time.Second, CheckInterval: -1}) // no monitor: its heartbeat is a script too
 	if err != nil {
 		t.Fatal(err)
 	}
