@@ -123,6 +123,10 @@ type route struct {
 	dialed   *dialHook     // a Sentinel (failover) client's last master, else nil
 }
 
+// newRoute returns the route of a store over client, with inFlight turns per server. Over a
+// Sentinel client it adds a dial hook to the client (AddHook, once per store) that records the
+// address each new connection reached, the master's: go-redis's options hold only the
+// placeholder "FailoverClient".
 func newRoute(client redis.UniversalClient, inFlight int) *route {
 	r := &route{client: client, inFlight: inFlight, turns: make(chan struct{}, inFlight)}
 	if c, ok := client.(*redis.Client); ok && c.Options().Addr == failoverAddr { // servers.go
@@ -140,7 +144,8 @@ type server struct {
 
 // pick returns the server for key (the Redis key the script names first): for a Cluster
 // client, the master serving its slot in the client's slot map (ClusterClient.MasterForKey,
-// which loads the map when the client has none yet, bounded by ctx).
+// which loads the map when the client has none yet, bounded by ctx). An operation redirected
+// (MOVED, ASK) still holds the turn of the master it was picked for.
 func (r *route) pick(ctx context.Context, key string) (server, error) {
 	cc, ok := r.client.(*redis.ClusterClient)
 	if !ok {
