@@ -40,7 +40,6 @@ import (
 	"net"
 	"reflect"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,8 +56,8 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-//go:embed keyinstant.lua
-var keyInstantSource string
+//go:embed state.lua
+var stateSource string
 
 //go:embed rollingwindow.lua
 var rollingSource string
@@ -70,9 +69,9 @@ var fixedSource string
 var bucketSource string
 
 var (
-	rollingScript = redis.NewScript(keyInstantSource + rollingSource)
-	fixedScript   = redis.NewScript(keyInstantSource + fixedSource)
-	bucketScript  = redis.NewScript(keyInstantSource + bucketSource)
+	rollingScript = redis.NewScript(stateSource + rollingSource)
+	fixedScript   = redis.NewScript(stateSource + fixedSource)
+	bucketScript  = redis.NewScript(stateSource + bucketSource)
 )
 
 // kind is the algorithm a strategy runs under, so the script that holds it.
@@ -84,12 +83,16 @@ const (
 	bucket
 )
 
-// plan is what the store needs for one strategy, built once: its script and the script
-// arguments fixed by the strategy (slots and rules).
+// plan is what the store needs for one strategy, built once: its script, the doubles of the
+// script's argument fixed by the strategy (slots and rules), the value prefix of a key that
+// holds exactly its slots, and the key's suffix (magic and layout version; see state.go).
 type plan struct {
-	kind   kind
-	script *redis.Script
-	args   []any
+	kind         kind
+	script       *redis.Script
+	nums         []float64
+	pre          string
+	suffix       string
+	slots, rules int
 }
 
 // MaxBuckets bounds W/G for a rule kept in Redis: the script walks the oldest buckets of a key
@@ -194,30 +197,22 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	return &Store{client: client, opts: opts, turns: make(chan struct{}, opts.MaxInFlight)}, nil
 }
 
-// Keys returns the Redis keys that hold key's state under s, all with the same hash tag. Under
-// the rolling window: a sorted set and a hash per counter, then the key's pause (a string,
-// present only while a pause lasts). Under the fixed window and the token bucket: one hash per
-// counter, named by its counter ID ("prefix:{k…}:fw:<W ns>", "prefix:{k…}:tb:<limit>:<W ns>").
-// For inspection and tests.
+// Keys returns the one Redis key that holds key's state under s: every counter's, the pause,
+// the reported figures and the clock offset, in one string (state.lua gives its layout),
+// "prefix:{k<base64url key>}:rw1" (rolling window), ":fw1" (fixed window) or ":tb1" (token
+// bucket). Strategies of one algorithm share the key of a logical key, each counter kept once
+// by its counter ID, so that rules of the same counter share one count. For inspection and
+// tests; nil for a strategy the store cannot hold.
 func (st *Store) Keys(s *strategy.Strategy, key string) []string {
-	tag := st.opts.Prefix + ":{k" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}:"
-	if s.Name() == (fixedwindow.Algorithm{}).Name() || s.Name() == (tokenbucket.Algorithm{}).Name() {
-		keys := make([]string, s.Slots())
-		for j := range keys {
-			keys[j] = tag + s.CounterID(j)
-		}
-		return keys
+	pl, err := st.plan(s)
+	if err != nil {
+		return nil
 	}
-	keys := make([]string, 0, 2*s.Slots()+1)
-	for j := range s.Slots() {
-		base := tag + s.CounterID(j)
-		keys = append(keys, base+":z", base+":h")
-	}
-	return append(keys, tag+"pause")
+	return []string{st.opts.Prefix + ":{k" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}:" + pl.suffix}
 }
 
 // run executes op for key under s and returns the script's reply.
-func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, n int64, at time.Time, extra ...any) ([]int64, error) {
+func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, n int64, at time.Time, extra ...float64) ([]int64, error) {
 	if st.closed.Load() {
 		return nil, st.failed(ctx, op, key, cache.ErrClosed)
 	}
@@ -225,16 +220,16 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	if err != nil {
 		return nil, err
 	}
-	now := ""
+	now, atMicros := int64(-1), int64(0)
 	if st.opts.Clock != nil {
-		now = strconv.FormatInt(st.opts.Clock.Now().UnixMicro(), 10)
+		now = st.opts.Clock.Now().UnixMicro()
 	}
-	args := make([]any, 0, 5+len(pl.args)+len(extra))
-	// The scripts rebase a key whose clock stepped back by more than the tolerance (see
-	// clockOffset in the package doc), in whole µs.
-	args = append(args, op, n, now, at.UnixMicro(), strategy.StepTolerance.Microseconds())
-	args = append(args, pl.args...)
-	args = append(args, extra...)
+	if !at.IsZero() {
+		atMicros = at.UnixMicro()
+	}
+	// One argument, packed doubles (state.go, state.lua): each ARGV costs the server a
+	// tonumber, struct.unpack reads them all at once.
+	args := []any{pl.argv(op, n, now, atMicros, extra)}
 	select {
 	case st.turns <- struct{}{}:
 		defer func() { <-st.turns }()
@@ -250,7 +245,7 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	if err != nil {
 		return nil, st.failed(parent, op, key, st.explain(parent, op, key, time.Since(start), err))
 	}
-	return res, nil
+	return st.settled(key, res)
 }
 
 // failed reports err on op and key to the observer, if any, and returns it.
@@ -358,22 +353,25 @@ func wholeMicros(s *strategy.Strategy) error {
 	return nil
 }
 
-// ruleArgs appends the rule count and per rule its slot (1-based) and effective limit,
-// refusing limits above cache.MaxCount.
-func ruleArgs(s *strategy.Strategy, args []any) ([]any, error) {
+// ruleArgs appends per rule its slot (1-based) and effective limit, refusing limits above
+// cache.MaxCount, and makes the plan: the doubles, the value prefix and the key's suffix.
+func ruleArgs(s *strategy.Strategy, k kind, script *redis.Script, magic string, args []float64) (*plan, error) {
 	rules := s.Rules()
-	args = append(args, len(rules))
 	for i, r := range rules {
 		if r.EffectiveLimit() > cache.MaxCount {
 			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: limit above %d", r, cache.MaxCount)
 		}
-		args = append(args, s.SlotOf(i)+1, r.EffectiveLimit())
+		args = append(args, float64(s.SlotOf(i)+1), float64(r.EffectiveLimit()))
 	}
-	return args, nil
+	pre, err := statePrefix(magic, s)
+	if err != nil {
+		return nil, err
+	}
+	return &plan{kind: k, script: script, nums: args, pre: pre, suffix: magic + layout, slots: s.Slots(), rules: len(rules)}, nil
 }
 
 func (st *Store) rollingPlan(s *strategy.Strategy) (*plan, error) {
-	args := []any{s.Slots()}
+	args := []float64{float64(st.opts.Slack.Microseconds())}
 	for j := range s.Slots() {
 		r := s.SlotRule(j)
 		w, g := r.EffectiveWindow(), r.Bucket()
@@ -384,35 +382,27 @@ func (st *Store) rollingPlan(s *strategy.Strategy) (*plan, error) {
 			return nil, fmt.Errorf("ratemonitor: redis store: rule %s keeps up to %d buckets per key; the script may walk them all while Redis waits: "+
 				"set its Granularity to at least %v (%d buckets at most)", r, b+1, (w+MaxBuckets-1)/MaxBuckets, MaxBuckets)
 		}
-		args = append(args, w.Microseconds(), g.Microseconds(), st.opts.Slack.Microseconds())
+		args = append(args, float64(w.Microseconds()), float64(g.Microseconds()))
 	}
-	args, err := ruleArgs(s, args)
-	if err != nil {
-		return nil, err
-	}
-	return &plan{kind: rolling, script: rollingScript, args: args}, nil
+	return ruleArgs(s, rolling, rollingScript, rollingMagic, args)
 }
 
 func (st *Store) fixedPlan(s *strategy.Strategy) (*plan, error) {
 	if err := wholeMicros(s); err != nil {
 		return nil, err
 	}
-	args := []any{s.Slots()}
+	args := []float64{float64(st.opts.Slack.Microseconds())}
 	for j := range s.Slots() {
-		args = append(args, s.SlotRule(j).EffectiveWindow().Microseconds(), st.opts.Slack.Microseconds())
+		args = append(args, float64(s.SlotRule(j).EffectiveWindow().Microseconds()))
 	}
-	args, err := ruleArgs(s, args)
-	if err != nil {
-		return nil, err
-	}
-	return &plan{kind: fixed, script: fixedScript, args: args}, nil
+	return ruleArgs(s, fixed, fixedScript, fixedMagic, args)
 }
 
 func (st *Store) bucketPlan(s *strategy.Strategy) (*plan, error) {
 	if err := wholeMicros(s); err != nil {
 		return nil, err
 	}
-	args := []any{s.Slots()}
+	args := []float64{float64(st.opts.Slack.Microseconds())}
 	for j := range s.Slots() {
 		r := s.SlotRule(j)
 		capacity, w := int64(r.Limit), int64(r.EffectiveWindow())
@@ -430,13 +420,9 @@ func (st *Store) bucketPlan(s *strategy.Strategy) (*plan, error) {
 			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: a token bucket in Redis counts the tokens it owes in a Lua number, exact below 2^53, "+
 				"and monitoring can run this one up to %d; lengthen the window (2 µs or more)", r, q)
 		}
-		args = append(args, capacity, w/int64(time.Microsecond), q, rest/1000, rest%1000, st.opts.Slack.Microseconds())
+		args = append(args, float64(capacity), float64(w/int64(time.Microsecond)), float64(q), float64(rest/1000), float64(rest%1000))
 	}
-	args, err := ruleArgs(s, args)
-	if err != nil {
-		return nil, err
-	}
-	return &plan{kind: bucket, script: bucketScript, args: args}, nil
+	return ruleArgs(s, bucket, bucketScript, bucketMagic, args)
 }
 
 // explain wraps a failed call's error with what happened: the caller's own cancellation or
@@ -565,8 +551,9 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 // fixed-window and token-bucket scripts keep no pause and no reported figures.
 var ErrSyncUnsupported = errors.New("ratemonitor: redis store: Sync (upstream pause and reported usage) is supported for the rolling window only")
 
-// Sync implements cache.Syncer for the rolling window: one round trip. The pause is a key of
-// its own that expires Slack after the pause ends; a Reserve or Peek by any process reads it.
+// Sync implements cache.Syncer for the rolling window: one round trip. The pause is kept in the
+// key's value, whose TTL lasts until Slack after the pause ends; a Reserve or Peek by any
+// process reads it.
 // Errors are Record's, an error wrapping strategy.ErrInvalidUpdate for an invalid update, and
 // one wrapping ErrSyncUnsupported under another strategy (nothing is changed).
 func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error {
@@ -585,12 +572,12 @@ func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u s
 	}
 	// Pause in whole µs, rounded up so that it never ends early.
 	pause := int64((u.Pause + time.Microsecond - 1) / time.Microsecond)
-	extra := make([]any, 0, 1+4*len(u.Reports))
-	extra = append(extra, len(u.Reports))
+	extra := make([]float64, 0, 1+4*len(u.Reports))
+	extra = append(extra, float64(len(u.Reports)))
 	for _, r := range u.Reports {
 		// Resets in whole µs, rounded up: raised requests never stop counting early.
 		reset := int64((r.Reset + time.Microsecond - 1) / time.Microsecond)
-		extra = append(extra, s.SlotOf(r.Rule)+1, r.Remaining, r.Used, reset)
+		extra = append(extra, float64(s.SlotOf(r.Rule)+1), float64(r.Remaining), float64(r.Used), float64(reset))
 	}
 	_, err = st.run(ctx, s, key, "sync", pause, time.Time{}, extra...)
 	return err

@@ -1,348 +1,274 @@
--- Rolling-window state of one logical key, all rules at once, in one atomic step.
--- Mirrors rollingwindow.Log: per counter, buckets of granularity G keep a count and their latest
--- instant; a bucket counts until latest + W; the counter's time (hw) never goes backwards.
+-- Rolling-window state of one logical key, all rules at once, in one atomic step, in one Redis
+-- string (state.lua, magic "rw"). Mirrors rollingwindow.Log: per counter, buckets of
+-- granularity G keep a count and their latest instant; a bucket counts until latest + W; the
+-- counter's time (hw) never goes backwards.
 --
--- KEYS: per slot j, KEYS[2j-1] a sorted set (member: bucket index, score: latest instant) and
---       KEYS[2j] a hash: "b"..index → count, "t" total, "hw" time, "lo" a lower bound of the
---       oldest bucket's latest instant (pruning is due when lo + W <= time), "x" the instant
---       both keys are kept until (their TTL, refreshed only when it falls short), "rr" and
---       "ra" the remaining count the upstream last reported and when, "off" the key's clock
---       offset (absent: 0); then last, the key's pause: a string "<until> <off>" (or, as
---       written before offsets, "<until>"), the instant reservations are held until and the
---       clock offset, expiring after it.
--- ARGV: op ("record" | "reserve" | "admit" | "peek" | "release" | "sync"), n (for sync: the pause),
---       now override in µs ("" for Redis TIME), at (µs, for release), the step tolerance
---       (strategy.StepTolerance, µs), slot count, then per
---       slot W, G, slack (µs), then rule count, then per rule its slot (1-based) and effective
---       limit; for sync, then the report count and per report its slot, remaining, used and
---       reset (µs, 0 when unknown).
--- Returns: record/release {now}; reserve {allowed, wait, at}; peek {wait, now, used...,
---       paused until (0 when not paused), then per rule reported remaining and its instant
---       (-1 and 0 when none)}; sync {at}; admit {allowed, wait, 0, at, then per rule used,
---       reset, 0} (the zeros are the ns parts of the durations, as the other scripts return
---       them). µs.
--- Each slot costs one HMGET, and for writes a ZADD and an HSET, and the key one GET (its pause);
--- pruning, TTL refreshes and a bucket other than the one guessed at load are rare extra calls.
+-- Plan (state.lua's K doubles): slack (µs), per slot W and G (µs), per rule its slot (1-based)
+-- and effective limit; for sync, then the report count and per report its slot, remaining,
+-- used and reset (µs, 0 when unknown). n is the pause (µs) for sync.
+-- Slot record (F = 5): hw, total (the buckets' counts), nb (buckets), rr and ra (the remaining
+-- count the upstream last reported and when; rr -1 when none); the variable part is, per slot
+-- in order, nb buckets of two doubles: latest instant, count, oldest first (bucket index =
+-- floor(latest / G), so by index too).
+-- Returns {corrupt, ...}: corrupt is state.lua's code (0: the key was usable or absent), then
+--   record/release/sync {}; reserve {allowed, wait, at}; peek {wait, now, used..., paused
+--   until (0 when not paused), then per rule reported remaining and its instant (-1 and 0
+--   when none)}; admit {allowed, wait, 0, at, then per rule used, reset, 0} (the zeros are the
+--   ns parts of the durations, as the other scripts return them). µs.
+-- Calls: TIME (unless the clock is overridden), GET, and SET (KEEPTTL, or PX when the TTL
+-- falls short) when the value changed. Only the buckets at the edges are decoded: the oldest
+-- (pruning, waits), the newest (records, resets), and one struct.pack re-encodes the header.
 --
 -- Clock steps (strategy.Rebase, DESIGN §9). Every instant of a key (hw, bucket instants, the
--- pause, "ra", "x", the at of a release) is on the key's own timeline: Redis TIME (or the
--- override) plus the key's clock offset, the largest "off" its keys hold. When that instant is
--- more than the step tolerance behind the latest instant the key's slots have seen, the clock
--- was stepped back: the offset is raised so that the key's instant is that latest instant, and
--- written to every key the operation writes (refusals and peeks included), so that the next
--- operation finds it rather than detecting the step again. The buckets are not rewritten (a
--- day's sorted set would be too costly); nothing that counts moves, and every wait told holds
--- on the new clock. TTLs are durations, so on Redis's own clock.
+-- pause, ra, x, the at of a release) is on the key's own timeline: Redis TIME (or the
+-- override) plus the key's clock offset. When that instant is more than the step tolerance
+-- behind the latest instant the key's slots have seen, the clock was stepped back: the offset
+-- is raised so that the key's instant is that latest instant and written with the key
+-- (refusals and peeks included). The buckets are not rewritten; nothing that counts moves, and
+-- every wait told holds on the new clock. TTLs are durations, so on Redis's own clock.
 
-local op = ARGV[1]
-local n = tonumber(ARGV[2])
-local raw -- the store's clock, µs
-if ARGV[3] ~= '' then
-  raw = tonumber(ARGV[3])
-else
-  local t = redis.call('TIME')
-  raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local h, P, pre = arguments()
+local op, n, at, STEP, NS, NR = h[1], h[2], h[4], h[5], h[6], h[7]
+local raw = clock(h[3])
+local S = P[1]
+local W, G, RS, RL = {}, {}, {}, {}
+for j = 1, NS do W[j], G[j] = P[2 * j], P[2 * j + 1] end
+local q = 1 + 2 * NS
+for i = 1, NR do
+  RS[i], RL[i] = P[q + 1], P[q + 2]
+  q = q + 2
 end
-local STEP = tonumber(ARGV[5])
--- the key's clock offset: the largest its keys hold, raised by settle on a step back
-local off = 0
--- the key's instant, raw + off; set by settle, which every operation calls once it has loaded
+
+local L = load_key(pre, 5)
+local stored = {}
+if L.v then
+  local ns = L.n
+  if ns < 0 then ns = NS end
+  if not load_numbers(L, ns, 5) then
+    unreadable(L)
+  else
+    local H, pos, v = L.H, L.pos, L.v
+    for i = 1, ns do
+      local b = 5 * i - 1
+      local nb = H[b + 2]
+      if nb < 0 or nb ~= math.floor(nb) or pos + 16 * nb > #v + 1 then
+        pos = -1
+        break
+      end
+      stored[i] = {hw = H[b], total = H[b + 1], nb = nb, rr = H[b + 3], ra = H[b + 4], arr = sub(v, pos, pos + 16 * nb - 1)}
+      pos = pos + 16 * nb
+    end
+    if pos ~= #v + 1 then
+      unreadable(L)
+      stored = {}
+    end
+  end
+end
+local m, own = slot_map(L, pre, NS)
+local st = {}
+for j = 1, NS do
+  st[j] = m[j] and stored[m[j]] or {total = 0, nb = 0, rr = -1, ra = 0, arr = ''}
+end
+local off, pu = L.off, L.pu
 local now = raw
-local nslots = tonumber(ARGV[6])
-local W, G, S = {}, {}, {}
-local p = 7
-for j = 1, nslots do
-  W[j], G[j], S[j] = tonumber(ARGV[p]), tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2])
-  p = p + 3
-end
-local nrules = tonumber(ARGV[p])
-p = p + 1
-local RS, RL = {}, {}
-for i = 1, nrules do
-  RS[i], RL[i] = tonumber(ARGV[p]), tonumber(ARGV[p + 1])
-  p = p + 2
-end
-
--- Redis arguments from Lua numbers go through "%.14g", which rounds µs instants: format them.
-local function int(x)
-  return string.format('%d', x)
-end
+local bad = L.bad
 
 -- Exact integer division for instants below 2^53 (fmod is exact on doubles).
-local function bucket(t, g)
-  return int((t - math.fmod(t, g)) / g)
+local function bidx(t, g)
+  return (t - math.fmod(t, g)) / g
 end
 
--- per slot: hw, total, lo, x, the count of one bucket asked for, and the fields to write back
-local st = {}
-
-local function load(j, field)
-  local v
-  if op == 'peek' then -- only a peek answers with the reported figures
-    v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', 'off', field, 'rr', 'ra')
-  else
-    v = redis.call('HMGET', KEYS[2 * j], 'hw', 't', 'lo', 'x', 'off', field)
-  end
-  st[j] = {hw = tonumber(v[1]), total = tonumber(v[2]) or 0, lo = tonumber(v[3]), x = tonumber(v[4]),
-    off = tonumber(v[5]) or 0, field = field, count = tonumber(v[6]) or 0, rr = tonumber(v[7]),
-    ra = tonumber(v[8]), skip = 0, set = {}}
-  if st[j].off > off then off = st[j].off end
+-- bucket i (1-based) of slot s: latest instant, count
+local function bk(s, i)
+  return unpackd('<dd', s.arr, 16 * i - 15)
 end
 
--- the field of the bucket of slot j that holds the key's instant, as far as the keys loaded so
--- far tell it (add reads another bucket when the one recorded in differs)
-local function guess(j)
-  return 'b' .. bucket(raw + off, G[j])
+-- replace bucket i of slot s
+local function put(s, i, latest, count)
+  s.arr = sub(s.arr, 1, 16 * i - 16) .. packd('<dd', latest, count) .. sub(s.arr, 16 * i + 1)
 end
 
--- the key's pause as stored: until (0 when none) and its offset
-local pause = {until_ = 0, off = 0}
-
-local function load_pause()
-  local v = redis.call('GET', KEYS[2 * nslots + 1])
-  if not v then return end
-  local u, o = string.match(v, '^(%d+) (%d+)$')
-  pause.until_, pause.off, pause.present = tonumber(u or v) or 0, tonumber(o) or 0, true
-  if pause.off > off then off = pause.off end
-end
-
--- the instant the key's pause ends; 0 when it has none
-local function paused_until()
-  return pause.until_
-end
-
--- Set the key's instant (now) from the offset loaded, rebase the key when its clock stepped
--- back (see the top), and return the latest of now and every slot's time: the instant
--- operations that move the key's time are decided at. Call after every load.
+-- Set the key's instant (now) from the offset, rebase the key when its clock stepped back (see
+-- the top), and return the latest of now and every slot's time: the instant operations that
+-- move the key's time are decided at.
 local function settle()
   local hw
-  now, off, hw = key_instant(raw, off, st, nslots, STEP)
-  if pause.present and pause.off ~= off then
-    -- the pause ends at the same instant of the key's timeline, so its TTL stays
-    redis.call('SET', KEYS[2 * nslots + 1], int(pause.until_) .. ' ' .. int(off), 'KEEPTTL')
-    pause.off = off
-  end
+  now, off, hw = key_instant(raw, off, st, NS, STEP)
   if hw ~= nil and hw > now then return hw end
   return now
 end
 
--- Move slot j's time to t if later and drop what stops counting there. With write unset
--- nothing is deleted: the dead buckets are only left out (skip) of the answers.
-local function advance(j, t, write)
+-- Move slot j's time to t if later and drop the buckets that stop counting there.
+local function advance(j, t)
   local s = st[j]
   if s.hw == nil or t > s.hw then
     s.hw = t
-    if write then s.set.hw = int(t) end
-  end
-  t = s.hw
-  if s.pruned or s.lo == nil or s.lo + W[j] > t then return t end
-  s.pruned = true -- once per run: rules sharing a slot must not subtract twice
-  local z, h, cut = KEYS[2 * j - 1], KEYS[2 * j], int(t - W[j])
-  local off = 0
-  while true do
-    local dead = redis.call('ZRANGEBYSCORE', z, '-inf', cut, 'LIMIT', write and 0 or off, 1000)
-    if #dead == 0 then break end
-    local fields = {}
-    for i = 1, #dead do fields[i] = 'b' .. dead[i] end
-    local counts = redis.call('HMGET', h, unpack(fields))
-    for i = 1, #counts do s.total = s.total - (tonumber(counts[i]) or 0) end
-    if write then
-      redis.call('HDEL', h, unpack(fields))
-      redis.call('ZREM', z, unpack(dead))
-    else
-      off = off + #dead
+    local w, i = W[j], 0
+    while i < s.nb do
+      local l, c = bk(s, i + 1)
+      if l + w > t then break end
+      s.total = s.total - c
+      i = i + 1
+    end
+    if i > 0 then
+      s.arr = sub(s.arr, 16 * i + 1)
+      s.nb = s.nb - i
     end
   end
-  s.skip = off
-  if write then
-    local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
-    s.lo = tonumber(first[2])
-    s.set.t = int(s.total)
-    s.set.lo = s.lo and int(s.lo) or '0'
-    if s.lo == nil then s.set.lo = nil; redis.call('HDEL', h, 'lo') end
-  end
-  return t
+  return s.hw
 end
 
 -- record k at t; a record dated so early it would no longer count at the slot's time counts
 -- at that time instead (never dropped, as rollingwindow.Log.Add)
 local function add(j, t, k)
   local s = st[j]
-  local hw = advance(j, t, true)
+  local hw = advance(j, t)
   if t + W[j] <= hw then t = hw end
-  local m = bucket(t, G[j])
-  local f = 'b' .. m
-  if f ~= s.field then
-    -- a bucket this run has written is read from its pending write
-    s.count = tonumber(s.set[f]) or tonumber(redis.call('HGET', KEYS[2 * j], f)) or 0
-    s.field = f
-  end
-  redis.call('ZADD', KEYS[2 * j - 1], 'GT', int(t), m)
-  s.count = s.count + k
+  local g = G[j]
+  local b = bidx(t, g)
   s.total = s.total + k
-  s.set[f] = int(s.count)
-  s.set.t = int(s.total)
-  if s.lo == nil or t < s.lo then
-    s.newz = s.lo == nil
-    s.lo = t
-    s.set.lo = int(t)
+  -- walk back from the newest bucket: in-order writes stop at the first step
+  local i = s.nb
+  while i >= 1 do
+    local l, c = bk(s, i)
+    local lb = bidx(l, g)
+    if lb == b then
+      if i == s.nb then
+        s.arr = sub(s.arr, 1, 16 * i - 16) .. packd('<dd', math.max(l, t), c + k)
+      else
+        put(s, i, math.max(l, t), c + k)
+      end
+      return
+    end
+    if lb < b then break end
+    i = i - 1
   end
+  if i == s.nb then
+    s.arr = s.arr .. packd('<dd', t, k)
+  else
+    s.arr = sub(s.arr, 1, 16 * i) .. packd('<dd', t, k) .. sub(s.arr, 16 * i + 1)
+  end
+  s.nb = s.nb + 1
 end
 
 -- smallest d >= 0 with used(t+d) + k <= limit, measured from the slot's time
-local function wait(j, t, k, limit, write)
+local function wait(j, t, k, limit)
   local s = st[j]
-  t = advance(j, t, write)
+  t = advance(j, t)
   local excess = s.total + k - limit
   if excess <= 0 then return 0 end
-  local freed, off = 0, s.skip
-  while true do
-    local items = redis.call('ZRANGE', KEYS[2 * j - 1], off, off + 99, 'WITHSCORES')
-    if #items == 0 then return W[j] end
-    local fields = {}
-    for i = 1, #items, 2 do fields[#fields + 1] = 'b' .. items[i] end
-    local counts = redis.call('HMGET', KEYS[2 * j], unpack(fields))
-    for i = 1, #counts do
-      freed = freed + (tonumber(counts[i]) or 0)
-      if freed >= excess then return tonumber(items[2 * i]) + W[j] - t end
-    end
-    off = off + 100
+  local freed = 0
+  for i = 1, s.nb do
+    local l, c = bk(s, i)
+    freed = freed + c
+    if freed >= excess then return l + W[j] - t end
   end
+  return W[j]
 end
 
-local function layered_wait(t, k, write)
+local function layered_wait(t, k)
   local d = 0
-  for i = 1, nrules do
-    d = math.max(d, wait(RS[i], t, k, RL[i], write))
+  for i = 1, NR do
+    d = math.max(d, wait(RS[i], t, k, RL[i]))
   end
   return d
 end
 
--- write back each slot's changed fields; refresh the TTL of both keys when it would end before
--- the slot's newest request stops counting, to that instant plus slack
+-- time from t until slot j counts nothing: its newest bucket that holds a count leaving the
+-- window (rollingwindow.Log.WaitTime(t, limit, limit))
+local function reset(j, t)
+  local s = st[j]
+  for i = s.nb, 1, -1 do
+    local l, c = bk(s, i)
+    if c > 0 then return l + W[j] - t end
+  end
+  return W[j]
+end
+
+-- Write the key back: the slots stored (the strategy's updated, others' as they were), then
+-- the strategy's new ones. Its TTL is refreshed when it would end before the newest request
+-- of a slot stops counting or the pause ends, to that instant plus slack.
 local function save()
-  for j = 1, nslots do
-    local s = st[j]
-    local z, h = KEYS[2 * j - 1], KEYS[2 * j]
-    if s.hw ~= nil and s.off ~= off then s.set.off = int(off) end
-    if next(s.set) ~= nil and s.hw ~= nil then
-      if s.x == nil or s.x < s.hw + W[j] or s.newz then
-        local x = s.hw + W[j] + S[j]
-        local ms = int(math.ceil((x - now) / 1000))
-        s.set.x = int(x)
-        local args = {}
-        for f, v in pairs(s.set) do args[#args + 1] = f; args[#args + 1] = v end
-        redis.call('HSET', h, unpack(args))
-        redis.call('PEXPIRE', h, ms)
-        redis.call('PEXPIRE', z, ms)
+  if pu <= now then pu = 0 end
+  local nums, arrs, ids = {off, 0, pu}, {}, {}
+  local need = pu > 0 and pu or nil
+  local same = L.ids == nil
+  local function emit(s, id, w)
+    local k = #nums
+    nums[k + 1], nums[k + 2], nums[k + 3], nums[k + 4], nums[k + 5] = s.hw, s.total, s.nb, s.rr, s.ra
+    arrs[#arrs + 1] = s.arr
+    ids[#ids + 1] = id
+    if w then
+      local e = s.hw + w
+      if need == nil or e > need then need = e end
+    end
+  end
+  if same then
+    for j = 1, NS do
+      if st[j].hw ~= nil then emit(st[j], j, W[j]) else same = false end
+    end
+    if not same then
+      own = own_ids(pre)
+      for i = 1, #ids do ids[i] = own[ids[i]] end
+    end
+  else
+    local mine = {}
+    for j = 1, NS do
+      if m[j] then mine[m[j]] = j end
+    end
+    for i = 1, L.n do
+      local j = mine[i]
+      if j then
+        emit(st[j], L.ids[i], W[j])
       else
-        local args = {}
-        for f, v in pairs(s.set) do args[#args + 1] = f; args[#args + 1] = v end
-        redis.call('HSET', h, unpack(args))
+        emit(stored[i], L.ids[i], nil)
+        -- another strategy's slot: keep the expiry it was given, less its slack
+        if L.x and (need == nil or L.x - S > need) then need = L.x - S end
       end
     end
-  end
-end
-
-if op == 'peek' then
-  -- A key with state keeps the time of the peek, as every operation does: were Redis TIME to
-  -- step back, usage that had stopped counting must not count again.
-  load_pause()
-  local exists = false
-  for j = 1, nslots do
-    load(j, 'hw')
-    if st[j].hw ~= nil then exists = true end
-  end
-  local t = settle()
-  local out = {0, now}
-  if n > 0 then
-    out[1] = layered_wait(now, n, exists)
-    -- measured from the caller's instant (strategy.StepTolerance)
-    if out[1] > 0 then out[1] = out[1] + t - now end
-  end
-  for i = 1, nrules do
-    advance(RS[i], now, exists)
-    out[2 + i] = st[RS[i]].total
-  end
-  local pu = paused_until()
-  if pu > now then
-    out[3 + nrules] = pu
-    if n > 0 then out[1] = math.max(out[1], pu - now) end
-  else
-    out[3 + nrules] = 0
-  end
-  for i = 1, nrules do
-    local s = st[RS[i]]
-    -- a figure about a window that has passed says nothing any more
-    if s.rr ~= nil and s.ra ~= nil and s.ra + W[RS[i]] > now then
-      out[2 + nrules + 2 * i] = s.rr
-      out[3 + nrules + 2 * i] = s.ra
-    else
-      out[2 + nrules + 2 * i] = -1
-      out[3 + nrules + 2 * i] = 0
+    for j = 1, NS do
+      if not m[j] and st[j].hw ~= nil then emit(st[j], own[j], W[j]) end
     end
   end
-  if exists then save() end
-  return out
+  if need == nil then return write_key(L, nil) end
+  local x, ttl = expiry(L, need, S, now, false)
+  nums[2] = x
+  write_key(L, encode(pre, same, ids, nums, table.concat(arrs)), ttl)
 end
 
-if op == 'record' then
-  load_pause()
-  for j = 1, nslots do load(j, guess(j)) end
+if op == 1 then -- record
   settle()
-  for j = 1, nslots do add(j, now, n) end
+  for j = 1, NS do add(j, now, n) end
   save()
-  return {now}
+  return {bad}
 end
 
-if op == 'reserve' then
-  load_pause()
-  for j = 1, nslots do load(j, guess(j)) end
+if op == 2 then -- reserve
   local t = settle()
-  local d = layered_wait(t, n, true)
-  local pu = paused_until()
+  local d = layered_wait(t, n)
   if pu > t then d = math.max(d, pu - t) end
   if d == 0 then
-    for j = 1, nslots do add(j, t, n) end
+    for j = 1, NS do add(j, t, n) end
   end
   save()
   -- the wait is measured from the caller's instant (strategy.StepTolerance)
-  if d > 0 then return {0, d + t - now, t} end
-  return {1, 0, t}
+  if d > 0 then return {bad, 0, d + t - now, t} end
+  return {bad, 1, 0, t}
 end
 
--- time from t until slot j counts nothing: its newest bucket that holds a count leaving the
--- window (rollingwindow.Log.WaitTime(t, limit, limit)); the slot is pruned and saved
-local function reset(j, t)
-  local off = 0
-  while true do
-    local items = redis.call('ZREVRANGE', KEYS[2 * j - 1], off, off + 99, 'WITHSCORES')
-    if #items == 0 then return W[j] end
-    local fields = {}
-    for i = 1, #items, 2 do fields[#fields + 1] = 'b' .. items[i] end
-    local counts = redis.call('HMGET', KEYS[2 * j], unpack(fields))
-    for i = 1, #counts do
-      if (tonumber(counts[i]) or 0) > 0 then return tonumber(items[2 * i]) + W[j] - t end
-    end
-    off = off + 100
-  end
-end
-
-if op == 'admit' then
+if op == 3 then -- admit
   -- strategy.Strategy.Admit: Reserve's decision (a pause does not hold a server's admissions),
   -- then every rule's used count and reset at the decision's instant
-  load_pause()
-  for j = 1, nslots do load(j, guess(j)) end
   local t = settle()
   local sk = t - now -- waits are measured from the caller's instant (strategy.StepTolerance)
-  local d = layered_wait(t, n, true)
+  local d = layered_wait(t, n)
   if d == 0 then
-    for j = 1, nslots do add(j, t, n) end
+    for j = 1, NS do add(j, t, n) end
   end
-  local out = {d == 0 and 1 or 0, d > 0 and d + sk or 0, 0, t}
-  for i = 1, nrules do advance(RS[i], t, true) end
+  local out = {bad, d == 0 and 1 or 0, d > 0 and d + sk or 0, 0, t}
+  for i = 1, NR do advance(RS[i], t) end
   save()
-  for i = 1, nrules do
+  for i = 1, NR do
     local used = st[RS[i]].total
     local r = used > 0 and reset(RS[i], t) or 0
     out[#out + 1] = used
@@ -352,49 +278,85 @@ if op == 'admit' then
   return out
 end
 
-if op == 'release' then
-  local at = tonumber(ARGV[4])
-  load_pause()
-  for j = 1, nslots do load(j, 'b' .. bucket(at, G[j])) end
-  settle()
-  for j = 1, nslots do
-    local s = st[j]
-    local k = math.min(n, s.count)
-    if k > 0 then
-      s.set[s.field] = int(s.count - k)
-      s.set.t = int(s.total - k)
+if op == 4 then -- peek
+  -- A key with state keeps the time of the peek, as every operation does: were Redis TIME to
+  -- step back, usage that had stopped counting must not count again.
+  local exists = false
+  for j = 1, NS do
+    if st[j].hw ~= nil then exists = true end
+  end
+  local t = settle()
+  local out = {bad, 0, now}
+  if n > 0 then
+    out[2] = layered_wait(now, n)
+    -- measured from the caller's instant (strategy.StepTolerance)
+    if out[2] > 0 then out[2] = out[2] + t - now end
+  end
+  for i = 1, NR do
+    advance(RS[i], now)
+    out[3 + i] = st[RS[i]].total
+  end
+  if pu > now then
+    out[4 + NR] = pu
+    if n > 0 then out[2] = math.max(out[2], pu - now) end
+  else
+    out[4 + NR] = 0
+  end
+  for i = 1, NR do
+    local s = st[RS[i]]
+    -- a figure about a window that has passed says nothing any more
+    if s.rr >= 0 and s.ra + W[RS[i]] > now then
+      out[3 + NR + 2 * i] = s.rr
+      out[4 + NR + 2 * i] = s.ra
+    else
+      out[3 + NR + 2 * i] = -1
+      out[4 + NR + 2 * i] = 0
     end
   end
-  save()
-  return {now}
+  if exists then save() else write_key(L, nil) end
+  return out
 end
 
-if op == 'sync' then
-  load_pause()
-  for j = 1, nslots do load(j, guess(j)) end
-  local t = settle()
-  local q = p
-  for _ = 1, tonumber(ARGV[q]) do
-    local j, rem, used, reset = tonumber(ARGV[q + 1]), tonumber(ARGV[q + 2]), tonumber(ARGV[q + 3]), tonumber(ARGV[q + 4])
-    q = q + 4
-    advance(j, t, true)
-    local have = st[j].total
-    -- raised requests stop counting when the upstream frees them, if it said when
-    local at = t
-    if reset > 0 and reset < W[j] then at = t + reset - W[j] end
-    if have < used then add(j, at, used - have) end
-    st[j].set.rr = int(rem)
-    st[j].set.ra = int(t)
-  end
-  if n > 0 then
-    local until_ = t + n
-    if until_ > paused_until() then
-      local ms = int(math.ceil((until_ - now + S[1]) / 1000))
-      redis.call('SET', KEYS[2 * nslots + 1], int(until_) .. ' ' .. int(off), 'PX', ms)
+if op == 5 then -- release
+  settle()
+  for j = 1, NS do
+    local s, g = st[j], G[j]
+    local b = bidx(at, g)
+    for i = s.nb, 1, -1 do
+      local l, c = bk(s, i)
+      local lb = bidx(l, g)
+      if lb == b then
+        local k = math.min(n, c)
+        if k > 0 then
+          put(s, i, l, c - k)
+          s.total = s.total - k
+        end
+        break
+      end
+      if lb < b then break end
     end
   end
   save()
-  return {t}
+  return {bad}
+end
+
+if op == 6 then -- sync
+  local t = settle()
+  local r = q + 1
+  for _ = 1, P[r] do
+    local j, rem, used, rs = P[r + 1], P[r + 2], P[r + 3], P[r + 4]
+    r = r + 4
+    advance(j, t)
+    local have = st[j].total
+    -- raised requests stop counting when the upstream frees them, if it said when
+    local a = t
+    if rs > 0 and rs < W[j] then a = t + rs - W[j] end
+    if have < used then add(j, a, used - have) end
+    st[j].rr, st[j].ra = rem, t
+  end
+  if n > 0 and t + n > pu then pu = t + n end
+  save()
+  return {bad}
 end
 
 return redis.error_reply('ratemonitor: unknown operation ' .. tostring(op))
