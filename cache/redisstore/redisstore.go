@@ -69,7 +69,7 @@ var fixedSource string
 var bucketSource string
 
 var (
-	rollingScript = redis.NewScript(stateSource + rollingSource)
+	rollingScript = redis.NewScript(rollingSource) // self-contained: see its header
 	fixedScript   = redis.NewScript(stateSource + fixedSource)
 	bucketScript  = redis.NewScript(stateSource + bucketSource)
 )

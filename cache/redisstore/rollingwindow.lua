@@ -1,252 +1,308 @@
 -- Rolling-window state of one logical key, all rules at once, in one atomic step, in one Redis
--- string (state.lua, magic "rw"). Mirrors rollingwindow.Log: per counter, buckets of
--- granularity G keep a count and their latest instant; a bucket counts until latest + W; the
--- counter's time (hw) never goes backwards.
+-- string. Mirrors rollingwindow.Log: per counter, buckets of granularity G keep a count and their
+-- latest instant; a bucket counts until latest + W; the counter's time (hw) never goes
+-- backwards. Self-contained (state.lua is not put before it): Redis runs the whole script on
+-- every call, so each local function is a closure made anew and each table an allocation,
+-- about 0.15 and 0.25 µs of the server's time here; this script keeps to few of either.
 --
--- Plan (state.lua's K doubles): slack (µs), per slot W and G (µs), per rule its slot (1-based)
--- and effective limit; for sync, then the report count and per report its slot, remaining,
--- used and reset (µs, 0 when unknown). n is the pause (µs) for sync.
--- Slot record (F = 5): hw, total (the buckets' counts), nb (buckets), rr and ra (the remaining
--- count the upstream last reported and when; rr -1 when none); the variable part is, per slot
--- in order, nb buckets of two doubles: latest instant, count, oldest first (bucket index =
--- floor(latest / G), so by index too).
--- Returns {corrupt, ...}: corrupt is state.lua's code (0: the key was usable or absent), then
+-- ARGV[1], the only argument (state.lua): op, n (for sync: the pause, µs), clock override,
+-- at, step, NS, NR, K, then K doubles: slack (µs), per slot W and G (µs), per rule its slot
+-- (1-based) and effective limit; for sync, then the report count and per report its slot,
+-- remaining, used and reset (µs, 0 when unknown); then the value prefix.
+-- KEYS[1] (state.lua's layout, magic "rw"): after the prefix, doubles off, x, pu, then per slot
+-- hw, total, nb (buckets), rr, ra (the remaining count the upstream last reported and when;
+-- rr −1 when none), then per slot nb buckets of two doubles, latest instant and count, oldest
+-- first (so by bucket, floor(latest / G), too).
+-- Returns {corrupt, ...}: state.lua's code (0: the key was usable or absent), then
 --   record/release/sync {}; reserve {allowed, wait, at}; peek {wait, now, used..., paused
---   until (0 when not paused), then per rule reported remaining and its instant (-1 and 0
+--   until (0 when not paused), then per rule reported remaining and its instant (−1 and 0
 --   when none)}; admit {allowed, wait, 0, at, then per rule used, reset, 0} (the zeros are the
 --   ns parts of the durations, as the other scripts return them). µs.
--- Calls: TIME (unless the clock is overridden), GET, and SET (KEEPTTL, or PX when the TTL
--- falls short) when the value changed. Only the buckets at the edges are decoded: the oldest
--- (pruning, waits), the newest (records, resets), and one struct.pack re-encodes the header.
+-- Calls: TIME (unless the clock is overridden), GET, and SET when the value changed: KEEPTTL,
+-- or PX when the TTL falls short of the newest request's window or the pause (then it is set
+-- to that + slack). Only the buckets at the edges are decoded: the oldest (pruning, waits),
+-- the newest (records, resets).
 --
--- Clock steps (strategy.Rebase, DESIGN §9). Every instant of a key (hw, bucket instants, the
--- pause, ra, x, the at of a release) is on the key's own timeline: Redis TIME (or the
--- override) plus the key's clock offset. When that instant is more than the step tolerance
--- behind the latest instant the key's slots have seen, the clock was stepped back: the offset
--- is raised so that the key's instant is that latest instant and written with the key
--- (refusals and peeks included). The buckets are not rewritten; nothing that counts moves, and
--- every wait told holds on the new clock. TTLs are durations, so on Redis's own clock.
+-- Clock steps (strategy.Rebase, DESIGN §9), as state.lua's key_instant: every instant of a
+-- key (hw, bucket instants, the pause, ra, x, the at of a release) is on the key's own
+-- timeline, the store's clock plus the key's offset. When that instant is more than the step
+-- tolerance behind the latest instant the strategy's slots have seen, the offset is raised so
+-- that the key's instant is that latest instant, and written with the key (refusals and peeks
+-- included). The buckets are not rewritten; nothing that counts moves, and every wait told
+-- holds on the new clock. TTLs are durations, so on Redis's own clock.
 
-local h, P, pre = arguments()
-local op, n, at, STEP, NS, NR = h[1], h[2], h[4], h[5], h[6], h[7]
-local raw = clock(h[3])
+local sub, unpackd, packd, rep, fmod = string.sub, struct.unpack, struct.pack, string.rep, math.fmod
+local NONE = -9007199254740992 -- a slot's hw when it has none (−2^53, below every instant)
+
+local a = ARGV[1]
+local op, n, clk, at, STEP, NS, NR, K, p = unpackd('<dddddddd', a)
+local P = {unpackd('<' .. rep('d', K), a, p)}
+local pre = sub(a, P[K + 1])
 local S = P[1]
-local W, G, RS, RL = {}, {}, {}, {}
-for j = 1, NS do W[j], G[j] = P[2 * j], P[2 * j + 1] end
-local q = 1 + 2 * NS
-for i = 1, NR do
-  RS[i], RL[i] = P[q + 1], P[q + 2]
-  q = q + 2
+-- slot j: W = P[2j], G = P[2j+1]; rule i: slot P[R+2i], limit P[R+2i+1]
+local R = 2 * NS
+
+local raw = clk
+if clk < 0 then
+  local t = redis.call('TIME')
+  raw = t[1] * 1000000 + t[2]
 end
 
-local L = load_key(pre, 5)
-local stored = {}
-if L.v then
-  local ns = L.n
-  if ns < 0 then ns = NS end
-  if not load_numbers(L, ns, 5) then
-    unreadable(L)
-  else
-    local H, pos, v = L.H, L.pos, L.v
-    for i = 1, ns do
-      local b = 5 * i - 1
-      local nb = H[b + 2]
-      if nb < 0 or nb ~= math.floor(nb) or pos + 16 * nb > #v + 1 then
-        pos = -1
-        break
+-- H: off, x, pu, then per slot of the strategy (b = 5j − 1) hw, total, nb, rr, ra; A: per slot
+-- its buckets, packed; F: the slots of other strategies on the key, kept as they are.
+local v = redis.pcall('GET', KEYS[1])
+local bad = 0 -- state.lua's codes: 1 WRONGTYPE, 2 foreign, 3 other version, 4 unreadable
+local H, A, F, own = nil, {}, nil, nil
+local hf = '<' .. rep('d', 3 + 5 * NS)
+if type(v) == 'table' then
+  bad, v = 1, false
+elseif v then
+  local hp = #pre
+  if sub(v, 1, hp) == pre then
+    local c = 3 + 5 * NS
+    if #v >= hp + 8 * c then
+      H = {unpackd(hf, v, hp + 1)}
+      local pos, len = H[c + 1], #v
+      H[c + 1] = nil
+      for j = 1, NS do
+        local nb = H[5 * j + 1]
+        local e = pos + 16 * nb
+        if nb < 0 or nb % 1 ~= 0 or e > len + 1 then
+          pos = -1
+          break
+        end
+        A[j] = sub(v, pos, e - 1)
+        pos = e
       end
-      stored[i] = {hw = H[b], total = H[b + 1], nb = nb, rr = H[b + 3], ra = H[b + 4], arr = sub(v, pos, pos + 16 * nb - 1)}
-      pos = pos + 16 * nb
+      if pos ~= len + 1 then H = nil end
     end
-    if pos ~= #v + 1 then
-      unreadable(L)
-      stored = {}
+    if H == nil then bad = 4 end
+  elseif sub(v, 1, 2) ~= 'rw' then
+    bad = 2
+  elseif sub(v, 3, 3) ~= '1' then
+    bad = 3
+  else
+    -- a key shared with another strategy: its slots by ID, the strategy's first
+    bad = 4
+    local len = #v
+    local sl = len >= 5 and unpackd('<H', v, 4) or len
+    local hs = 5 + sl
+    if len >= hs then
+      local ids = {}
+      for id in string.gmatch(sub(v, 6, hs), '[^,]+') do ids[#ids + 1] = id end
+      local ns = #ids
+      local c = 3 + 5 * ns
+      if len >= hs + 8 * c then
+        local X = {unpackd('<' .. rep('d', c), v, hs + 1)}
+        local pos, arrs = X[c + 1], {}
+        for i = 1, ns do
+          local nb = X[5 * i + 1]
+          local e = pos + 16 * nb
+          if nb < 0 or nb % 1 ~= 0 or e > len + 1 then
+            pos = -1
+            break
+          end
+          arrs[i] = sub(v, pos, e - 1)
+          pos = e
+        end
+        if pos == len + 1 then
+          bad, own, F = 0, {}, {}
+          for id in string.gmatch(sub(pre, 6), '[^,]+') do own[#own + 1] = id end
+          H = {X[1], X[2], X[3]}
+          for j = 1, NS do
+            local b = 5 * j - 1
+            H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], A[j] = NONE, 0, 0, -1, 0, ''
+          end
+          for i = 1, ns do
+            local xb, mine = 5 * i - 1, nil
+            for j = 1, NS do
+              if own[j] == ids[i] then mine = j end
+            end
+            if mine then
+              local b = 5 * mine - 1
+              H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], A[mine] = X[xb], X[xb + 1], X[xb + 2], X[xb + 3], X[xb + 4], arrs[i]
+            else
+              F[#F + 1] = {ids[i], X[xb], X[xb + 1], X[xb + 2], X[xb + 3], X[xb + 4], arrs[i]}
+            end
+          end
+          if #F == 0 then F = nil end
+        end
+      end
     end
   end
 end
-local m, own = slot_map(L, pre, NS)
-local st = {}
+local fresh = H == nil
+if fresh then
+  v = false
+  H = {0, 0, 0}
+  for j = 1, NS do
+    local b = 5 * j - 1
+    H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], A[j] = NONE, 0, 0, -1, 0, ''
+  end
+end
+
+-- The key's instant (now) and the instant operations that move its time are decided at (t,
+-- the latest of now and every slot's time), rebasing the key when its clock stepped back.
+local off, pu = H[1], H[3]
+local now = raw + off
+local hw = NONE
 for j = 1, NS do
-  st[j] = m[j] and stored[m[j]] or {total = 0, nb = 0, rr = -1, ra = 0, arr = ''}
+  if H[5 * j - 1] > hw then hw = H[5 * j - 1] end
 end
-local off, pu = L.off, L.pu
-local now = raw
-local bad = L.bad
-
--- Exact integer division for instants below 2^53 (fmod is exact on doubles).
-local function bidx(t, g)
-  return (t - math.fmod(t, g)) / g
+if hw ~= NONE and hw - now > STEP then
+  off = off + (hw - now)
+  now = hw
 end
+local t = now
+if hw > now then t = hw end
 
--- bucket i (1-based) of slot s: latest instant, count
-local function bk(s, i)
-  return unpackd('<dd', s.arr, 16 * i - 15)
-end
-
--- replace bucket i of slot s
-local function put(s, i, latest, count)
-  s.arr = sub(s.arr, 1, 16 * i - 16) .. packd('<dd', latest, count) .. sub(s.arr, 16 * i + 1)
-end
-
--- Set the key's instant (now) from the offset, rebase the key when its clock stepped back (see
--- the top), and return the latest of now and every slot's time: the instant operations that
--- move the key's time are decided at.
-local function settle()
-  local hw
-  now, off, hw = key_instant(raw, off, st, NS, STEP)
-  if hw ~= nil and hw > now then return hw end
-  return now
-end
-
--- Move slot j's time to t if later and drop the buckets that stop counting there.
-local function advance(j, t)
-  local s = st[j]
-  if s.hw == nil or t > s.hw then
-    s.hw = t
-    local w, i = W[j], 0
-    while i < s.nb do
-      local l, c = bk(s, i + 1)
-      if l + w > t then break end
-      s.total = s.total - c
+-- Move slot j's time to u if later and drop the buckets that stop counting there.
+local function advance(j, u)
+  local b = 5 * j - 1
+  if u <= H[b] then return H[b] end
+  H[b] = u
+  local nb = H[b + 2]
+  if nb > 0 then
+    local w, arr, i, tot = P[2 * j], A[j], 0, H[b + 1]
+    while i < nb do
+      local l, c = unpackd('<dd', arr, 16 * i + 1)
+      if l + w > u then break end
+      tot = tot - c
       i = i + 1
     end
     if i > 0 then
-      s.arr = sub(s.arr, 16 * i + 1)
-      s.nb = s.nb - i
+      A[j], H[b + 1], H[b + 2] = sub(arr, 16 * i + 1), tot, nb - i
     end
   end
-  return s.hw
+  return u
 end
 
--- record k at t; a record dated so early it would no longer count at the slot's time counts
+-- record k at u; a record dated so early it would no longer count at the slot's time counts
 -- at that time instead (never dropped, as rollingwindow.Log.Add)
-local function add(j, t, k)
-  local s = st[j]
-  local hw = advance(j, t)
-  if t + W[j] <= hw then t = hw end
-  local g = G[j]
-  local b = bidx(t, g)
-  s.total = s.total + k
+local function add(j, u, k)
+  local b, w, g = 5 * j - 1, P[2 * j], P[2 * j + 1]
+  local h = advance(j, u)
+  if u + w <= h then u = h end
+  local m = u - fmod(u, g) -- the bucket's start: exact (fmod is exact on doubles)
+  H[b + 1] = H[b + 1] + k
+  local arr, nb = A[j], H[b + 2]
   -- walk back from the newest bucket: in-order writes stop at the first step
-  local i = s.nb
+  local i = nb
   while i >= 1 do
-    local l, c = bk(s, i)
-    local lb = bidx(l, g)
-    if lb == b then
-      if i == s.nb then
-        s.arr = sub(s.arr, 1, 16 * i - 16) .. packd('<dd', math.max(l, t), c + k)
+    local l, c = unpackd('<dd', arr, 16 * i - 15)
+    local lm = l - fmod(l, g)
+    if lm == m then
+      if l < u then l = u end
+      if i == nb then
+        A[j] = sub(arr, 1, 16 * i - 16) .. packd('<dd', l, c + k)
       else
-        put(s, i, math.max(l, t), c + k)
+        A[j] = sub(arr, 1, 16 * i - 16) .. packd('<dd', l, c + k) .. sub(arr, 16 * i + 1)
       end
       return
     end
-    if lb < b then break end
+    if lm < m then break end
     i = i - 1
   end
-  if i == s.nb then
-    s.arr = s.arr .. packd('<dd', t, k)
+  if i == nb then
+    A[j] = arr .. packd('<dd', u, k)
   else
-    s.arr = sub(s.arr, 1, 16 * i) .. packd('<dd', t, k) .. sub(s.arr, 16 * i + 1)
+    A[j] = sub(arr, 1, 16 * i) .. packd('<dd', u, k) .. sub(arr, 16 * i + 1)
   end
-  s.nb = s.nb + 1
+  H[b + 2] = nb + 1
 end
 
--- smallest d >= 0 with used(t+d) + k <= limit, measured from the slot's time
-local function wait(j, t, k, limit)
-  local s = st[j]
-  t = advance(j, t)
-  local excess = s.total + k - limit
-  if excess <= 0 then return 0 end
-  local freed = 0
-  for i = 1, s.nb do
-    local l, c = bk(s, i)
-    freed = freed + c
-    if freed >= excess then return l + W[j] - t end
-  end
-  return W[j]
-end
-
-local function layered_wait(t, k)
-  local d = 0
-  for i = 1, NR do
-    d = math.max(d, wait(RS[i], t, k, RL[i]))
-  end
-  return d
-end
-
--- time from t until slot j counts nothing: its newest bucket that holds a count leaving the
--- window (rollingwindow.Log.WaitTime(t, limit, limit))
-local function reset(j, t)
-  local s = st[j]
-  for i = s.nb, 1, -1 do
-    local l, c = bk(s, i)
-    if c > 0 then return l + W[j] - t end
-  end
-  return W[j]
-end
-
--- Write the key back: the slots stored (the strategy's updated, others' as they were), then
--- the strategy's new ones. Its TTL is refreshed when it would end before the newest request
--- of a slot stops counting or the pause ends, to that instant plus slack.
+-- Write the key back: the strategy's slots that have a time, then the others' as they were.
+-- Its TTL is set when it would end before the newest request of a slot stops counting or the
+-- pause ends (to that instant plus slack), else kept (KEEPTTL); nothing is written when the
+-- value is what was read. A key found unusable with nothing to keep is deleted.
 local function save()
   if pu <= now then pu = 0 end
-  local nums, arrs, ids = {off, 0, pu}, {}, {}
-  local need = pu > 0 and pu or nil
-  local same = L.ids == nil
-  local function emit(s, id, w)
-    local k = #nums
-    nums[k + 1], nums[k + 2], nums[k + 3], nums[k + 4], nums[k + 5] = s.hw, s.total, s.nb, s.rr, s.ra
-    arrs[#arrs + 1] = s.arr
-    ids[#ids + 1] = id
-    if w then
-      local e = s.hw + w
-      if need == nil or e > need then need = e end
+  H[1], H[3] = off, pu
+  local need, all = NONE, F == nil
+  if pu > 0 then need = pu end
+  for j = 1, NS do
+    local h = H[5 * j - 1]
+    if h == NONE then
+      all = false
+    elseif h + P[2 * j] > need then
+      need = h + P[2 * j]
     end
   end
-  if same then
-    for j = 1, NS do
-      if st[j].hw ~= nil then emit(st[j], j, W[j]) else same = false end
-    end
-    if not same then
-      own = own_ids(pre)
-      for i = 1, #ids do ids[i] = own[ids[i]] end
-    end
+  -- another strategy's slots keep the expiry they were given, less its slack
+  if F and H[2] - S > need then need = H[2] - S end
+  if need == NONE then
+    if bad ~= 0 then redis.call('DEL', KEYS[1]) end
+    return
+  end
+  local ttl
+  if fresh or H[2] < need then
+    H[2] = need + S
+    ttl = math.max(1, math.ceil((H[2] - now) / 1000))
+  end
+  local value
+  if all then
+    value = pre .. packd(hf, unpack(H)) .. table.concat(A)
   else
-    local mine = {}
-    for j = 1, NS do
-      if m[j] then mine[m[j]] = j end
+    if own == nil then
+      own = {}
+      for id in string.gmatch(sub(pre, 6), '[^,]+') do own[#own + 1] = id end
     end
-    for i = 1, L.n do
-      local j = mine[i]
-      if j then
-        emit(st[j], L.ids[i], W[j])
-      else
-        emit(stored[i], L.ids[i], nil)
-        -- another strategy's slot: keep the expiry it was given, less its slack
-        if L.x and (need == nil or L.x - S > need) then need = L.x - S end
+    local ids, nums, arrs = {}, {H[1], H[2], H[3]}, {}
+    for j = 1, NS do
+      local b = 5 * j - 1
+      if H[b] ~= NONE then
+        ids[#ids + 1], arrs[#arrs + 1] = own[j], A[j]
+        for f = 0, 4 do nums[#nums + 1] = H[b + f] end
       end
     end
-    for j = 1, NS do
-      if not m[j] and st[j].hw ~= nil then emit(st[j], own[j], W[j]) end
+    for _, f in ipairs(F or {}) do
+      ids[#ids + 1], arrs[#arrs + 1] = f[1], f[7]
+      for i = 2, 6 do nums[#nums + 1] = f[i] end
     end
+    local sig = table.concat(ids, ',')
+    value = 'rw1' .. packd('<H', #sig) .. sig .. packd('<' .. rep('d', #nums), unpack(nums)) .. table.concat(arrs)
   end
-  if need == nil then return write_key(L, nil) end
-  local x, ttl = expiry(L, need, S, now, false)
-  nums[2] = x
-  write_key(L, encode(pre, same, ids, nums, table.concat(arrs)), ttl)
+  if ttl then
+    redis.call('SET', KEYS[1], value, 'PX', string.format('%d', ttl))
+  elseif value ~= v then
+    redis.call('SET', KEYS[1], value, 'KEEPTTL')
+  end
 end
 
 if op == 1 then -- record
-  settle()
   for j = 1, NS do add(j, now, n) end
   save()
   return {bad}
 end
 
+-- smallest d >= 0 with used(u+d) + k <= limit in slot j, measured from the slot's time; the
+-- largest over the rules
+local function wait(u, k)
+  local d = 0
+  for i = 1, NR do
+    local j, limit = P[R + 2 * i], P[R + 2 * i + 1]
+    local h = advance(j, u)
+    local b = 5 * j - 1
+    local excess = H[b + 1] + k - limit
+    if excess > 0 then
+      local arr, freed, x = A[j], 0, P[2 * j]
+      for q = 0, H[b + 2] - 1 do
+        local l, c = unpackd('<dd', arr, 16 * q + 1)
+        freed = freed + c
+        if freed >= excess then
+          x = l + P[2 * j] - h
+          break
+        end
+      end
+      if x > d then d = x end
+    end
+  end
+  return d
+end
+
 if op == 2 then -- reserve
-  local t = settle()
-  local d = layered_wait(t, n)
-  if pu > t then d = math.max(d, pu - t) end
+  local d = wait(t, n)
+  if pu > t and pu - t > d then d = pu - t end
   if d == 0 then
     for j = 1, NS do add(j, t, n) end
   end
@@ -259,18 +315,30 @@ end
 if op == 3 then -- admit
   -- strategy.Strategy.Admit: Reserve's decision (a pause does not hold a server's admissions),
   -- then every rule's used count and reset at the decision's instant
-  local t = settle()
   local sk = t - now -- waits are measured from the caller's instant (strategy.StepTolerance)
-  local d = layered_wait(t, n)
+  local d = wait(t, n)
   if d == 0 then
     for j = 1, NS do add(j, t, n) end
   end
   local out = {bad, d == 0 and 1 or 0, d > 0 and d + sk or 0, 0, t}
-  for i = 1, NR do advance(RS[i], t) end
+  for i = 1, NR do advance(P[R + 2 * i], t) end
   save()
   for i = 1, NR do
-    local used = st[RS[i]].total
-    local r = used > 0 and reset(RS[i], t) or 0
+    local j = P[R + 2 * i]
+    local b = 5 * j - 1
+    local used, r = H[b + 1], 0
+    if used > 0 then
+      -- time until the slot counts nothing: its newest bucket that holds a count leaving the
+      -- window (rollingwindow.Log.WaitTime(t, limit, limit))
+      r = P[2 * j]
+      for q = H[b + 2], 1, -1 do
+        local l, c = unpackd('<dd', A[j], 16 * q - 15)
+        if c > 0 then
+          r = l + P[2 * j] - t
+          break
+        end
+      end
+    end
     out[#out + 1] = used
     out[#out + 1] = r > 0 and r + sk or 0
     out[#out + 1] = 0
@@ -281,59 +349,60 @@ end
 if op == 4 then -- peek
   -- A key with state keeps the time of the peek, as every operation does: were Redis TIME to
   -- step back, usage that had stopped counting must not count again.
-  local exists = false
-  for j = 1, NS do
-    if st[j].hw ~= nil then exists = true end
-  end
-  local t = settle()
+  local exists = hw ~= NONE
   local out = {bad, 0, now}
   if n > 0 then
-    out[2] = layered_wait(now, n)
+    out[2] = wait(now, n)
     -- measured from the caller's instant (strategy.StepTolerance)
     if out[2] > 0 then out[2] = out[2] + t - now end
   end
   for i = 1, NR do
-    advance(RS[i], now)
-    out[3 + i] = st[RS[i]].total
+    local j = P[R + 2 * i]
+    advance(j, now)
+    out[3 + i] = H[5 * j]
   end
   if pu > now then
     out[4 + NR] = pu
-    if n > 0 then out[2] = math.max(out[2], pu - now) end
+    if n > 0 and pu - now > out[2] then out[2] = pu - now end
   else
     out[4 + NR] = 0
   end
   for i = 1, NR do
-    local s = st[RS[i]]
+    local j = P[R + 2 * i]
+    local b = 5 * j - 1
     -- a figure about a window that has passed says nothing any more
-    if s.rr >= 0 and s.ra + W[RS[i]] > now then
-      out[3 + NR + 2 * i] = s.rr
-      out[4 + NR + 2 * i] = s.ra
+    if H[b + 3] >= 0 and H[b + 4] + P[2 * j] > now then
+      out[3 + NR + 2 * i] = H[b + 3]
+      out[4 + NR + 2 * i] = H[b + 4]
     else
       out[3 + NR + 2 * i] = -1
       out[4 + NR + 2 * i] = 0
     end
   end
-  if exists then save() else write_key(L, nil) end
+  if exists then
+    save()
+  elseif bad ~= 0 then
+    redis.call('DEL', KEYS[1])
+  end
   return out
 end
 
 if op == 5 then -- release
-  settle()
   for j = 1, NS do
-    local s, g = st[j], G[j]
-    local b = bidx(at, g)
-    for i = s.nb, 1, -1 do
-      local l, c = bk(s, i)
-      local lb = bidx(l, g)
-      if lb == b then
+    local b, g, arr = 5 * j - 1, P[2 * j + 1], A[j]
+    local m = at - fmod(at, g)
+    for i = H[b + 2], 1, -1 do
+      local l, c = unpackd('<dd', arr, 16 * i - 15)
+      local lm = l - fmod(l, g)
+      if lm == m then
         local k = math.min(n, c)
         if k > 0 then
-          put(s, i, l, c - k)
-          s.total = s.total - k
+          A[j] = sub(arr, 1, 16 * i - 16) .. packd('<dd', l, c - k) .. sub(arr, 16 * i + 1)
+          H[b + 1] = H[b + 1] - k
         end
         break
       end
-      if lb < b then break end
+      if lm < m then break end
     end
   end
   save()
@@ -341,18 +410,18 @@ if op == 5 then -- release
 end
 
 if op == 6 then -- sync
-  local t = settle()
-  local r = q + 1
+  local r = R + 2 * NR + 2
   for _ = 1, P[r] do
     local j, rem, used, rs = P[r + 1], P[r + 2], P[r + 3], P[r + 4]
     r = r + 4
     advance(j, t)
-    local have = st[j].total
+    local b = 5 * j - 1
+    local have = H[b + 1]
     -- raised requests stop counting when the upstream frees them, if it said when
-    local a = t
-    if rs > 0 and rs < W[j] then a = t + rs - W[j] end
-    if have < used then add(j, a, used - have) end
-    st[j].rr, st[j].ra = rem, t
+    local u = t
+    if rs > 0 and rs < P[2 * j] then u = t + rs - P[2 * j] end
+    if have < used then add(j, u, used - have) end
+    H[b + 3], H[b + 4] = rem, t
   end
   if n > 0 and t + n > pu then pu = t + n end
   save()
