@@ -1,21 +1,27 @@
-// Package redisstore is a cache.Store in Redis (6.2 or later, for ZADD GT), so that many processes share one allocation per
+// Package redisstore is a cache.Store in Redis (6.0 or later, for SET KEEPTTL), so that many processes share one allocation per
 // key (a Xero tenant's 60 per minute is shared by every worker that calls Xero for it). It holds
 // the rolling window (rollingwindow), the fixed window (fixedwindow) and the token bucket
 // (tokenbucket), each with a Lua script of its own that mirrors the strategy's Counter exactly.
 //
 // Every operation is one round trip for all rules of a key: a Lua script, loaded once and run
 // with EVALSHA (on NOSCRIPT, after a restart, failover or SCRIPT FLUSH, it is loaded and run
-// once more). The script reads Redis TIME, so no client's clock decides. Keys of one logical key
-// share a {hash tag} (Redis Cluster works), user keys are encoded so that none can reach
-// another's, and every key the script writes gets a TTL in the same script: its window plus a
-// small slack (rolling window), the end of its current window plus slack (fixed window), the
-// instant the bucket is full again plus slack (token bucket).
+// once more). The script reads Redis TIME, so no client's clock decides. A logical key's whole
+// state under an algorithm — every counter, the pause, the reported figures, the clock offset —
+// is one Redis string (see Keys and state.lua), so an operation touches exactly one key: it
+// never meets a half-migrated slot's TRYAGAIN for a sibling key, and an eviction takes all of a
+// key's state or none. Keys carry a {hash tag} (Redis Cluster works), user keys are encoded so
+// that none can reach another's, and every key the script writes has a TTL, set in the same
+// script only when it must move (else SET KEEPTTL): the newest request's window plus a small
+// slack (rolling window), the end of the current window plus slack (fixed window), the instant
+// the bucket is full again plus slack (token bucket). A key that holds what the script cannot
+// read (another type, another layout or version, a truncated value) is started afresh and the
+// loss reported to Options.Observer (observe.StateLost, Op "corrupt"); no key is locked out.
 //
 // Instants are whole microseconds (Redis TIME's resolution), so every rule's effective window
 // must be whole microseconds too.
 //
 // Clock steps (DESIGN §9, strategy.Rebase): each logical key keeps a clock offset (µs, ≥ 0,
-// the field "off" of every slot's hash and part of the pause), and its instant is Redis TIME +
+// in its value), and its instant is Redis TIME +
 // that offset. When Redis's clock has stepped back by more than strategy.StepTolerance behind
 // the latest instant the key has seen, the script raises the offset so that the key continues
 // from that instant, and writes it with the key, instead of rewriting the key's buckets. So a
@@ -131,7 +137,9 @@ type Options struct {
 	// production so that every process sharing the store shares Redis's clock.
 	Clock clock.Clock
 	// Observer, when set, receives a StoreError event (Store "redis") for each operation
-	// that failed: closed store, timeout, Redis unreachable (see package observe).
+	// that failed: closed store, timeout, Redis unreachable (see package observe); and a
+	// StateLost event (Op "corrupt", Err saying what was found) when an operation found its
+	// key holding a value it could not read and started the key afresh.
 	Observer observe.Observer
 }
 

@@ -10,9 +10,13 @@
 -- (1-based) and effective limit; for sync, then the report count and per report its slot,
 -- remaining, used and reset (µs, 0 when unknown); then the value prefix.
 -- KEYS[1] (state.lua's layout, magic "rw"): after the prefix, doubles off, x, pu, then per slot
--- hw, total, nb (buckets), rr, ra (the remaining count the upstream last reported and when;
--- rr −1 when none), then per slot nb buckets of two doubles, latest instant and count, oldest
--- first (so by bucket, floor(latest / G), too).
+-- hw, total (of all its buckets), nb (buckets in its array), rr, ra (the remaining count the
+-- upstream last reported and when; rr −1 when none), hl, hc (the newest bucket: its latest
+-- instant, −2^53 when the slot has no bucket, and count), then per slot its array: nb older
+-- buckets of two doubles, latest instant and count, oldest first (so by bucket, floor(latest /
+-- G), too). A record in the newest bucket's granule, the common case, changes the doubles
+-- only; the array grows by one bucket when a granule starts and shrinks when the oldest stop
+-- counting.
 -- Returns {corrupt, ...}: state.lua's code (0: the key was usable or absent), then
 --   record/release/sync {}; reserve {allowed, wait, at}; peek {wait, now, used..., paused
 --   until (0 when not paused), then per rule reported remaining and its instant (−1 and 0
@@ -48,24 +52,24 @@ if clk < 0 then
   raw = t[1] * 1000000 + t[2]
 end
 
--- H: off, x, pu, then per slot of the strategy (b = 5j − 1) hw, total, nb, rr, ra; A: per slot
--- its buckets, packed; F: the slots of other strategies on the key, kept as they are.
+-- H: off, x, pu, then per slot of the strategy (b = 7j − 3) hw, total, nb, rr, ra, hl, hc; A:
+-- per slot its array, packed; F: the slots of other strategies on the key, kept as they are.
 local v = redis.pcall('GET', KEYS[1])
 local bad = 0 -- state.lua's codes: 1 WRONGTYPE, 2 foreign, 3 other version, 4 unreadable
 local H, A, F, own = nil, {}, nil, nil
-local hf = '<' .. rep('d', 3 + 5 * NS)
+local hf = '<' .. rep('d', 3 + 7 * NS)
 if type(v) == 'table' then
   bad, v = 1, false
 elseif v then
   local hp = #pre
   if sub(v, 1, hp) == pre then
-    local c = 3 + 5 * NS
+    local c = 3 + 7 * NS
     if #v >= hp + 8 * c then
       H = {unpackd(hf, v, hp + 1)}
       local pos, len = H[c + 1], #v
       H[c + 1] = nil
       for j = 1, NS do
-        local nb = H[5 * j + 1]
+        local nb = H[7 * j - 1]
         local e = pos + 16 * nb
         if nb < 0 or nb % 1 ~= 0 or e > len + 1 then
           pos = -1
@@ -91,12 +95,12 @@ elseif v then
       local ids = {}
       for id in string.gmatch(sub(v, 6, hs), '[^,]+') do ids[#ids + 1] = id end
       local ns = #ids
-      local c = 3 + 5 * ns
+      local c = 3 + 7 * ns
       if len >= hs + 8 * c then
         local X = {unpackd('<' .. rep('d', c), v, hs + 1)}
         local pos, arrs = X[c + 1], {}
         for i = 1, ns do
-          local nb = X[5 * i + 1]
+          local nb = X[7 * i - 1]
           local e = pos + 16 * nb
           if nb < 0 or nb % 1 ~= 0 or e > len + 1 then
             pos = -1
@@ -110,19 +114,20 @@ elseif v then
           for id in string.gmatch(sub(pre, 6), '[^,]+') do own[#own + 1] = id end
           H = {X[1], X[2], X[3]}
           for j = 1, NS do
-            local b = 5 * j - 1
-            H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], A[j] = NONE, 0, 0, -1, 0, ''
+            local b = 7 * j - 3
+            H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], H[b + 5], H[b + 6], A[j] = NONE, 0, 0, -1, 0, NONE, 0, ''
           end
           for i = 1, ns do
-            local xb, mine = 5 * i - 1, nil
+            local xb, mine = 7 * i - 3, nil
             for j = 1, NS do
               if own[j] == ids[i] then mine = j end
             end
             if mine then
-              local b = 5 * mine - 1
-              H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], A[mine] = X[xb], X[xb + 1], X[xb + 2], X[xb + 3], X[xb + 4], arrs[i]
+              local b = 7 * mine - 3
+              for f = 0, 6 do H[b + f] = X[xb + f] end
+              A[mine] = arrs[i]
             else
-              F[#F + 1] = {ids[i], X[xb], X[xb + 1], X[xb + 2], X[xb + 3], X[xb + 4], arrs[i]}
+              F[#F + 1] = {ids[i], X[xb], X[xb + 1], X[xb + 2], X[xb + 3], X[xb + 4], X[xb + 5], X[xb + 6], arrs[i]}
             end
           end
           if #F == 0 then F = nil end
@@ -136,8 +141,8 @@ if fresh then
   v = false
   H = {0, 0, 0}
   for j = 1, NS do
-    local b = 5 * j - 1
-    H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], A[j] = NONE, 0, 0, -1, 0, ''
+    local b = 7 * j - 3
+    H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], H[b + 5], H[b + 6], A[j] = NONE, 0, 0, -1, 0, NONE, 0, ''
   end
 end
 
@@ -147,7 +152,7 @@ local off, pu = H[1], H[3]
 local now = raw + off
 local hw = NONE
 for j = 1, NS do
-  if H[5 * j - 1] > hw then hw = H[5 * j - 1] end
+  if H[7 * j - 3] > hw then hw = H[7 * j - 3] end
 end
 if hw ~= NONE and hw - now > STEP then
   off = off + (hw - now)
@@ -156,59 +161,71 @@ end
 local t = now
 if hw > now then t = hw end
 
--- Move slot j's time to u if later and drop the buckets that stop counting there.
+-- Move slot j's time to u if later and drop the buckets that stop counting there (the newest,
+-- in the doubles, only once the array is empty).
 local function advance(j, u)
-  local b = 5 * j - 1
+  local b = 7 * j - 3
   if u <= H[b] then return H[b] end
   H[b] = u
-  local nb = H[b + 2]
+  local hl = H[b + 5]
+  if hl == NONE then return u end
+  local w, nb, tot = P[2 * j], H[b + 2], H[b + 1]
+  local i = 0
   if nb > 0 then
-    local w, arr, i, tot = P[2 * j], A[j], 0, H[b + 1]
+    local arr = A[j]
     while i < nb do
       local l, c = unpackd('<dd', arr, 16 * i + 1)
       if l + w > u then break end
       tot = tot - c
       i = i + 1
     end
-    if i > 0 then
-      A[j], H[b + 1], H[b + 2] = sub(arr, 16 * i + 1), tot, nb - i
-    end
+    if i > 0 then A[j], H[b + 2] = sub(arr, 16 * i + 1), nb - i end
   end
+  if i == nb and hl + w <= u then
+    tot = tot - H[b + 6]
+    H[b + 5], H[b + 6] = NONE, 0
+  end
+  H[b + 1] = tot
   return u
 end
 
 -- record k at u; a record dated so early it would no longer count at the slot's time counts
 -- at that time instead (never dropped, as rollingwindow.Log.Add)
 local function add(j, u, k)
-  local b, w, g = 5 * j - 1, P[2 * j], P[2 * j + 1]
+  local b, w, g = 7 * j - 3, P[2 * j], P[2 * j + 1]
   local h = advance(j, u)
   if u + w <= h then u = h end
-  local m = u - fmod(u, g) -- the bucket's start: exact (fmod is exact on doubles)
   H[b + 1] = H[b + 1] + k
+  local hl = H[b + 5]
+  if hl == NONE then -- no bucket (so no array either)
+    H[b + 5], H[b + 6] = u, k
+    return
+  end
+  local m, hm = u - fmod(u, g), hl - fmod(hl, g) -- the granules' starts: exact (fmod is exact on doubles)
+  if hm == m then
+    if u > hl then H[b + 5] = u end
+    H[b + 6] = H[b + 6] + k
+    return
+  end
   local arr, nb = A[j], H[b + 2]
-  -- walk back from the newest bucket: in-order writes stop at the first step
+  if hm < m then -- a new granule: the newest bucket joins the array
+    A[j], H[b + 2], H[b + 5], H[b + 6] = arr .. packd('<dd', hl, H[b + 6]), nb + 1, u, k
+    return
+  end
+  -- older than the newest bucket: into the array, walking back from its newest
   local i = nb
   while i >= 1 do
     local l, c = unpackd('<dd', arr, 16 * i - 15)
     local lm = l - fmod(l, g)
     if lm == m then
       if l < u then l = u end
-      if i == nb then
-        A[j] = sub(arr, 1, 16 * i - 16) .. packd('<dd', l, c + k)
-      else
-        A[j] = sub(arr, 1, 16 * i - 16) .. packd('<dd', l, c + k) .. sub(arr, 16 * i + 1)
-      end
+      A[j] = sub(arr, 1, 16 * i - 16) .. packd('<dd', l, c + k) .. sub(arr, 16 * i + 1)
       return
     end
     if lm < m then break end
     i = i - 1
   end
-  if i == nb then
-    A[j] = arr .. packd('<dd', u, k)
-  else
-    A[j] = sub(arr, 1, 16 * i) .. packd('<dd', u, k) .. sub(arr, 16 * i + 1)
-  end
-  H[b + 2] = nb + 1
+  A[j], H[b + 2] = sub(arr, 1, 16 * i) .. packd('<dd', u, k) .. sub(arr, 16 * i + 1), nb + 1
 end
 
 -- Write the key back: the strategy's slots that have a time, then the others' as they were.
@@ -221,7 +238,7 @@ local function save()
   local need, all = NONE, F == nil
   if pu > 0 then need = pu end
   for j = 1, NS do
-    local h = H[5 * j - 1]
+    local h = H[7 * j - 3]
     if h == NONE then
       all = false
     elseif h + P[2 * j] > need then
@@ -249,15 +266,15 @@ local function save()
     end
     local ids, nums, arrs = {}, {H[1], H[2], H[3]}, {}
     for j = 1, NS do
-      local b = 5 * j - 1
+      local b = 7 * j - 3
       if H[b] ~= NONE then
         ids[#ids + 1], arrs[#arrs + 1] = own[j], A[j]
-        for f = 0, 4 do nums[#nums + 1] = H[b + f] end
+        for f = 0, 6 do nums[#nums + 1] = H[b + f] end
       end
     end
     for _, f in ipairs(F or {}) do
-      ids[#ids + 1], arrs[#arrs + 1] = f[1], f[7]
-      for i = 2, 6 do nums[#nums + 1] = f[i] end
+      ids[#ids + 1], arrs[#arrs + 1] = f[1], f[9]
+      for i = 2, 8 do nums[#nums + 1] = f[i] end
     end
     local sig = table.concat(ids, ',')
     value = 'rw1' .. packd('<H', #sig) .. sig .. packd('<' .. rep('d', #nums), unpack(nums)) .. table.concat(arrs)
@@ -282,18 +299,19 @@ local function wait(u, k)
   for i = 1, NR do
     local j, limit = P[R + 2 * i], P[R + 2 * i + 1]
     local h = advance(j, u)
-    local b = 5 * j - 1
+    local b = 7 * j - 3
     local excess = H[b + 1] + k - limit
     if excess > 0 then
-      local arr, freed, x = A[j], 0, P[2 * j]
+      local arr, freed, x, found = A[j], 0, P[2 * j], false
       for q = 0, H[b + 2] - 1 do
         local l, c = unpackd('<dd', arr, 16 * q + 1)
         freed = freed + c
         if freed >= excess then
-          x = l + P[2 * j] - h
+          x, found = l + P[2 * j] - h, true
           break
         end
       end
+      if not found and H[b + 5] ~= NONE and freed + H[b + 6] >= excess then x = H[b + 5] + P[2 * j] - h end
       if x > d then d = x end
     end
   end
@@ -325,17 +343,21 @@ if op == 3 then -- admit
   save()
   for i = 1, NR do
     local j = P[R + 2 * i]
-    local b = 5 * j - 1
+    local b = 7 * j - 3
     local used, r = H[b + 1], 0
     if used > 0 then
       -- time until the slot counts nothing: its newest bucket that holds a count leaving the
       -- window (rollingwindow.Log.WaitTime(t, limit, limit))
       r = P[2 * j]
-      for q = H[b + 2], 1, -1 do
-        local l, c = unpackd('<dd', A[j], 16 * q - 15)
-        if c > 0 then
-          r = l + P[2 * j] - t
-          break
+      if H[b + 5] ~= NONE and H[b + 6] > 0 then
+        r = H[b + 5] + P[2 * j] - t
+      else
+        for q = H[b + 2], 1, -1 do
+          local l, c = unpackd('<dd', A[j], 16 * q - 15)
+          if c > 0 then
+            r = l + P[2 * j] - t
+            break
+          end
         end
       end
     end
@@ -359,7 +381,7 @@ if op == 4 then -- peek
   for i = 1, NR do
     local j = P[R + 2 * i]
     advance(j, now)
-    out[3 + i] = H[5 * j]
+    out[3 + i] = H[7 * j - 2]
   end
   if pu > now then
     out[4 + NR] = pu
@@ -369,7 +391,7 @@ if op == 4 then -- peek
   end
   for i = 1, NR do
     local j = P[R + 2 * i]
-    local b = 5 * j - 1
+    local b = 7 * j - 3
     -- a figure about a window that has passed says nothing any more
     if H[b + 3] >= 0 and H[b + 4] + P[2 * j] > now then
       out[3 + NR + 2 * i] = H[b + 3]
@@ -389,20 +411,28 @@ end
 
 if op == 5 then -- release
   for j = 1, NS do
-    local b, g, arr = 5 * j - 1, P[2 * j + 1], A[j]
-    local m = at - fmod(at, g)
-    for i = H[b + 2], 1, -1 do
-      local l, c = unpackd('<dd', arr, 16 * i - 15)
-      local lm = l - fmod(l, g)
-      if lm == m then
-        local k = math.min(n, c)
-        if k > 0 then
-          A[j] = sub(arr, 1, 16 * i - 16) .. packd('<dd', l, c - k) .. sub(arr, 16 * i + 1)
-          H[b + 1] = H[b + 1] - k
+    local b, g, arr = 7 * j - 3, P[2 * j + 1], A[j]
+    local m, hl = at - fmod(at, g), H[b + 5]
+    local hm = hl - fmod(hl, g)
+    if hl == NONE or hm < m then
+      -- no bucket holds at
+    elseif hm == m then
+      local k = math.min(n, H[b + 6])
+      H[b + 6], H[b + 1] = H[b + 6] - k, H[b + 1] - k
+    else
+      for i = H[b + 2], 1, -1 do
+        local l, c = unpackd('<dd', arr, 16 * i - 15)
+        local lm = l - fmod(l, g)
+        if lm == m then
+          local k = math.min(n, c)
+          if k > 0 then
+            A[j] = sub(arr, 1, 16 * i - 16) .. packd('<dd', l, c - k) .. sub(arr, 16 * i + 1)
+            H[b + 1] = H[b + 1] - k
+          end
+          break
         end
-        break
+        if lm < m then break end
       end
-      if lm < m then break end
     end
   end
   save()
@@ -415,7 +445,7 @@ if op == 6 then -- sync
     local j, rem, used, rs = P[r + 1], P[r + 2], P[r + 3], P[r + 4]
     r = r + 4
     advance(j, t)
-    local b = 5 * j - 1
+    local b = 7 * j - 3
     local have = H[b + 1]
     -- raised requests stop counting when the upstream frees them, if it said when
     local u = t
