@@ -22,10 +22,14 @@
 --   until (0 when not paused), then per rule reported remaining and its instant (−1 and 0
 --   when none)}; admit {allowed, wait, 0, at, then per rule used, reset, 0} (the zeros are the
 --   ns parts of the durations, as the other scripts return them). µs.
--- Calls: TIME (unless the clock is overridden), GET, and SET when the value changed: KEEPTTL,
--- or PX when the TTL falls short of the newest request's window or the pause (then it is set
--- to that + slack). Only the buckets at the edges are decoded: the oldest (pruning, waits),
--- the newest (records, resets).
+-- Calls: TIME (unless the clock is overridden); GETRANGE of the header (prefix and doubles), and
+-- STRLEN when a slot has an array (to find a value cut short); then, when the operation needs
+-- no bucket but the newest of each slot (no pruning due, every rule with room, the newest
+-- bucket in the granule recorded in), SETRANGE of the header in place when it changed, and
+-- PEXPIRE when the TTL must move. Else GET of the whole value and SET (KEEPTTL, or PX when the
+-- TTL must move). The TTL moves when it falls short of a slot's newest request's window or of
+-- the pause; it is then set to that + slack. Only the buckets at the edges are decoded: the
+-- oldest (pruning, waits), the newest (records, resets).
 --
 -- Clock steps (strategy.Rebase, DESIGN §9), as state.lua's key_instant: every instant of a
 -- key (hw, bucket instants, the pause, ra, x, the at of a release) is on the key's own
@@ -52,124 +56,188 @@ if clk < 0 then
   raw = t[1] * 1000000 + t[2]
 end
 
--- H: off, x, pu, then per slot of the strategy (b = 7j − 3) hw, total, nb, rr, ra, hl, hc; A:
--- per slot its array, packed; F: the slots of other strategies on the key, kept as they are.
-local v = redis.pcall('GET', KEYS[1])
+-- H: off, x, pu, then per slot of the strategy (b = 8j − 4) hw, total, nb, rr, ra, hl, hc, lo
+-- (the oldest bucket's latest instant, −2^53 when none: pruning is due when lo + W ≤ the
+-- slot's time); A: per slot its array, packed, once read; F: the slots of other strategies on
+-- the key, kept as they are.
 local bad = 0 -- state.lua's codes: 1 WRONGTYPE, 2 foreign, 3 other version, 4 unreadable
-local H, A, F, own = nil, {}, nil, nil
-local hf = '<' .. rep('d', 3 + 7 * NS)
-if type(v) == 'table' then
-  bad, v = 1, false
-elseif v then
-  local hp = #pre
-  if sub(v, 1, hp) == pre then
-    local c = 3 + 7 * NS
-    if #v >= hp + 8 * c then
-      H = {unpackd(hf, v, hp + 1)}
-      local pos, len = H[c + 1], #v
-      H[c + 1] = nil
-      for j = 1, NS do
-        local nb = H[7 * j - 1]
-        local e = pos + 16 * nb
-        if nb < 0 or nb % 1 ~= 0 or e > len + 1 then
-          pos = -1
-          break
-        end
-        A[j] = sub(v, pos, e - 1)
-        pos = e
-      end
-      if pos ~= len + 1 then H = nil end
-    end
-    if H == nil then bad = 4 end
-  elseif sub(v, 1, 2) ~= 'rw' then
-    bad = 2
-  elseif sub(v, 3, 3) ~= '1' then
-    bad = 3
-  else
-    -- a key shared with another strategy: its slots by ID, the strategy's first
-    bad = 4
-    local len = #v
-    local sl = len >= 5 and unpackd('<H', v, 4) or len
-    local hs = 5 + sl
-    if len >= hs then
-      local ids = {}
-      for id in string.gmatch(sub(v, 6, hs), '[^,]+') do ids[#ids + 1] = id end
-      local ns = #ids
-      local c = 3 + 7 * ns
-      if len >= hs + 8 * c then
-        local X = {unpackd('<' .. rep('d', c), v, hs + 1)}
-        local pos, arrs = X[c + 1], {}
-        for i = 1, ns do
-          local nb = X[7 * i - 1]
+local H, A, F, own, v = nil, {}, nil, nil, false
+local hp = #pre
+local HL = hp + 8 * (3 + 8 * NS) -- the header's length: prefix and doubles
+local hf = '<' .. rep('d', 3 + 8 * NS)
+local fresh
+
+-- Read the whole value (GET, unless absent is known) into H, A and F; a key that cannot be
+-- used starts afresh.
+local function load_full(absent)
+  H, A, F, own, bad = nil, {}, nil, nil, 0
+  v = false
+  if not absent then v = redis.pcall('GET', KEYS[1]) end
+  if type(v) == 'table' then
+    bad, v = 1, false
+  elseif v then
+    if sub(v, 1, hp) == pre then
+      local c = 3 + 8 * NS
+      if #v >= hp + 8 * c then
+        H = {unpackd(hf, v, hp + 1)}
+        local pos, len = H[c + 1], #v
+        H[c + 1] = nil
+        for j = 1, NS do
+          local nb = H[8 * j - 2]
           local e = pos + 16 * nb
           if nb < 0 or nb % 1 ~= 0 or e > len + 1 then
             pos = -1
             break
           end
-          arrs[i] = sub(v, pos, e - 1)
+          A[j] = sub(v, pos, e - 1)
           pos = e
         end
-        if pos == len + 1 then
-          bad, own, F = 0, {}, {}
-          for id in string.gmatch(sub(pre, 6), '[^,]+') do own[#own + 1] = id end
-          H = {X[1], X[2], X[3]}
-          for j = 1, NS do
-            local b = 7 * j - 3
-            H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], H[b + 5], H[b + 6], A[j] = NONE, 0, 0, -1, 0, NONE, 0, ''
-          end
+        if pos ~= len + 1 then H = nil end
+      end
+      if H == nil then bad = 4 end
+    elseif sub(v, 1, 2) ~= 'rw' then
+      bad = 2
+    elseif sub(v, 3, 3) ~= '1' then
+      bad = 3
+    else
+      -- a key shared with another strategy: its slots by ID, the strategy's first
+      bad = 4
+      local len = #v
+      local sl = len >= 5 and unpackd('<H', v, 4) or len
+      local hs = 5 + sl
+      if len >= hs then
+        local ids = {}
+        for id in string.gmatch(sub(v, 6, hs), '[^,]+') do ids[#ids + 1] = id end
+        local ns = #ids
+        local c = 3 + 8 * ns
+        if len >= hs + 8 * c then
+          local X = {unpackd('<' .. rep('d', c), v, hs + 1)}
+          local pos, arrs = X[c + 1], {}
           for i = 1, ns do
-            local xb, mine = 7 * i - 3, nil
-            for j = 1, NS do
-              if own[j] == ids[i] then mine = j end
+            local nb = X[8 * i - 2]
+            local e = pos + 16 * nb
+            if nb < 0 or nb % 1 ~= 0 or e > len + 1 then
+              pos = -1
+              break
             end
-            if mine then
-              local b = 7 * mine - 3
-              for f = 0, 6 do H[b + f] = X[xb + f] end
-              A[mine] = arrs[i]
-            else
-              F[#F + 1] = {ids[i], X[xb], X[xb + 1], X[xb + 2], X[xb + 3], X[xb + 4], X[xb + 5], X[xb + 6], arrs[i]}
-            end
+            arrs[i] = sub(v, pos, e - 1)
+            pos = e
           end
-          if #F == 0 then F = nil end
+          if pos == len + 1 then
+            bad, own, F = 0, {}, {}
+            for id in string.gmatch(sub(pre, 6), '[^,]+') do own[#own + 1] = id end
+            H = {X[1], X[2], X[3]}
+            for j = 1, NS do
+              local b = 8 * j - 4
+              H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], H[b + 5], H[b + 6], H[b + 7], A[j] = NONE, 0, 0, -1, 0, NONE, 0, NONE, ''
+            end
+            for i = 1, ns do
+              local xb, mine = 8 * i - 4, nil
+              for j = 1, NS do
+                if own[j] == ids[i] then mine = j end
+              end
+              if mine then
+                local b = 8 * mine - 4
+                for f = 0, 7 do H[b + f] = X[xb + f] end
+                A[mine] = arrs[i]
+              else
+                F[#F + 1] = {ids[i], X[xb], X[xb + 1], X[xb + 2], X[xb + 3], X[xb + 4], X[xb + 5], X[xb + 6], X[xb + 7], arrs[i]}
+              end
+            end
+            if #F == 0 then F = nil end
+          end
         end
       end
     end
   end
-end
-local fresh = H == nil
-if fresh then
-  v = false
-  H = {0, 0, 0}
-  for j = 1, NS do
-    local b = 7 * j - 3
-    H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], H[b + 5], H[b + 6], A[j] = NONE, 0, 0, -1, 0, NONE, 0, ''
+  fresh = H == nil
+  if fresh then
+    v = false
+    H = {0, 0, 0}
+    for j = 1, NS do
+      local b = 8 * j - 4
+      H[b], H[b + 1], H[b + 2], H[b + 3], H[b + 4], H[b + 5], H[b + 6], H[b + 7], A[j] = NONE, 0, 0, -1, 0, NONE, 0, NONE, ''
+    end
   end
+end
+
+-- First the header alone (GETRANGE): most operations need nothing else, so that the buckets,
+-- up to 16 KiB per slot, are neither read nor written (each KiB a Lua string makes costs the
+-- server about 1 µs here).
+local head = redis.pcall('GETRANGE', KEYS[1], 0, HL - 1)
+local ranged = type(head) == 'string' and #head == HL and sub(head, 1, hp) == pre
+if ranged then
+  H = {unpackd(hf, head, hp + 1)}
+  H[#H] = nil
+  fresh = false
+  -- a key with buckets in its arrays must be as long as they say (else it was cut short:
+  -- read whole, it is found unreadable and started afresh)
+  local len = HL
+  for j = 1, NS do len = len + 16 * H[8 * j - 2] end
+  if len > HL and redis.call('STRLEN', KEYS[1]) ~= len then
+    ranged = false
+    load_full(false)
+  end
+else
+  load_full(head == '')
 end
 
 -- The key's instant (now) and the instant operations that move its time are decided at (t,
 -- the latest of now and every slot's time), rebasing the key when its clock stepped back.
-local off, pu = H[1], H[3]
-local now = raw + off
-local hw = NONE
-for j = 1, NS do
-  if H[7 * j - 3] > hw then hw = H[7 * j - 3] end
+local off, pu, now, hw, t
+local function settle()
+  off, pu = H[1], H[3]
+  now, hw = raw + off, NONE
+  for j = 1, NS do
+    if H[8 * j - 4] > hw then hw = H[8 * j - 4] end
+  end
+  if hw ~= NONE and hw - now > STEP then
+    off = off + (hw - now)
+    now = hw
+  end
+  t = now
+  if hw > now then t = hw end
 end
-if hw ~= NONE and hw - now > STEP then
-  off = off + (hw - now)
-  now = hw
+settle()
+
+-- With the header alone, the operation must touch no bucket but the newest of each slot:
+-- no pruning due, no wait to walk (every rule has room), the newest bucket in the granule
+-- of the instant recorded at. Else the whole value is read, before anything changes.
+if ranged then
+  local ok = op <= 4
+  for j = 1, NS do
+    if not ok then break end
+    local b, w, g = 8 * j - 4, P[2 * j], P[2 * j + 1]
+    local lo, hl = H[b + 7], H[b + 5]
+    if lo ~= NONE and lo + w <= t then ok = false end
+    if hl ~= NONE and op ~= 4 then
+      local u = op == 1 and now or t
+      if u + w <= H[b] then u = H[b] end
+      if u - fmod(u, g) ~= hl - fmod(hl, g) then ok = false end
+    end
+  end
+  if ok and op ~= 1 and n > 0 then
+    for i = 1, NR do
+      local j = P[R + 2 * i]
+      if H[8 * j - 3] + n > P[R + 2 * i + 1] then ok = false end
+    end
+  end
+  if not ok then
+    load_full()
+    settle()
+    ranged = false
+  end
 end
-local t = now
-if hw > now then t = hw end
 
 -- Move slot j's time to u if later and drop the buckets that stop counting there (the newest,
 -- in the doubles, only once the array is empty).
 local function advance(j, u)
-  local b = 7 * j - 3
+  local b = 8 * j - 4
   if u <= H[b] then return H[b] end
   H[b] = u
-  local hl = H[b + 5]
-  if hl == NONE then return u end
-  local w, nb, tot = P[2 * j], H[b + 2], H[b + 1]
+  local lo, w = H[b + 7], P[2 * j]
+  if lo == NONE or lo + w > u then return u end
+  local hl, nb, tot = H[b + 5], H[b + 2], H[b + 1]
   local i = 0
   if nb > 0 then
     local arr = A[j]
@@ -186,25 +254,31 @@ local function advance(j, u)
     H[b + 5], H[b + 6] = NONE, 0
   end
   H[b + 1] = tot
+  if H[b + 2] > 0 then
+    H[b + 7] = unpackd('<dd', A[j], 1)
+  else
+    H[b + 7] = H[b + 5]
+  end
   return u
 end
 
 -- record k at u; a record dated so early it would no longer count at the slot's time counts
 -- at that time instead (never dropped, as rollingwindow.Log.Add)
 local function add(j, u, k)
-  local b, w, g = 7 * j - 3, P[2 * j], P[2 * j + 1]
+  local b, w, g = 8 * j - 4, P[2 * j], P[2 * j + 1]
   local h = advance(j, u)
   if u + w <= h then u = h end
   H[b + 1] = H[b + 1] + k
   local hl = H[b + 5]
   if hl == NONE then -- no bucket (so no array either)
-    H[b + 5], H[b + 6] = u, k
+    H[b + 5], H[b + 6], H[b + 7] = u, k, u
     return
   end
   local m, hm = u - fmod(u, g), hl - fmod(hl, g) -- the granules' starts: exact (fmod is exact on doubles)
   if hm == m then
     if u > hl then H[b + 5] = u end
     H[b + 6] = H[b + 6] + k
+    if H[b + 2] == 0 then H[b + 7] = H[b + 5] end
     return
   end
   local arr, nb = A[j], H[b + 2]
@@ -220,12 +294,14 @@ local function add(j, u, k)
     if lm == m then
       if l < u then l = u end
       A[j] = sub(arr, 1, 16 * i - 16) .. packd('<dd', l, c + k) .. sub(arr, 16 * i + 1)
+      H[b + 7] = unpackd('<dd', A[j], 1)
       return
     end
     if lm < m then break end
     i = i - 1
   end
   A[j], H[b + 2] = sub(arr, 1, 16 * i) .. packd('<dd', u, k) .. sub(arr, 16 * i + 1), nb + 1
+  H[b + 7] = unpackd('<dd', A[j], 1)
 end
 
 -- Write the key back: the strategy's slots that have a time, then the others' as they were.
@@ -238,7 +314,7 @@ local function save()
   local need, all = NONE, F == nil
   if pu > 0 then need = pu end
   for j = 1, NS do
-    local h = H[7 * j - 3]
+    local h = H[8 * j - 4]
     if h == NONE then
       all = false
     elseif h + P[2 * j] > need then
@@ -257,6 +333,13 @@ local function save()
     ttl = math.max(1, math.ceil((H[2] - now) / 1000))
   end
   local value
+  if ranged then
+    -- the header alone changed: written in place, the buckets and the TTL left as they are
+    value = pre .. packd(hf, unpack(H))
+    if value ~= head then redis.call('SETRANGE', KEYS[1], 0, value) end
+    if ttl then redis.call('PEXPIRE', KEYS[1], string.format('%d', ttl)) end
+    return
+  end
   if all then
     value = pre .. packd(hf, unpack(H)) .. table.concat(A)
   else
@@ -266,15 +349,15 @@ local function save()
     end
     local ids, nums, arrs = {}, {H[1], H[2], H[3]}, {}
     for j = 1, NS do
-      local b = 7 * j - 3
+      local b = 8 * j - 4
       if H[b] ~= NONE then
         ids[#ids + 1], arrs[#arrs + 1] = own[j], A[j]
-        for f = 0, 6 do nums[#nums + 1] = H[b + f] end
+        for f = 0, 7 do nums[#nums + 1] = H[b + f] end
       end
     end
     for _, f in ipairs(F or {}) do
-      ids[#ids + 1], arrs[#arrs + 1] = f[1], f[9]
-      for i = 2, 8 do nums[#nums + 1] = f[i] end
+      ids[#ids + 1], arrs[#arrs + 1] = f[1], f[10]
+      for i = 2, 9 do nums[#nums + 1] = f[i] end
     end
     local sig = table.concat(ids, ',')
     value = 'rw1' .. packd('<H', #sig) .. sig .. packd('<' .. rep('d', #nums), unpack(nums)) .. table.concat(arrs)
@@ -299,7 +382,7 @@ local function wait(u, k)
   for i = 1, NR do
     local j, limit = P[R + 2 * i], P[R + 2 * i + 1]
     local h = advance(j, u)
-    local b = 7 * j - 3
+    local b = 8 * j - 4
     local excess = H[b + 1] + k - limit
     if excess > 0 then
       local arr, freed, x, found = A[j], 0, P[2 * j], false
@@ -343,7 +426,7 @@ if op == 3 then -- admit
   save()
   for i = 1, NR do
     local j = P[R + 2 * i]
-    local b = 7 * j - 3
+    local b = 8 * j - 4
     local used, r = H[b + 1], 0
     if used > 0 then
       -- time until the slot counts nothing: its newest bucket that holds a count leaving the
@@ -381,7 +464,7 @@ if op == 4 then -- peek
   for i = 1, NR do
     local j = P[R + 2 * i]
     advance(j, now)
-    out[3 + i] = H[7 * j - 2]
+    out[3 + i] = H[8 * j - 3]
   end
   if pu > now then
     out[4 + NR] = pu
@@ -391,7 +474,7 @@ if op == 4 then -- peek
   end
   for i = 1, NR do
     local j = P[R + 2 * i]
-    local b = 7 * j - 3
+    local b = 8 * j - 4
     -- a figure about a window that has passed says nothing any more
     if H[b + 3] >= 0 and H[b + 4] + P[2 * j] > now then
       out[3 + NR + 2 * i] = H[b + 3]
@@ -411,7 +494,7 @@ end
 
 if op == 5 then -- release
   for j = 1, NS do
-    local b, g, arr = 7 * j - 3, P[2 * j + 1], A[j]
+    local b, g, arr = 8 * j - 4, P[2 * j + 1], A[j]
     local m, hl = at - fmod(at, g), H[b + 5]
     local hm = hl - fmod(hl, g)
     if hl == NONE or hm < m then
@@ -445,7 +528,7 @@ if op == 6 then -- sync
     local j, rem, used, rs = P[r + 1], P[r + 2], P[r + 3], P[r + 4]
     r = r + 4
     advance(j, t)
-    local b = 7 * j - 3
+    local b = 8 * j - 4
     local have = H[b + 1]
     -- raised requests stop counting when the upstream frees them, if it said when
     local u = t

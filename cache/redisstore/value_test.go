@@ -18,7 +18,7 @@ type value struct {
 	magic         string // "rw", "fw" or "tb"
 	ids           []string
 	off, x, pu    int64
-	slots         map[string][]int64    // per counter ID its record (rw: hw, total, nb, rr, ra, hl, hc; fw: hw, k, c; tb: hw, q, r, s)
+	slots         map[string][]int64    // per counter ID its record (rw: hw, total, nb, rr, ra, hl, hc, lo; fw: hw, k, c; tb: hw, q, r, s)
 	buckets       map[string][][2]int64 // rolling window: per counter ID its buckets (latest, count), oldest first, the newest (hl, hc) last
 	length, fixed int                   // bytes in all; bytes before the buckets
 }
@@ -30,7 +30,7 @@ func decodeValue(v string) (value, error) {
 		return out, fmt.Errorf("no layout 1 header in %q", v)
 	}
 	out.magic, out.length = v[:2], len(v)
-	f := map[string]int{"rw": 7, "fw": 3, "tb": 4}[out.magic]
+	f := map[string]int{"rw": 8, "fw": 3, "tb": 4}[out.magic]
 	if f == 0 {
 		return out, fmt.Errorf("unknown magic %q", out.magic)
 	}
