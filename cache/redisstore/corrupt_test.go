@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,8 @@ import (
 
 // TestCorruptKey: issue 14, defect 4. A key whose one Redis key holds what the script cannot
 // use — a hash (WRONGTYPE), a foreign string, a value of another layout version, a value cut
-// short by 3 bytes (inside the rolling window's buckets) or inside its header — is started
-// afresh by every operation (record,
+// short by 3 bytes (inside the rolling window's buckets, of a short value and of one longer
+// than the script's first read) or inside its header — is started afresh by every operation (record,
 // reserve, admit, peek, release, and sync under the rolling window), never refused or locked
 // out, and reported exactly once: one observe.StateLost event {Store "redis", Op "corrupt",
 // the key, an error naming what was found}. After it the key counts exactly what the
@@ -32,10 +33,10 @@ func TestCorruptKey(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
-	rules := []strategy.Rule{{Limit: 10, Window: time.Minute}, {Limit: 100, Window: time.Hour, Granularity: time.Minute}}
+	rules := []strategy.Rule{{Limit: 100, Window: time.Minute}, {Limit: 1000, Window: time.Hour, Granularity: time.Minute}}
 	type corruption struct {
 		name, want string
-		apply      func(t *testing.T, rk, valid string)
+		apply      func(t *testing.T, rk string, valid []string)
 	}
 	set := func(t *testing.T, rk, v string) {
 		t.Helper()
@@ -44,15 +45,16 @@ func TestCorruptKey(t *testing.T) {
 		}
 	}
 	corruptions := []corruption{
-		{"hash", "WRONGTYPE", func(t *testing.T, rk, _ string) {
+		{"hash", "WRONGTYPE", func(t *testing.T, rk string, _ []string) {
 			if err := c.HSet(ctx, rk, "t", "5", "hw", "1").Err(); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"garbage", "not the store's", func(t *testing.T, rk, _ string) { set(t, rk, "garbage\x00\xff") }},
-		{"version", "unknown layout version", func(t *testing.T, rk, valid string) { set(t, rk, valid[:2]+"9"+valid[3:]) }},
-		{"truncated", "unreadable", func(t *testing.T, rk, valid string) { set(t, rk, valid[:len(valid)-3]) }},
-		{"header", "unreadable", func(t *testing.T, rk, valid string) { set(t, rk, valid[:4]) }},
+		{"garbage", "not the store's", func(t *testing.T, rk string, _ []string) { set(t, rk, "garbage\x00\xff") }},
+		{"version", "unknown layout version", func(t *testing.T, rk string, valid []string) { set(t, rk, valid[0][:2]+"9"+valid[0][3:]) }},
+		{"truncated", "unreadable", func(t *testing.T, rk string, valid []string) { set(t, rk, valid[0][:len(valid[0])-3]) }},
+		{"truncated-long", "unreadable", func(t *testing.T, rk string, valid []string) { set(t, rk, valid[1][:len(valid[1])-3]) }},
+		{"header", "unreadable", func(t *testing.T, rk string, valid []string) { set(t, rk, valid[0][:4]) }},
 	}
 	type op struct {
 		name string
@@ -92,15 +94,24 @@ func TestCorruptKey(t *testing.T) {
 		rec := &observe.Recorder{}
 		clk := clock.NewManual(t0.Add(-time.Second))
 		st := newStore(t, c, Options{Clock: clk, Observer: rec})
-		// a valid value of this strategy, to cut short or relabel: two seconds recorded, so
-		// that the rolling window's value holds a bucket in an array (which "truncated" cuts)
-		for range 2 {
-			if err := st.Record(ctx, s, "valid", 1); err != nil {
-				t.Fatal(err)
+		// valid values of this strategy, to cut short or relabel: two seconds recorded, so
+		// that the rolling window's value holds a bucket in an array (which "truncated"
+		// cuts), and forty, so that it is longer than what its script reads at first (the
+		// header and 512 bytes: "truncated-long")
+		var valid []string
+		for i, secs := range []int{2, 40} {
+			key := "valid-" + strconv.Itoa(i)
+			for range secs {
+				if err := st.Record(ctx, s, key, 1); err != nil {
+					t.Fatal(err)
+				}
+				clk.Advance(time.Second)
 			}
-			clk.Advance(time.Second)
+			valid = append(valid, c.Get(ctx, st.Keys(s, key)[0]).Val())
 		}
-		valid := c.Get(ctx, st.Keys(s, "valid")[0]).Val()
+		if v, err := decodeValue(valid[1]); err != nil || a.name == "rollingwindow" && len(valid[1]) <= v.fixed+512 {
+			t.Fatalf("the long value holds %d bytes (%v), want more than its header (%d) and 512", len(valid[1]), err, v.fixed)
+		}
 		for _, cr := range corruptions {
 			for _, o := range ops {
 				if o.name == "sync" && a.name != "rollingwindow" {

@@ -22,14 +22,15 @@
 --   until (0 when not paused), then per rule reported remaining and its instant (−1 and 0
 --   when none)}; admit {allowed, wait, 0, at, then per rule used, reset, 0} (the zeros are the
 --   ns parts of the durations, as the other scripts return them). µs.
--- Calls: TIME (unless the clock is overridden); GETRANGE of the header (prefix and doubles), and
--- STRLEN when a slot has an array (to find a value cut short); then, when the operation needs
--- no bucket but the newest of each slot (no pruning due, every rule with room, the newest
--- bucket in the granule recorded in), SETRANGE of the header in place when it changed, and
--- PEXPIRE when the TTL must move. Else GET of the whole value and SET (KEEPTTL, or PX when the
--- TTL must move). The TTL moves when it falls short of a slot's newest request's window or of
--- the pause; it is then set to that + slack. Only the buckets at the edges are decoded: the
--- oldest (pruning, waits), the newest (records, resets).
+-- Calls: TIME (unless the clock is overridden); GETRANGE of the header (prefix and doubles) and
+-- 512 bytes more, which for most keys is the whole value; then SET (KEEPTTL, or PX when the
+-- TTL must move) when the value changed. A longer value (a busy key's buckets) is read whole
+-- (GET) only when the operation needs a bucket but the newest of each slot (pruning due, a
+-- rule without room, a new granule): else STRLEN checks its length against the header (a
+-- value cut short is read whole, found unreadable and started afresh), SETRANGE rewrites the
+-- header in place, and PEXPIRE moves the TTL when it must. The TTL moves when it falls short of
+-- a slot's newest request's window or of the pause; it is then set to that + slack. Only the
+-- buckets at the edges are decoded: the oldest (pruning, waits), the newest (records, resets).
 --
 -- Clock steps (strategy.Rebase, DESIGN §9), as state.lua's key_instant: every instant of a
 -- key (hw, bucket instants, the pause, ra, x, the at of a release) is on the key's own
@@ -67,12 +68,12 @@ local HL = hp + 8 * (3 + 8 * NS) -- the header's length: prefix and doubles
 local hf = '<' .. rep('d', 3 + 8 * NS)
 local fresh
 
--- Read the whole value (GET, unless absent is known) into H, A and F; a key that cannot be
--- used starts afresh.
-local function load_full(absent)
+-- Read the whole value into H, A and F: val, or with val nil GET; a key that cannot be used
+-- starts afresh.
+local function load_full(val)
   H, A, F, own, bad = nil, {}, nil, nil, 0
-  v = false
-  if not absent then v = redis.pcall('GET', KEYS[1]) end
+  v = val
+  if v == nil then v = redis.pcall('GET', KEYS[1]) end
   if type(v) == 'table' then
     bad, v = 1, false
   elseif v then
@@ -161,25 +162,29 @@ local function load_full(absent)
   end
 end
 
--- First the header alone (GETRANGE): most operations need nothing else, so that the buckets,
--- up to 16 KiB per slot, are neither read nor written (each KiB a Lua string makes costs the
--- server about 1 µs here).
-local head = redis.pcall('GETRANGE', KEYS[1], 0, HL - 1)
-local ranged = type(head) == 'string' and #head == HL and sub(head, 1, hp) == pre
+-- First the header and up to 512 bytes more (GETRANGE): a value that short is read whole. A
+-- longer one (a busy key's buckets, up to 16 KiB per slot) is left in Redis while the operation
+-- needs no bucket but the newest of each slot, and its header rewritten in place: each KiB a
+-- Lua string is made of costs the server about 1 µs here.
+local SPAN = HL + 512
+local head = redis.pcall('GETRANGE', KEYS[1], 0, SPAN - 1)
+local ranged = type(head) == 'string' and #head == SPAN and sub(head, 1, hp) == pre
 if ranged then
   H = {unpackd(hf, head, hp + 1)}
   H[#H] = nil
   fresh = false
-  -- a key with buckets in its arrays must be as long as they say (else it was cut short:
-  -- read whole, it is found unreadable and started afresh)
+  -- the value must be as long as its arrays say (else it was cut short: read whole, it is
+  -- found unreadable and started afresh)
   local len = HL
   for j = 1, NS do len = len + 16 * H[8 * j - 2] end
-  if len > HL and redis.call('STRLEN', KEYS[1]) ~= len then
+  if redis.call('STRLEN', KEYS[1]) ~= len then
     ranged = false
-    load_full(false)
+    load_full(nil)
   end
+elseif type(head) == 'string' and #head < SPAN then
+  load_full(head ~= '' and head)
 else
-  load_full(head == '')
+  load_full(nil)
 end
 
 -- The key's instant (now) and the instant operations that move its time are decided at (t,
