@@ -18,8 +18,8 @@ import (
 
 // TestCorruptKey: issue 14, defect 4. A key whose one Redis key holds what the script cannot
 // use — a hash (WRONGTYPE), a foreign string, a value of another layout version, a value cut
-// short by 3 bytes (inside the rolling window's buckets, of a short value and of one longer
-// than the script's first read) or inside its header — is started afresh by every operation (record,
+// short by 3 bytes (inside the rolling window's buckets, of a short value and of a long one) or
+// inside its header — is started afresh by every operation (record,
 // reserve, admit, peek, release, and sync under the rolling window), never refused or locked
 // out, and reported exactly once: one observe.StateLost event {Store "redis", Op "corrupt",
 // the key, an error naming what was found}. After it the key counts exactly what the
@@ -96,8 +96,7 @@ func TestCorruptKey(t *testing.T) {
 		st := newStore(t, c, Options{Clock: clk, Observer: rec})
 		// valid values of this strategy, to cut short or relabel: two seconds recorded, so
 		// that the rolling window's value holds a bucket in an array (which "truncated"
-		// cuts), and forty, so that it is longer than what its script reads at first (the
-		// header and 512 bytes: "truncated-long")
+		// cuts), and forty, a busy key's ("truncated-long")
 		var valid []string
 		for i, secs := range []int{2, 40} {
 			key := "valid-" + strconv.Itoa(i)
@@ -110,7 +109,7 @@ func TestCorruptKey(t *testing.T) {
 			valid = append(valid, c.Get(ctx, st.Keys(s, key)[0]).Val())
 		}
 		if v, err := decodeValue(valid[1]); err != nil || a.name == "rollingwindow" && len(valid[1]) <= v.fixed+512 {
-			t.Fatalf("the long value holds %d bytes (%v), want more than its header (%d) and 512", len(valid[1]), err, v.fixed)
+			t.Fatalf("the long value holds %d bytes (%v), want more than its header (%d) and 512 bytes of buckets", len(valid[1]), err, v.fixed)
 		}
 		for _, cr := range corruptions {
 			for _, o := range ops {

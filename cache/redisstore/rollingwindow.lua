@@ -22,13 +22,13 @@
 --   until (0 when not paused), then per rule reported remaining and its instant (−1 and 0
 --   when none)}; admit {allowed, wait, 0, at, then per rule used, reset, 0} (the zeros are the
 --   ns parts of the durations, as the other scripts return them). µs.
--- Calls: TIME (unless the clock is overridden); GETRANGE of the header (prefix and doubles) and
--- 512 bytes more, which for most keys is the whole value; then SET (KEEPTTL, or PX when the
--- TTL must move) when the value changed. A longer value (a busy key's buckets) is read whole
--- (GET) only when the operation needs a bucket but the newest of each slot (pruning due, a
--- rule without room, a new granule): else STRLEN checks its length against the header (a
--- value cut short is read whole, found unreadable and started afresh), SETRANGE rewrites the
--- header in place, and PEXPIRE moves the TTL when it must. The TTL moves when it falls short of
+-- Calls: TIME (unless the clock is overridden); GETRANGE of the header (prefix and doubles);
+-- STRLEN, which must be the length the header gives (else the value was cut short: it is read
+-- whole, found unreadable and started afresh); then, when the operation needs no bucket but
+-- the newest of each slot (no pruning due, every rule with room, the newest bucket in the
+-- granule recorded in), SETRANGE of the header in place when it changed, and PEXPIRE when the
+-- TTL must move. Else GET of the whole value and SET (KEEPTTL, or PX when the TTL must move).
+-- An absent key: TIME, GETRANGE, SET PX. The TTL moves when it falls short of
 -- a slot's newest request's window or of the pause; it is then set to that + slack. Only the
 -- buckets at the edges are decoded: the oldest (pruning, waits), the newest (records, resets).
 --
@@ -162,13 +162,12 @@ local function load_full(val)
   end
 end
 
--- First the header and up to 512 bytes more (GETRANGE): a value that short is read whole. A
--- longer one (a busy key's buckets, up to 16 KiB per slot) is left in Redis while the operation
--- needs no bucket but the newest of each slot, and its header rewritten in place: each KiB a
--- Lua string is made of costs the server about 1 µs here.
-local SPAN = HL + 512
-local head = redis.pcall('GETRANGE', KEYS[1], 0, SPAN - 1)
-local ranged = type(head) == 'string' and #head == SPAN and sub(head, 1, hp) == pre
+-- First the header alone (GETRANGE): the buckets (a busy key's, up to 16 KiB per slot) are left
+-- in Redis while the operation needs no bucket but the newest of each slot, and the header is
+-- rewritten in place: each KiB a Lua string is made of costs the server about 1 µs here, more
+-- than STRLEN and SETRANGE do.
+local head = redis.pcall('GETRANGE', KEYS[1], 0, HL - 1)
+local ranged = type(head) == 'string' and #head == HL and sub(head, 1, hp) == pre
 if ranged then
   H = {unpackd(hf, head, hp + 1)}
   H[#H] = nil
@@ -181,8 +180,8 @@ if ranged then
     ranged = false
     load_full(nil)
   end
-elseif type(head) == 'string' and #head < SPAN then
-  load_full(head ~= '' and head)
+elseif head == '' then
+  load_full(false)
 else
   load_full(nil)
 end
