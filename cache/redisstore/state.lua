@@ -1,4 +1,5 @@
--- Shared by the three scripts (redisstore.go puts it before each): the operation's arguments,
+-- Put before the fixed-window and token-bucket scripts (the rolling window's keeps its own copy
+-- of this layout, inlined, to make fewer closures per call): the operation's arguments,
 -- the one Redis key that holds a logical key's whole state under a strategy, and the key's
 -- clock offset. Lua numbers are doubles; every figure here is an integer below 2^53, so exact.
 --
