@@ -1,63 +1,63 @@
--- Fixed-window state of one logical key, all rules at once, in one atomic step.
--- Mirrors fixedwindow.Counter: per counter, the count of one aligned window [k·W, (k+1)·W) of
--- Unix time and the latest instant seen (hw), which never goes backwards. The count belongs to
--- window k; once hw reaches (k+1)·W it is 0. Every instant and window is in whole µs (below
--- 2^53, so exact in a Lua number).
+-- Fixed-window state of one logical key, all rules at once, in one atomic step, in one Redis
+-- string (state.lua, magic "fw"). Mirrors fixedwindow.Counter: per counter, the count of one
+-- aligned window [k·W, (k+1)·W) of Unix time and the latest instant seen (hw), which never
+-- goes backwards. The count belongs to window k; once hw reaches (k+1)·W it is 0. Every instant
+-- and window is in whole µs (below 2^53, so exact in a Lua number).
 --
--- KEYS: per slot j, KEYS[j] a hash: "k" the window index the count belongs to, "c" the count,
---       "hw" the latest instant seen, "off" the key's clock offset (µs; absent: 0). Its TTL
---       runs to the end of hw's window plus slack.
--- ARGV: op ("record" | "reserve" | "admit" | "peek" | "release"), n, now override in µs (""
---       for Redis TIME), at (µs, for release), the step tolerance (strategy.StepTolerance, µs),
---       slot count, then per slot W and slack (µs),
---       then rule count, then per rule its slot (1-based) and effective limit.
--- Returns (durations as whole µs then extra ns, which is always 0 here):
---       record/release {now}; reserve {allowed, wait µs, wait ns, at};
---       peek {wait µs, wait ns, used...}; admit {allowed, wait µs, wait ns, at, then per rule
---       used, reset µs, reset ns}. Instants are the key's (TIME + offset).
+-- Plan (state.lua's K doubles): slack (µs), per slot W (µs), per rule its slot (1-based) and
+-- effective limit.
+-- Slot record (F = 3): hw, k (the window index the count belongs to), c (the count). The key's
+-- TTL runs to the end of the latest window of its slots, plus slack; it is set when that moves.
+-- Returns {corrupt, ...} (state.lua's code, then durations as whole µs then extra ns, always 0
+-- here): record/release {}; reserve {allowed, wait µs, wait ns, at}; peek {wait µs, wait ns,
+-- used...}; admit {allowed, wait µs, wait ns, at, then per rule used, reset µs, reset ns}.
+-- Instants are the key's (TIME + offset).
+-- Calls: TIME (unless the clock is overridden), GET, SET (KEEPTTL, or PX at a new window).
 --
 -- Clock steps (strategy.Rebase, DESIGN §9). Every instant of a key (hw, window indexes, the at
 -- of a release) is on the key's own timeline: Redis TIME (or the override) plus the key's clock
--- offset, the largest "off" its slots hold. When that instant is more than the step tolerance
--- behind the latest instant the slots have seen, the clock was stepped back: the offset is
--- raised so that the key's instant is that latest instant, and written to every slot the
--- operation writes (refusals and peeks included), so that the next operation finds it rather
--- than detecting the step again. The count stays in its window of that timeline, so a full
--- window stays full for the rest of it on the new clock. TTLs are durations, on Redis's clock.
+-- offset. When that instant is more than the step tolerance behind the latest instant the
+-- slots have seen, the clock was stepped back: the offset is raised so that the key's instant
+-- is that latest instant, and written with the key (refusals and peeks included). The count
+-- stays in its window of that timeline, so a full window stays full for the rest of it on the
+-- new clock. TTLs are durations, on Redis's clock.
 
-local op = ARGV[1]
-local n = tonumber(ARGV[2])
-local raw -- the store's clock, µs
-if ARGV[3] ~= '' then
-  raw = tonumber(ARGV[3])
-else
-  local t = redis.call('TIME')
-  raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local h, P, pre = arguments()
+local op, n, at, STEP, NS, NR = h[1], h[2], h[4], h[5], h[6], h[7]
+local raw = clock(h[3])
+local S = P[1]
+local W, RS, RL = {}, {}, {}
+for j = 1, NS do W[j] = P[1 + j] end
+local q = 1 + NS
+for i = 1, NR do
+  RS[i], RL[i] = P[q + 1], P[q + 2]
+  q = q + 2
 end
-local STEP = tonumber(ARGV[5])
--- the key's clock offset: the largest its slots hold, raised by load_all on a step back
-local off = 0
--- the key's instant, raw + off; set by load_all, which every operation starts with
+
+local F = 3
+local L = load_key(pre, F)
+local stored = {}
+if L.v then
+  local ns = L.n
+  if ns < 0 then ns = NS end
+  if not load_numbers(L, ns, F) or L.pos ~= #L.v + 1 then
+    unreadable(L)
+  else
+    local H = L.H
+    for i = 1, ns do
+      local b = F * i + 1
+      stored[i] = {hw = H[b], k = H[b + 1], c = H[b + 2], existed = true}
+    end
+  end
+end
+local m, own = slot_map(L, pre, NS)
+local st = {}
+for j = 1, NS do
+  st[j] = m[j] and stored[m[j]] or {k = 0, c = 0}
+end
+local off = L.off
 local now = raw
-local nslots = tonumber(ARGV[6])
-local W, S = {}, {}
-local p = 7
-for j = 1, nslots do
-  W[j], S[j] = tonumber(ARGV[p]), tonumber(ARGV[p + 1])
-  p = p + 2
-end
-local nrules = tonumber(ARGV[p])
-p = p + 1
-local RS, RL = {}, {}
-for i = 1, nrules do
-  RS[i], RL[i] = tonumber(ARGV[p]), tonumber(ARGV[p + 1])
-  p = p + 2
-end
-
--- Redis arguments from Lua numbers go through "%.14g", which rounds µs instants: format them.
-local function int(x)
-  return string.format('%d', x)
-end
+local bad = L.bad
 
 -- floor(t / w), exact for integers below 2^53 (fmod is exact on doubles)
 local function index(t, w)
@@ -66,24 +66,12 @@ local function index(t, w)
   return (t - r) / w
 end
 
-local st = {}
-
-local function load(j)
-  local v = redis.call('HMGET', KEYS[j], 'k', 'c', 'hw', 'off')
-  local hw = tonumber(v[3])
-  st[j] = {k = tonumber(v[1]) or 0, c = tonumber(v[2]) or 0, hw = hw, off = tonumber(v[4]) or 0, existed = hw ~= nil}
-end
-
--- Load every slot, set the key's instant (now) from the offset loaded, rebase the key when its
--- clock stepped back (see the top), and return the latest of now and every slot's time: the
--- instant operations that move the key's time are decided at.
-local function load_all()
-  for j = 1, nslots do
-    load(j)
-    if st[j].off > off then off = st[j].off end
-  end
+-- Set the key's instant (now) from the offset, rebase the key when its clock stepped back (see
+-- the top), and return the latest of now and every slot's time: the instant operations that
+-- move the key's time are decided at.
+local function settle()
   local hw
-  now, off, hw = key_instant(raw, off, st, nslots, STEP)
+  now, off, hw = key_instant(raw, off, st, NS, STEP)
   if hw ~= nil and hw > now then return hw end
   return now
 end
@@ -103,6 +91,7 @@ local function add(j, t, k)
   local hw = advance(j, t)
   if s.c == 0 then s.k = index(hw, W[j]) end
   s.c = s.c + k
+  s.existed = true
 end
 
 -- 0 when k more fit the slot's current window, else the time until it ends
@@ -115,61 +104,93 @@ end
 
 local function layered_wait(t, k)
   local d = 0
-  for i = 1, nrules do
+  for i = 1, NR do
     d = math.max(d, wait(RS[i], t, k, RL[i]))
   end
   return d
 end
 
--- write back the slots (all, or those that existed); TTL: the end of the window of the slot's
--- time, plus slack
-local function save(existing)
-  for j = 1, nslots do
-    local s = st[j]
-    if s.hw ~= nil and (s.existed or not existing) then
-      -- off never falls below a slot's own (it is their largest), so 0 means none was stored
-      if off > 0 then
-        redis.call('HSET', KEYS[j], 'k', int(s.k), 'c', int(s.c), 'hw', int(s.hw), 'off', int(off))
-      else
-        redis.call('HSET', KEYS[j], 'k', int(s.k), 'c', int(s.c), 'hw', int(s.hw))
-      end
-      local x = (index(s.hw, W[j]) + 1) * W[j] + S[j]
-      redis.call('PEXPIRE', KEYS[j], int(math.max(1, math.ceil((x - now) / 1000))))
+-- Write the key back: the slots stored (the strategy's updated, others' as they were), then
+-- the strategy's new ones that were written to (with all set, every one that has a time).
+local function save(all)
+  local nums, ids = {off, 0, 0}, {}
+  local need
+  local same = L.ids == nil
+  local function emit(s, id, w)
+    local k = #nums
+    nums[k + 1], nums[k + 2], nums[k + 3] = s.hw, s.k, s.c
+    ids[#ids + 1] = id
+    if w then
+      local e = (index(s.hw, w) + 1) * w
+      if need == nil or e > need then need = e end
     end
   end
+  local function wanted(s)
+    return s.hw ~= nil and (all or s.existed)
+  end
+  if same then
+    for j = 1, NS do
+      if wanted(st[j]) then emit(st[j], j, W[j]) else same = false end
+    end
+    if not same then
+      own = own_ids(pre)
+      for i = 1, #ids do ids[i] = own[ids[i]] end
+    end
+  else
+    local mine = {}
+    for j = 1, NS do
+      if m[j] then mine[m[j]] = j end
+    end
+    for i = 1, L.n do
+      local j = mine[i]
+      if j then
+        emit(st[j], L.ids[i], W[j])
+      else
+        emit(stored[i], L.ids[i], nil)
+        if L.x and (need == nil or L.x - S > need) then need = L.x - S end
+      end
+    end
+    for j = 1, NS do
+      if not m[j] and wanted(st[j]) then emit(st[j], own[j], W[j]) end
+    end
+  end
+  if need == nil then return write_key(L, nil) end
+  local x, ttl = expiry(L, need, S, now, false)
+  nums[2] = x
+  write_key(L, encode(pre, same, ids, nums, ''), ttl)
 end
 
-if op == 'record' then
-  load_all()
-  for j = 1, nslots do add(j, now, n) end
-  save(false)
-  return {now}
+if op == 1 then -- record
+  settle()
+  for j = 1, NS do add(j, now, n) end
+  save(true)
+  return {bad}
 end
 
-if op == 'reserve' then
-  local t = load_all()
+if op == 2 then -- reserve
+  local t = settle()
   local d = layered_wait(t, n)
   if d > 0 then
-    save(true)
+    save(false)
     -- the wait is measured from the caller's instant (strategy.StepTolerance)
-    return {0, d + t - now, 0, t}
+    return {bad, 0, d + t - now, 0, t}
   end
-  for j = 1, nslots do add(j, t, n) end
-  save(false)
-  return {1, 0, 0, t}
+  for j = 1, NS do add(j, t, n) end
+  save(true)
+  return {bad, 1, 0, 0, t}
 end
 
-if op == 'admit' then
+if op == 3 then -- admit
   -- attempts count whether admitted or not
-  local t = load_all()
+  local t = settle()
   local d = layered_wait(t, n)
   local allowed = d == 0 and 1 or 0
-  for j = 1, nslots do add(j, t, n) end
+  for j = 1, NS do add(j, t, n) end
   -- a refused attempt counts too: the next one waits for every rule it filled
   if allowed == 0 then d = layered_wait(t, n) end
   local sk = t - now -- waits are measured from the caller's instant (strategy.StepTolerance)
-  local out = {allowed, d > 0 and d + sk or 0, 0, t}
-  for i = 1, nrules do
+  local out = {bad, allowed, d > 0 and d + sk or 0, 0, t}
+  for i = 1, NR do
     local j = RS[i]
     advance(j, t)
     local used = st[j].c
@@ -178,39 +199,38 @@ if op == 'admit' then
     out[#out + 1] = r > 0 and r + sk or 0
     out[#out + 1] = 0
   end
-  save(false)
-  return out
-end
-
-if op == 'peek' then
-  local out = {0, 0}
-  local t = load_all()
-  if n > 0 then
-    out[1] = layered_wait(now, n)
-    -- measured from the caller's instant (strategy.StepTolerance)
-    if out[1] > 0 then out[1] = out[1] + t - now end
-  end
-  for i = 1, nrules do
-    advance(RS[i], now)
-    out[2 + i] = st[RS[i]].c
-  end
-  -- a slot with state keeps the time of the peek, as every operation does
   save(true)
   return out
 end
 
-if op == 'release' then
-  local at = tonumber(ARGV[4])
-  load_all()
-  for j = 1, nslots do
+if op == 4 then -- peek
+  local out = {bad, 0, 0}
+  local t = settle()
+  if n > 0 then
+    out[2] = layered_wait(now, n)
+    -- measured from the caller's instant (strategy.StepTolerance)
+    if out[2] > 0 then out[2] = out[2] + t - now end
+  end
+  for i = 1, NR do
+    advance(RS[i], now)
+    out[3 + i] = st[RS[i]].c
+  end
+  -- a slot with state keeps the time of the peek, as every operation does
+  save(false)
+  return out
+end
+
+if op == 5 then -- release
+  settle()
+  for j = 1, NS do
     local s = st[j]
     if s.existed then
       advance(j, s.hw)
       if s.c > 0 and index(at, W[j]) == s.k then s.c = s.c - math.min(n, s.c) end
     end
   end
-  save(true)
-  return {now}
+  save(false)
+  return {bad}
 end
 
 return redis.error_reply('ratemonitor: unknown operation ' .. tostring(op))

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,39 +17,27 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// slotHashes returns the Redis hashes of key's slots under s (the rolling window's sorted sets
-// and pause are left out): the keys that carry the clock offset.
-func slotHashes(st *Store, s *strategy.Strategy, key string) []string {
-	var hs []string
-	for _, k := range st.Keys(s, key) {
-		if !strings.HasSuffix(k, ":z") && !strings.HasSuffix(k, "pause") {
-			hs = append(hs, k)
-		}
-	}
-	return hs
-}
-
-// offsets returns the "off" field of every slot hash of key ("" where it is absent).
-func offsets(t *testing.T, c *redis.Client, st *Store, s *strategy.Strategy, key string) []string {
+// offset returns the clock offset (µs) key's value holds under s, "" when it is 0 or the key is
+// absent: the key's one Redis key carries it for all of its slots.
+func offset(t *testing.T, c *redis.Client, st *Store, s *strategy.Strategy, key string) string {
 	t.Helper()
-	var out []string
-	for _, h := range slotHashes(st, s, key) {
-		v, err := c.HGet(context.Background(), h, "off").Result()
-		if err != nil && err != redis.Nil {
-			t.Fatal(err)
-		}
-		out = append(out, v)
+	v, ok := readValue(t, c, st, s, key)
+	if !ok || v.off == 0 {
+		return ""
 	}
-	return out
+	if len(v.ids) != s.Slots() {
+		t.Errorf("key %q holds slots %q, want the strategy's %d", key, v.ids, s.Slots())
+	}
+	return strconv.FormatInt(v.off, 10)
 }
 
 // TestClockOffset: issue 13, defect 4, in the scripts' own terms: a key whose clock steps back
-// by more than strategy.StepTolerance gets a clock offset (µs) in every slot's hash, so that
+// by more than strategy.StepTolerance gets a clock offset (µs) in its value, so that
 // its instant (TIME + offset) continues from its latest one. Two rules (10 per 10 s, 15 per
 // minute, so two slots), 10 reserved at T, a whole number of minutes + 10 s:
 //   - stepped back 1 h, a Reserve of 1 is refused with the wait it would have had at T (10 s;
 //     the token bucket refills one of rule A's tokens in 1 s), and that refusal writes the
-//     offset, 3 600 000 000 µs, to both slots; their TTLs stay on Redis's clock (at most the
+//     offset, 3 600 000 000 µs, to the key (for both slots); its TTL stays on Redis's clock (at most the
 //     minute rule's window + slack, not an hour more);
 //   - half the wait later the wait is exactly the other half and the offset has not drifted;
 //     after it the Reserve is granted, At on the key's timeline (T + the wait), and a Release
@@ -101,10 +88,10 @@ func TestClockOffset(t *testing.T) {
 			if res := reserve(key, 1); res.Allowed || res.Wait != a.wait {
 				t.Fatalf("reserve 1 after a 1 h step back: %+v, want refused with wait %v", res, a.wait)
 			}
-			if got := offsets(t, c, st, s, key); len(got) != 2 || got[0] != hour || got[1] != hour {
-				t.Errorf("offsets after the refusal that found the step: %q, want %s µs in both slots", got, hour)
+			if got := offset(t, c, st, s, key); got != hour {
+				t.Errorf("offset after the refusal that found the step: %q, want %s µs", got, hour)
 			}
-			for _, h := range slotHashes(st, s, key) {
+			for _, h := range st.Keys(s, key) {
 				if ttl := c.PTTL(ctx, h).Val(); ttl <= 0 || ttl > time.Minute+DefaultSlack {
 					t.Errorf("TTL of %s after the step: %v, want (0, %v] on Redis's clock", h, ttl, time.Minute+DefaultSlack)
 				}
@@ -113,8 +100,8 @@ func TestClockOffset(t *testing.T) {
 			if res := reserve(key, 1); res.Allowed || res.Wait != a.wait/2 {
 				t.Fatalf("reserve 1 half the wait later: %+v, want refused with wait %v", res, a.wait/2)
 			}
-			if got := offsets(t, c, st, s, key); got[0] != hour || got[1] != hour {
-				t.Errorf("offsets after a second refusal: %q, want %s µs still (no drift)", got, hour)
+			if got := offset(t, c, st, s, key); got != hour {
+				t.Errorf("offset after a second refusal: %q, want %s µs still (no drift)", got, hour)
 			}
 			clk.Advance(a.wait / 2)
 			before := storetest.Used(t, st, s, key)
@@ -146,8 +133,8 @@ func TestClockOffset(t *testing.T) {
 				if res := reserve(key, 1); res.Allowed || res.Wait != step.wait {
 					t.Errorf("reserve 1 after a further step back of %v: %+v, want refused with wait %v", step.by, res, step.wait)
 				}
-				if got := offsets(t, c, st, s, key); got[0] != step.off || got[1] != step.off {
-					t.Errorf("offsets after a further step back of %v: %q, want %q", step.by, got, step.off)
+				if got := offset(t, c, st, s, key); got != step.off {
+					t.Errorf("offset after a further step back of %v: %q, want %q", step.by, got, step.off)
 				}
 				if u := storetest.Used(t, st, s, key); u[0] != 10 || u[1] != 10 {
 					t.Errorf("used after a further step back of %v: %v, want [10 10]", step.by, u)
@@ -159,8 +146,9 @@ func TestClockOffset(t *testing.T) {
 
 // TestClockOffsetPause: the pause a Sync set is on the key's timeline too. 1 reserved at T,
 // a 30 s pause, the clock stepped back 1 h: a Peek says paused until T + 30 s with a wait of
-// 30 s (before: 1 h 30 s, the pause read against the clock an hour behind it), the pause key
-// carries the offset with its instant and keeps its TTL on Redis's clock (≤ 30 s + slack), and
+// 30 s (before: 1 h 30 s, the pause read against the clock an hour behind it), the key's value
+// carries the offset with the pause's instant and the key keeps its TTL on Redis's clock (the
+// minute's window + slack, as the pause ends before it), and
 // 30 s on the new clock later a Reserve is granted.
 func TestClockOffsetPause(t *testing.T) {
 	srv := redistest.Start(t)
@@ -185,13 +173,13 @@ func TestClockOffsetPause(t *testing.T) {
 	if err != nil || !snap.PausedUntil.Equal(T.Add(30*time.Second)) || snap.Wait != 30*time.Second {
 		t.Fatalf("peek after a 1 h step back: %+v %v, want paused until T+30s, wait 30s", snap, err)
 	}
-	pk := st.Keys(s, key)[2]
-	want := strconv.FormatInt(T.Add(30*time.Second).UnixMicro(), 10) + " " + strconv.FormatInt(time.Hour.Microseconds(), 10)
-	if v := c.Get(ctx, pk).Val(); v != want {
-		t.Errorf("pause key after the step: %q, want %q (its instant, then the key's offset)", v, want)
+	pk := st.Keys(s, key)[0]
+	if v, _ := readValue(t, c, st, s, key); v.pu != T.Add(30*time.Second).UnixMicro() || v.off != time.Hour.Microseconds() {
+		t.Errorf("key after the step: pause until %d, offset %d; want %d and %d (the pause's instant, the key's offset)",
+			v.pu, v.off, T.Add(30*time.Second).UnixMicro(), time.Hour.Microseconds())
 	}
-	if ttl := c.PTTL(ctx, pk).Val(); ttl <= 0 || ttl > 30*time.Second+DefaultSlack {
-		t.Errorf("pause TTL after the step: %v, want (0, %v]", ttl, 30*time.Second+DefaultSlack)
+	if ttl := c.PTTL(ctx, pk).Val(); ttl <= 0 || ttl > time.Minute+DefaultSlack {
+		t.Errorf("TTL after the step: %v, want (0, %v]", ttl, time.Minute+DefaultSlack)
 	}
 	clk.Advance(15 * time.Second)
 	if res, err := st.Reserve(ctx, s, key, 1); err != nil || res.Allowed || res.Wait != 15*time.Second {

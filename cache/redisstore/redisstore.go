@@ -1,21 +1,27 @@
-// Package redisstore is a cache.Store in Redis (6.2 or later, for ZADD GT), so that many processes share one allocation per
+// Package redisstore is a cache.Store in Redis (6.0 or later, for SET KEEPTTL), so that many processes share one allocation per
 // key (a Xero tenant's 60 per minute is shared by every worker that calls Xero for it). It holds
 // the rolling window (rollingwindow), the fixed window (fixedwindow) and the token bucket
 // (tokenbucket), each with a Lua script of its own that mirrors the strategy's Counter exactly.
 //
 // Every operation is one round trip for all rules of a key: a Lua script, loaded once and run
 // with EVALSHA (on NOSCRIPT, after a restart, failover or SCRIPT FLUSH, it is loaded and run
-// once more). The script reads Redis TIME, so no client's clock decides. Keys of one logical key
-// share a {hash tag} (Redis Cluster works), user keys are encoded so that none can reach
-// another's, and every key the script writes gets a TTL in the same script: its window plus a
-// small slack (rolling window), the end of its current window plus slack (fixed window), the
-// instant the bucket is full again plus slack (token bucket).
+// once more). The script reads Redis TIME, so no client's clock decides. A logical key's whole
+// state under an algorithm — every counter, the pause, the reported figures, the clock offset —
+// is one Redis string (see Keys and state.lua), so an operation touches exactly one key: it
+// never meets a half-migrated slot's TRYAGAIN for a sibling key, and an eviction takes all of a
+// key's state or none. Keys carry a {hash tag} (Redis Cluster works), user keys are encoded so
+// that none can reach another's, and every key the script writes has a TTL, set in the same
+// script only when it must move (else SET KEEPTTL): the newest request's window plus a small
+// slack (rolling window), the end of the current window plus slack (fixed window), the instant
+// the bucket is full again plus slack (token bucket). A key that holds what the script cannot
+// read (another type, another layout or version, a truncated value) is started afresh and the
+// loss reported to Options.Observer (observe.StateLost, Op "corrupt"); no key is locked out.
 //
 // Instants are whole microseconds (Redis TIME's resolution), so every rule's effective window
 // must be whole microseconds too.
 //
 // Clock steps (DESIGN §9, strategy.Rebase): each logical key keeps a clock offset (µs, ≥ 0,
-// the field "off" of every slot's hash and part of the pause), and its instant is Redis TIME +
+// in its value), and its instant is Redis TIME +
 // that offset. When Redis's clock has stepped back by more than strategy.StepTolerance behind
 // the latest instant the key has seen, the script raises the offset so that the key continues
 // from that instant, and writes it with the key, instead of rewriting the key's buckets. So a
@@ -40,7 +46,6 @@ import (
 	"net"
 	"reflect"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,8 +62,8 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-//go:embed keyinstant.lua
-var keyInstantSource string
+//go:embed state.lua
+var stateSource string
 
 //go:embed rollingwindow.lua
 var rollingSource string
@@ -70,9 +75,9 @@ var fixedSource string
 var bucketSource string
 
 var (
-	rollingScript = redis.NewScript(keyInstantSource + rollingSource)
-	fixedScript   = redis.NewScript(keyInstantSource + fixedSource)
-	bucketScript  = redis.NewScript(keyInstantSource + bucketSource)
+	rollingScript = redis.NewScript(rollingSource) // self-contained: see its header
+	fixedScript   = redis.NewScript(stateSource + fixedSource)
+	bucketScript  = redis.NewScript(stateSource + bucketSource)
 )
 
 // kind is the algorithm a strategy runs under, so the script that holds it.
@@ -84,12 +89,16 @@ const (
 	bucket
 )
 
-// plan is what the store needs for one strategy, built once: its script and the script
-// arguments fixed by the strategy (slots and rules).
+// plan is what the store needs for one strategy, built once: its script, the doubles of the
+// script's argument fixed by the strategy (slots and rules), the value prefix of a key that
+// holds exactly its slots, and the key's suffix (magic and layout version; see state.go).
 type plan struct {
-	kind   kind
-	script *redis.Script
-	args   []any
+	kind         kind
+	script       *redis.Script
+	nums         []float64
+	pre          string
+	suffix       string
+	slots, rules int
 }
 
 // MaxBuckets bounds W/G for a rule kept in Redis: the script walks the oldest buckets of a key
@@ -129,7 +138,9 @@ type Options struct {
 	// production so that every process sharing the store shares Redis's clock.
 	Clock clock.Clock
 	// Observer, when set, receives a StoreError event (Store "redis") for each operation
-	// that failed: closed store, timeout, Redis unreachable (see package observe).
+	// that failed: closed store, timeout, Redis unreachable (see package observe); and a
+	// StateLost event (Op "corrupt", Err saying what was found) when an operation found its
+	// key holding a value it could not read and started the key afresh.
 	Observer observe.Observer
 	// AllowEviction lets New accept a server whose maxmemory-policy may evict the store's keys
 	// (any policy but noeviction, with maxmemory set), which New refuses otherwise: an evicted
@@ -228,30 +239,22 @@ func NewContext(ctx context.Context, client redis.UniversalClient, opts Options)
 	return st, nil
 }
 
-// Keys returns the Redis keys that hold key's state under s, all with the same hash tag. Under
-// the rolling window: a sorted set and a hash per counter, then the key's pause (a string,
-// present only while a pause lasts). Under the fixed window and the token bucket: one hash per
-// counter, named by its counter ID ("prefix:{k…}:fw:<W ns>", "prefix:{k…}:tb:<limit>:<W ns>").
-// For inspection and tests.
+// Keys returns the one Redis key that holds key's state under s: every counter's, the pause,
+// the reported figures and the clock offset, in one string (state.lua gives its layout),
+// "prefix:{k<base64url key>}:rw1" (rolling window), ":fw1" (fixed window) or ":tb1" (token
+// bucket). Strategies of one algorithm share the key of a logical key, each counter kept once
+// by its counter ID, so that rules of the same counter share one count. For inspection and
+// tests; nil for a strategy the store cannot hold.
 func (st *Store) Keys(s *strategy.Strategy, key string) []string {
-	tag := st.opts.Prefix + ":{k" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}:"
-	if s.Name() == (fixedwindow.Algorithm{}).Name() || s.Name() == (tokenbucket.Algorithm{}).Name() {
-		keys := make([]string, s.Slots())
-		for j := range keys {
-			keys[j] = tag + s.CounterID(j)
-		}
-		return keys
+	pl, err := st.plan(s)
+	if err != nil {
+		return nil
 	}
-	keys := make([]string, 0, 2*s.Slots()+1)
-	for j := range s.Slots() {
-		base := tag + s.CounterID(j)
-		keys = append(keys, base+":z", base+":h")
-	}
-	return append(keys, tag+"pause")
+	return []string{st.opts.Prefix + ":{k" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}:" + pl.suffix}
 }
 
 // run executes op for key under s and returns the script's reply.
-func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, n int64, at time.Time, extra ...any) ([]int64, error) {
+func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, n int64, at time.Time, extra ...float64) ([]int64, error) {
 	if st.closed.Load() {
 		return nil, st.failed(ctx, op, key, cache.ErrClosed)
 	}
@@ -262,18 +265,22 @@ func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, 
 	if err != nil {
 		return nil, err
 	}
-	now := ""
+	now, atMicros := int64(-1), int64(0)
 	if st.opts.Clock != nil {
-		now = strconv.FormatInt(st.opts.Clock.Now().UnixMicro(), 10)
+		now = st.opts.Clock.Now().UnixMicro()
 	}
-	args := make([]any, 0, 5+len(pl.args)+len(extra))
-	// The scripts rebase a key whose clock stepped back by more than the tolerance (see
-	// clockOffset in the package doc), in whole µs.
-	args = append(args, op, n, now, at.UnixMicro(), strategy.StepTolerance.Microseconds())
-	args = append(args, pl.args...)
-	args = append(args, extra...)
+	if !at.IsZero() {
+		atMicros = at.UnixMicro()
+	}
+	// One argument, packed doubles (state.go, state.lua): each ARGV costs the server a
+	// tonumber, struct.unpack reads them all at once.
+	args := []any{pl.argv(op, n, now, atMicros, extra)}
 	// The key's server's turn, the timeout and a script that is never replayed: route.go.
-	return st.exec(ctx, op, key, pl.script, st.Keys(s, key), args)
+	res, err := st.exec(ctx, op, key, pl.script, st.Keys(s, key), args)
+	if err != nil {
+		return nil, err
+	}
+	return st.settled(key, res)
 }
 
 // failed reports err on op and key to the observer, if any, and returns it.
@@ -381,22 +388,25 @@ func wholeMicros(s *strategy.Strategy) error {
 	return nil
 }
 
-// ruleArgs appends the rule count and per rule its slot (1-based) and effective limit,
-// refusing limits above cache.MaxCount.
-func ruleArgs(s *strategy.Strategy, args []any) ([]any, error) {
+// ruleArgs appends per rule its slot (1-based) and effective limit, refusing limits above
+// cache.MaxCount, and makes the plan: the doubles, the value prefix and the key's suffix.
+func ruleArgs(s *strategy.Strategy, k kind, script *redis.Script, magic string, args []float64) (*plan, error) {
 	rules := s.Rules()
-	args = append(args, len(rules))
 	for i, r := range rules {
 		if r.EffectiveLimit() > cache.MaxCount {
 			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: limit above %d", r, cache.MaxCount)
 		}
-		args = append(args, s.SlotOf(i)+1, r.EffectiveLimit())
+		args = append(args, float64(s.SlotOf(i)+1), float64(r.EffectiveLimit()))
 	}
-	return args, nil
+	pre, err := statePrefix(magic, s)
+	if err != nil {
+		return nil, err
+	}
+	return &plan{kind: k, script: script, nums: args, pre: pre, suffix: magic + layout, slots: s.Slots(), rules: len(rules)}, nil
 }
 
 func (st *Store) rollingPlan(s *strategy.Strategy) (*plan, error) {
-	args := []any{s.Slots()}
+	args := []float64{float64(st.opts.Slack.Microseconds())}
 	for j := range s.Slots() {
 		r := s.SlotRule(j)
 		w, g := r.EffectiveWindow(), r.Bucket()
@@ -407,35 +417,27 @@ func (st *Store) rollingPlan(s *strategy.Strategy) (*plan, error) {
 			return nil, fmt.Errorf("ratemonitor: redis store: rule %s keeps up to %d buckets per key; the script may walk them all while Redis waits: "+
 				"set its Granularity to at least %v (%d buckets at most)", r, b+1, (w+MaxBuckets-1)/MaxBuckets, MaxBuckets)
 		}
-		args = append(args, w.Microseconds(), g.Microseconds(), st.opts.Slack.Microseconds())
+		args = append(args, float64(w.Microseconds()), float64(g.Microseconds()))
 	}
-	args, err := ruleArgs(s, args)
-	if err != nil {
-		return nil, err
-	}
-	return &plan{kind: rolling, script: rollingScript, args: args}, nil
+	return ruleArgs(s, rolling, rollingScript, rollingMagic, args)
 }
 
 func (st *Store) fixedPlan(s *strategy.Strategy) (*plan, error) {
 	if err := wholeMicros(s); err != nil {
 		return nil, err
 	}
-	args := []any{s.Slots()}
+	args := []float64{float64(st.opts.Slack.Microseconds())}
 	for j := range s.Slots() {
-		args = append(args, s.SlotRule(j).EffectiveWindow().Microseconds(), st.opts.Slack.Microseconds())
+		args = append(args, float64(s.SlotRule(j).EffectiveWindow().Microseconds()))
 	}
-	args, err := ruleArgs(s, args)
-	if err != nil {
-		return nil, err
-	}
-	return &plan{kind: fixed, script: fixedScript, args: args}, nil
+	return ruleArgs(s, fixed, fixedScript, fixedMagic, args)
 }
 
 func (st *Store) bucketPlan(s *strategy.Strategy) (*plan, error) {
 	if err := wholeMicros(s); err != nil {
 		return nil, err
 	}
-	args := []any{s.Slots()}
+	args := []float64{float64(st.opts.Slack.Microseconds())}
 	for j := range s.Slots() {
 		r := s.SlotRule(j)
 		capacity, w := int64(r.Limit), int64(r.EffectiveWindow())
@@ -453,13 +455,9 @@ func (st *Store) bucketPlan(s *strategy.Strategy) (*plan, error) {
 			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: a token bucket in Redis counts the tokens it owes in a Lua number, exact below 2^53, "+
 				"and monitoring can run this one up to %d; lengthen the window (2 µs or more)", r, q)
 		}
-		args = append(args, capacity, w/int64(time.Microsecond), q, rest/1000, rest%1000, st.opts.Slack.Microseconds())
+		args = append(args, float64(capacity), float64(w/int64(time.Microsecond)), float64(q), float64(rest/1000), float64(rest%1000))
 	}
-	args, err := ruleArgs(s, args)
-	if err != nil {
-		return nil, err
-	}
-	return &plan{kind: bucket, script: bucketScript, args: args}, nil
+	return ruleArgs(s, bucket, bucketScript, bucketMagic, args)
 }
 
 // explain wraps a failed call's error with what happened: the caller's own cancellation or
@@ -580,8 +578,9 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 // fixed-window and token-bucket scripts keep no pause and no reported figures.
 var ErrSyncUnsupported = errors.New("ratemonitor: redis store: Sync (upstream pause and reported usage) is supported for the rolling window only")
 
-// Sync implements cache.Syncer for the rolling window: one round trip. The pause is a key of
-// its own that expires Slack after the pause ends; a Reserve or Peek by any process reads it.
+// Sync implements cache.Syncer for the rolling window: one round trip. The pause is kept in the
+// key's value, whose TTL lasts until Slack after the pause ends; a Reserve or Peek by any
+// process reads it.
 // Errors are Record's, an error wrapping strategy.ErrInvalidUpdate for an invalid update, and
 // one wrapping ErrSyncUnsupported under another strategy (nothing is changed).
 func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error {
@@ -600,12 +599,12 @@ func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u s
 	}
 	// Pause in whole µs, rounded up so that it never ends early.
 	pause := int64((u.Pause + time.Microsecond - 1) / time.Microsecond)
-	extra := make([]any, 0, 1+4*len(u.Reports))
-	extra = append(extra, len(u.Reports))
+	extra := make([]float64, 0, 1+4*len(u.Reports))
+	extra = append(extra, float64(len(u.Reports)))
 	for _, r := range u.Reports {
 		// Resets in whole µs, rounded up: raised requests never stop counting early.
 		reset := int64((r.Reset + time.Microsecond - 1) / time.Microsecond)
-		extra = append(extra, s.SlotOf(r.Rule)+1, r.Remaining, r.Used, reset)
+		extra = append(extra, float64(s.SlotOf(r.Rule)+1), float64(r.Remaining), float64(r.Used), float64(reset))
 	}
 	_, err = st.run(ctx, s, key, "sync", pause, time.Time{}, extra...)
 	return err

@@ -1,6 +1,7 @@
--- Token-bucket state of one logical key, all rules at once, in one atomic step.
--- Mirrors tokenbucket.Bucket exactly. There the debt is (missing tokens) × W in token·ns, an
--- int64 up to 2^63 − 1: not exact in a Lua number (a double, exact below 2^53). Here it is
+-- Token-bucket state of one logical key, all rules at once, in one atomic step, in one Redis
+-- string (state.lua, magic "tb"). Mirrors tokenbucket.Bucket exactly. There the debt is
+-- (missing tokens) × W in token·ns, an int64 up to 2^63 − 1: not exact in a Lua number (a
+-- double, exact below 2^53). Here it is
 --
 --     debt (token·ns) = 1000 · (q · W + r) + s,   0 ≤ r < W (µs),  0 ≤ s < 1000,
 --
@@ -12,86 +13,76 @@
 -- capacity C ≤ 2^31; C·W < 2^53 (tokenbucket's C·W ≤ 2^62 ns); the cap's q < 2^53. So every
 -- product below is below 2^53, and every division is an exact one (fmod first).
 --
--- KEYS: per slot j, KEYS[j] a hash: "q", "r", "s" (the debt, as above), "hw" the latest
---       instant seen (the last refill, µs) and "off" the key's clock offset (µs; absent: 0).
---       Its TTL runs until the bucket is full, plus slack.
--- ARGV: op ("record" | "reserve" | "admit" | "peek" | "release"), n, now override in µs (""
---       for Redis TIME), at (unused), the step tolerance (strategy.StepTolerance, µs), slot
---       count, then per slot C, W (µs), the cap as q, r, s, and slack (µs), then rule count,
---       then per rule its slot (1-based) and effective limit.
--- Returns (durations as whole µs then extra ns, 0 to 999):
---       record/release {now}; reserve {allowed, wait µs, wait ns, at};
---       peek {wait µs, wait ns, used...}; admit {allowed, wait µs, wait ns, at, then per rule
---       used, reset µs, reset ns}. Instants are the key's (TIME + offset).
+-- Plan (state.lua's K doubles): slack (µs), per slot C, W (µs) and the cap as q, r, s, then per
+-- rule its slot (1-based) and effective limit.
+-- Slot record (F = 4): hw (the latest instant seen, the last refill, µs), q, r, s (the debt, as
+-- above). The key's TTL runs until its slots are full, plus slack; it is set when that moves
+-- past it or more than slack before it (a release that fills a bucket).
+-- Returns {corrupt, ...} (state.lua's code, then durations as whole µs then extra ns, 0 to
+-- 999): record/release {}; reserve {allowed, wait µs, wait ns, at}; peek {wait µs, wait ns,
+-- used...}; admit {allowed, wait µs, wait ns, at, then per rule used, reset µs, reset ns}.
+-- Instants are the key's (TIME + offset).
+-- Calls: TIME (unless the clock is overridden), GET, SET (KEEPTTL, or PX when the key's
+-- expiry moves).
 --
 -- Clock steps (strategy.Rebase, DESIGN §9). Every instant of a key (hw) is on the key's own
--- timeline: Redis TIME (or the override) plus the key's clock offset, the largest "off" its
--- slots hold. When that instant is more than the step tolerance behind the latest instant the
--- slots have seen, the clock was stepped back: the offset is raised so that the key's instant
--- is that latest instant, and written to every slot the operation writes (refusals and peeks
--- included), so that the next operation finds it rather than detecting the step again. The
--- debt then refills on the new clock from where it was. TTLs are durations, on Redis's clock.
+-- timeline: Redis TIME (or the override) plus the key's clock offset. When that instant is more
+-- than the step tolerance behind the latest instant the slots have seen, the clock was stepped
+-- back: the offset is raised so that the key's instant is that latest instant, and written
+-- with the key (refusals and peeks included). The debt then refills on the new clock from where
+-- it was. TTLs are durations, on Redis's clock.
 
-local op = ARGV[1]
-local n = tonumber(ARGV[2])
-local raw -- the store's clock, µs
-if ARGV[3] ~= '' then
-  raw = tonumber(ARGV[3])
-else
-  local t = redis.call('TIME')
-  raw = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local h, P, pre = arguments()
+local op, n, STEP, NS, NR = h[1], h[2], h[5], h[6], h[7]
+local raw = clock(h[3])
+local S = P[1]
+local C, W, QM, RM, SM = {}, {}, {}, {}, {}
+for j = 1, NS do
+  local b = 5 * j - 3
+  C[j], W[j], QM[j], RM[j], SM[j] = P[b], P[b + 1], P[b + 2], P[b + 3], P[b + 4]
 end
-local STEP = tonumber(ARGV[5])
--- the key's clock offset: the largest its slots hold, raised by load_all on a step back
-local off = 0
--- the key's instant, raw + off; set by load_all, which every operation starts with
-local now = raw
-local nslots = tonumber(ARGV[6])
-local C, W, QM, RM, SM, S = {}, {}, {}, {}, {}, {}
-local p = 7
-for j = 1, nslots do
-  C[j], W[j] = tonumber(ARGV[p]), tonumber(ARGV[p + 1])
-  QM[j], RM[j], SM[j] = tonumber(ARGV[p + 2]), tonumber(ARGV[p + 3]), tonumber(ARGV[p + 4])
-  S[j] = tonumber(ARGV[p + 5])
-  p = p + 6
-end
-local nrules = tonumber(ARGV[p])
-p = p + 1
+local q0 = 1 + 5 * NS
 local RS, RL = {}, {}
-for i = 1, nrules do
-  RS[i], RL[i] = tonumber(ARGV[p]), tonumber(ARGV[p + 1])
-  p = p + 2
+for i = 1, NR do
+  RS[i], RL[i] = P[q0 + 1], P[q0 + 2]
+  q0 = q0 + 2
 end
 
-local function int(x)
-  return string.format('%d', x)
-end
-
-local st = {}
-
-local function load(j)
-  local v = redis.call('HMGET', KEYS[j], 'q', 'r', 's', 'hw', 'off')
-  local hw = tonumber(v[4])
-  st[j] = {q = tonumber(v[1]) or 0, r = tonumber(v[2]) or 0, s = tonumber(v[3]) or 0, hw = hw,
-    off = tonumber(v[5]) or 0, existed = hw ~= nil}
-end
-
--- Load every slot, set the key's instant (now) from the offset loaded, rebase the key when its
--- clock stepped back (see the top), and return the latest of now and every slot's time: the
--- instant operations that move the key's time are decided at.
-local function load_all()
-  for j = 1, nslots do
-    load(j)
-    if st[j].off > off then off = st[j].off end
+local F = 4
+local L = load_key(pre, F)
+local stored = {}
+if L.v then
+  local ns = L.n
+  if ns < 0 then ns = NS end
+  if not load_numbers(L, ns, F) or L.pos ~= #L.v + 1 then
+    unreadable(L)
+  else
+    local H = L.H
+    for i = 1, ns do
+      local b = F * i
+      stored[i] = {hw = H[b], q = H[b + 1], r = H[b + 2], s = H[b + 3], existed = true}
+    end
   end
+end
+local m, own = slot_map(L, pre, NS)
+local st = {}
+for j = 1, NS do
+  st[j] = m[j] and stored[m[j]] or {q = 0, r = 0, s = 0}
+end
+local off = L.off
+local now = raw
+local bad = L.bad
+
+-- Set the key's instant (now) from the offset, rebase the key when its clock stepped back (see
+-- the top), and return the latest of now and every slot's time: the instant operations that
+-- move the key's time are decided at.
+local function settle()
   local hw
-  now, off, hw = key_instant(raw, off, st, nslots, STEP)
+  now, off, hw = key_instant(raw, off, st, NS, STEP)
   if hw ~= nil and hw > now then return hw end
   return now
 end
 
--- Move slot j's time to t if later, paying off e·C token·µs of debt for the e µs elapsed
--- (all of it when e·C covers it).
 local function refill(j, t)
   local s = st[j]
   if s.hw == nil then
@@ -172,62 +163,96 @@ end
 
 local function layered_wait(t, k)
   local dus, dns = 0, 0
-  for i = 1, nrules do
+  for i = 1, NR do
     local us, ns = wait(RS[i], t, k, RL[i])
     if later(us, ns, dus, dns) then dus, dns = us, ns end
   end
   return dus, dns
 end
 
--- write back the slots (all, or those that existed); TTL: until the bucket is full, plus slack
-local function save(existing)
-  for j = 1, nslots do
-    local s = st[j]
-    if s.hw ~= nil and (s.existed or not existing) then
-      -- off never falls below a slot's own (it is their largest), so 0 means none was stored
-      if off > 0 then
-        redis.call('HSET', KEYS[j], 'q', int(s.q), 'r', int(s.r), 's', int(s.s), 'hw', int(s.hw), 'off', int(off))
-      else
-        redis.call('HSET', KEYS[j], 'q', int(s.q), 'r', int(s.r), 's', int(s.s), 'hw', int(s.hw))
-      end
-      local us = wait(j, s.hw, 0, 0)
-      local x = s.hw + us + 1 + S[j]
-      redis.call('PEXPIRE', KEYS[j], int(math.max(1, math.ceil((x - now) / 1000))))
+-- Write the key back: the slots stored (the strategy's updated, others' as they were), then
+-- the strategy's new ones (with all set, every one that has a time; else those stored).
+local function save(all)
+  local nums, ids = {off, 0, 0}, {}
+  local need
+  local same = L.ids == nil
+  local function emit(s, id, j)
+    local k = #nums
+    nums[k + 1], nums[k + 2], nums[k + 3], nums[k + 4] = s.hw, s.q, s.r, s.s
+    ids[#ids + 1] = id
+    if j then
+      local e = s.hw + wait(j, s.hw, 0, 0) + 1
+      if need == nil or e > need then need = e end
     end
   end
+  local function wanted(s)
+    return s.hw ~= nil and (all or s.existed)
+  end
+  local foreign = false
+  if same then
+    for j = 1, NS do
+      if wanted(st[j]) then emit(st[j], j, j) else same = false end
+    end
+    if not same then
+      own = own_ids(pre)
+      for i = 1, #ids do ids[i] = own[ids[i]] end
+    end
+  else
+    local mine = {}
+    for j = 1, NS do
+      if m[j] then mine[m[j]] = j end
+    end
+    for i = 1, L.n do
+      local j = mine[i]
+      if j then
+        emit(st[j], L.ids[i], j)
+      else
+        emit(stored[i], L.ids[i], nil)
+        foreign = true
+        if L.x and (need == nil or L.x - S > need) then need = L.x - S end
+      end
+    end
+    for j = 1, NS do
+      if not m[j] and wanted(st[j]) then emit(st[j], own[j], j) end
+    end
+  end
+  if need == nil then return write_key(L, nil) end
+  local x, ttl = expiry(L, need, S, now, not foreign)
+  nums[2] = x
+  write_key(L, encode(pre, same, ids, nums, ''), ttl)
 end
 
-if op == 'record' then
-  load_all()
-  for j = 1, nslots do add(j, now, n) end
-  save(false)
-  return {now}
+if op == 1 then -- record
+  settle()
+  for j = 1, NS do add(j, now, n) end
+  save(true)
+  return {bad}
 end
 
-if op == 'reserve' then
-  local t = load_all()
+if op == 2 then -- reserve
+  local t = settle()
   local dus, dns = layered_wait(t, n)
   if dus > 0 or dns > 0 then
-    save(true)
+    save(false)
     -- the wait is measured from the caller's instant (strategy.StepTolerance)
-    return {0, dus + t - now, dns, t}
+    return {bad, 0, dus + t - now, dns, t}
   end
-  for j = 1, nslots do add(j, t, n) end
-  save(false)
-  return {1, 0, 0, t}
+  for j = 1, NS do add(j, t, n) end
+  save(true)
+  return {bad, 1, 0, 0, t}
 end
 
-if op == 'admit' then
-  local t = load_all()
+if op == 3 then -- admit
+  local t = settle()
   local dus, dns = layered_wait(t, n)
   local ok = dus == 0 and dns == 0
   if ok then
-    for j = 1, nslots do add(j, t, n) end
+    for j = 1, NS do add(j, t, n) end
   end
   local sk = t - now -- waits are measured from the caller's instant (strategy.StepTolerance)
   if not ok then dus = dus + sk end
-  local out = {ok and 1 or 0, dus, dns, t}
-  for i = 1, nrules do
+  local out = {bad, ok and 1 or 0, dus, dns, t}
+  for i = 1, NR do
     local u = used(RS[i], t)
     local us, ns = 0, 0
     if u > 0 then us, ns = wait(RS[i], t, RL[i], RL[i]) end
@@ -236,29 +261,29 @@ if op == 'admit' then
     out[#out + 1] = us
     out[#out + 1] = ns
   end
-  save(not ok)
+  save(ok)
   return out
 end
 
-if op == 'peek' then
-  local out = {0, 0}
-  local t = load_all()
+if op == 4 then -- peek
+  local out = {bad, 0, 0}
+  local t = settle()
   if n > 0 then
-    out[1], out[2] = layered_wait(now, n)
+    out[2], out[3] = layered_wait(now, n)
     -- measured from the caller's instant (strategy.StepTolerance)
-    if out[1] > 0 or out[2] > 0 then out[1] = out[1] + t - now end
+    if out[2] > 0 or out[3] > 0 then out[2] = out[2] + t - now end
   end
-  for i = 1, nrules do
-    out[2 + i] = used(RS[i], now)
+  for i = 1, NR do
+    out[3 + i] = used(RS[i], now)
   end
   -- a slot with state keeps the time of the peek, as every operation does
-  save(true)
+  save(false)
   return out
 end
 
-if op == 'release' then
-  load_all()
-  for j = 1, nslots do
+if op == 5 then -- release
+  settle()
+  for j = 1, NS do
     local s = st[j]
     if s.existed then
       -- Bucket.Remove: all of it when n ≥ ceil(debt / W ns), uncapped
@@ -271,8 +296,8 @@ if op == 'release' then
       end
     end
   end
-  save(true)
-  return {now}
+  save(false)
+  return {bad}
 end
 
 return redis.error_reply('ratemonitor: unknown operation ' .. tostring(op))
