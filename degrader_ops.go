@@ -61,6 +61,12 @@ func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string
 		}
 		start := d.clock.Now()
 		res, err = d.shared.Reserve(ctx, s, key, n)
+		if err == nil {
+			if moved := d.masterChange(); moved != nil {
+				d.fenced(moved, start) // the grant stays counted on the new master, unused
+				continue
+			}
+		}
 		if !isOutage(ctx, err) {
 			return res, err
 		}
