@@ -28,7 +28,8 @@ func (m movedStore) SentinelMaster() string { return m.master.Load().(string) }
 // does not use the grant the new master made (it stays counted there), reports Degraded with
 // the change, and grants nothing, and does not probe, until the hold-back (the longest window)
 // has passed; then it is back. A probe that meets a new master after an outage waits likewise
-// until the longest window from the outage's start. (Before: the grant was used at once, and
+// until the longest window from the outage's start; a Peek that meets one goes degraded too.
+// (Before: the grant was used at once, and
 // the fleet test's SENTINEL FAILOVER granted 39 in a second, limit 20.)
 func TestDegradeMasterChange(t *testing.T) {
 	srv := redistest.Start(t)
@@ -92,5 +93,13 @@ func TestDegradeMasterChange(t *testing.T) {
 	clk.Advance(time.Minute - DefaultProbeInterval)
 	reserve("the longest window from the outage: back", true, 0)
 	events("degraded", "recovered", "degraded", "recovered")
+
+	// A Peek (WaitTime) that meets a new master goes degraded as well.
+	clk.Advance(2 * time.Minute) // settled
+	master.Store("127.0.0.1:4")
+	if wait, err := tr.WaitTime(ctx, "k", 1); err != nil || wait != time.Minute {
+		t.Errorf("WaitTime on a new master: %v, %v; want the hold-back, 1m0s", wait, err)
+	}
+	events("degraded", "recovered", "degraded", "recovered", "degraded")
 	waitRedisRedialed(t)
 }

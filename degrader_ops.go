@@ -131,6 +131,12 @@ func (d *degrader) Record(ctx context.Context, s *strategy.Strategy, key string,
 			d.fail(err, start)
 			continue
 		}
+		if err == nil {
+			if moved := d.masterChange(); moved != nil {
+				d.fenced(moved, start) // counted on the new master: the request is recorded
+				return nil
+			}
+		}
 		if err == nil && state == settling {
 			return local()
 		}
@@ -192,6 +198,12 @@ func (d *degrader) Peek(ctx context.Context, s *strategy.Strategy, key string, n
 	if isOutage(ctx, err) {
 		d.fail(err, start)
 		return d.localPeek(ctx, s, key, n, true)
+	}
+	if err == nil {
+		if moved := d.masterChange(); moved != nil {
+			d.fenced(moved, start)
+			return d.localPeek(ctx, s, key, n, true)
+		}
 	}
 	if err == nil && state == settling && n > 0 {
 		if l, lerr := d.localPeek(ctx, s, key, n, false); lerr == nil {

@@ -207,6 +207,17 @@ func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []str
 				}
 			})
 		}
+		// A watcher per key asks WaitTime every 20 ms, as a busy process would ask the store
+		// all the time: the senders sleep up to a window (1.3 s) while the slots are taken,
+		// and a process meets a new master, or a store back, only when it asks.
+		for _, key := range keys {
+			f.wg.Go(func() {
+				for ctx.Err() == nil {
+					tr.WaitTime(ctx, key, 1)
+					time.Sleep(20 * time.Millisecond)
+				}
+			})
+		}
 	}
 	t.Cleanup(f.end)
 	return f
