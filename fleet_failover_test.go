@@ -369,6 +369,9 @@ type fleetQuiet struct{}
 
 func (fleetQuiet) Printf(context.Context, string, ...any) {}
 
+// quietRedis sets fleetQuiet as go-redis's logger (a global), once for the parallel tests.
+var quietRedis = sync.OnceFunc(func() { redis.SetLogger(fleetQuiet{}) })
+
 // fleetKey returns a tenant name whose Redis keys (fleetRule's strategy) lie on the master
 // ok accepts.
 func fleetKey(t *testing.T, cl *redistest.Cluster, st *redisstore.Store, s *strategy.Strategy, prefix string, ok func(master string) bool) (key, master string) {
@@ -387,7 +390,8 @@ func fleetKey(t *testing.T, cl *redistest.Cluster, st *redisstore.Store, s *stra
 // graceful CLUSTER FAILOVER of the first key's master, then (on the same cluster: the old
 // master is the new one's replica) a kill -9 of the first key's master, another one.
 func TestFleetFailoverCluster(t *testing.T) {
-	redis.SetLogger(fleetQuiet{})
+	t.Parallel() // with TestFleetFailoverSentinel: servers of their own, mostly asleep
+	quietRedis()
 	cl := redistest.StartCluster(t)
 	// Runs last: go-redis's pools redial a dead node in a goroutine that sleeps 1 s between
 	// dials and sees its pool closed only when it wakes (internal/pool/pool.go tryDial).
@@ -426,7 +430,8 @@ func TestFleetFailoverCluster(t *testing.T) {
 // TestFleetFailoverSentinel: the fleet on one key across a SENTINEL FAILOVER, and across a
 // kill -9 of the master, each on a Sentinel set of its own.
 func TestFleetFailoverSentinel(t *testing.T) {
-	redis.SetLogger(fleetQuiet{})
+	t.Parallel()
+	quietRedis()
 	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) }) // as in TestFleetFailoverCluster
 	t.Run("SENTINEL FAILOVER", func(t *testing.T) {
 		sn := redistest.StartSentinel(t)
