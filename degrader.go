@@ -36,6 +36,9 @@ type degrader struct {
 	name    string        // the shared store's name for events
 	longest time.Duration // the longest window of the Transport's rules, margins included
 	fleet   cache.Fleet   // nil when the store does not count its processes
+	// sentinel names the master behind a Sentinel client (degrader_master.go), nil if the
+	// store cannot.
+	sentinel sentinelStore
 
 	// gen counts the switches between the stores: a slot reserved in one generation is given
 	// back only in the same one (Transport.releaseIn).
@@ -56,6 +59,7 @@ type degrader struct {
 	idle      sync.Cond                     // signalled when inflight drops to 0; its L is &mu
 	scaled    map[string]*strategy.Strategy // by strategyKey, for this episode's share
 	used      map[usedKey]usedEntry         // keys granted locally, for the carry-over
+	master    string                        // the Sentinel master last seen (masterChange)
 }
 
 type usedKey struct {
@@ -73,6 +77,7 @@ func newDegrader(t *Transport, cfg DegradedConfig, longest time.Duration) *degra
 		name: storeName(t.store), longest: longest}
 	d.idle.L = &d.mu
 	d.fleet, _ = t.store.(cache.Fleet)
+	d.sentinel, _ = t.store.(sentinelStore)
 	return d
 }
 
@@ -197,6 +202,9 @@ func (d *degrader) probe(ctx context.Context, s *strategy.Strategy, key string) 
 	start := d.clock.Now()
 	if _, err := d.shared.Peek(ctx, s, key, 0); err != nil {
 		d.probed(false, start)
+		return false
+	}
+	if d.probeTooSoon() {
 		return false
 	}
 	counts, ok := d.carry(ctx, nil)

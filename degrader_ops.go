@@ -61,6 +61,12 @@ func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string
 		}
 		start := d.clock.Now()
 		res, err = d.shared.Reserve(ctx, s, key, n)
+		if err == nil {
+			if moved := d.masterChange(); moved != nil {
+				d.fenced(moved, start) // the grant stays counted on the new master, unused
+				continue
+			}
+		}
 		if !isOutage(ctx, err) {
 			return res, err
 		}
@@ -125,6 +131,12 @@ func (d *degrader) Record(ctx context.Context, s *strategy.Strategy, key string,
 			d.fail(err, start)
 			continue
 		}
+		if err == nil {
+			if moved := d.masterChange(); moved != nil {
+				d.fenced(moved, start) // counted on the new master: the request is recorded
+				return nil
+			}
+		}
 		if err == nil && state == settling {
 			return local()
 		}
@@ -186,6 +198,12 @@ func (d *degrader) Peek(ctx context.Context, s *strategy.Strategy, key string, n
 	if isOutage(ctx, err) {
 		d.fail(err, start)
 		return d.localPeek(ctx, s, key, n, true)
+	}
+	if err == nil {
+		if moved := d.masterChange(); moved != nil {
+			d.fenced(moved, start)
+			return d.localPeek(ctx, s, key, n, true)
+		}
 	}
 	if err == nil && state == settling && n > 0 {
 		if l, lerr := d.localPeek(ctx, s, key, n, false); lerr == nil {

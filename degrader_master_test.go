@@ -1,0 +1,105 @@
+package ratemonitor
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache/redisstore"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// movedStore is a Redis store that says which master it reached as a Sentinel store does
+// (redisstore.Store.SentinelMaster), the test choosing the answer.
+type movedStore struct {
+	*redisstore.Store
+	master *atomic.Value // string
+}
+
+func (m movedStore) SentinelMaster() string { return m.master.Load().(string) }
+
+// TestDegradeMasterChange: a healthy paced Transport whose store meets a new Sentinel master
+// does not use the grant the new master made (it stays counted there), reports Degraded with
+// the change, and grants nothing, and does not probe, until the hold-back (the longest window)
+// has passed; then it is back. A probe that meets a new master after an outage waits likewise
+// until the longest window from the outage's start; a Peek that meets one goes degraded too.
+// (Before: the grant was used at once, and
+// the fleet test's SENTINEL FAILOVER granted 39 in a second, limit 20.)
+func TestDegradeMasterChange(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewManual(t0)
+	rec := &observe.Recorder{}
+	master := &atomic.Value{}
+	master.Store("127.0.0.1:1")
+	st := newRedisStore(t, srv)
+	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 20, Window: time.Minute}), WithStore(movedStore{st, master}),
+		WithClock(clk), WithPacing(), WithObserver(rec), WithLogger(discard))
+	ctx := context.Background()
+	reserve := func(what string, allowed bool, wait time.Duration) {
+		t.Helper()
+		res, err := tr.ops.Reserve(ctx, tr.strat, "k", 1)
+		if err != nil || res.Allowed != allowed || res.Wait != wait {
+			t.Fatalf("%s: %+v, %v; want allowed %v, wait %v", what, res, err, allowed, wait)
+		}
+	}
+	shared := func() int {
+		snap, err := st.Peek(ctx, tr.strat, "k", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Usage[0].Used
+	}
+	events := func(want ...string) {
+		t.Helper()
+		if got := kinds(rec.Events()); !slices.Equal(got, want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+
+	reserve("first master", true, 0)
+	master.Store("127.0.0.1:2")
+	reserve("new master: held back", false, time.Minute)
+	if n := shared(); n != 2 {
+		t.Errorf("the new master counts %d, want 2 (the unused grant stays counted)", n)
+	}
+	events("degraded")
+	var mc masterChangedError
+	if evs := rec.Events(); !errors.As(evs[len(evs)-1].Err, &mc) || mc.from != "127.0.0.1:1" || mc.to != "127.0.0.1:2" {
+		t.Errorf("Degraded event's error %v, want the change from 127.0.0.1:1 to 127.0.0.1:2", evs[len(evs)-1].Err)
+	}
+	clk.Advance(DefaultProbeInterval)
+	reserve("a probe interval later: no probe, still held back", false, time.Minute-DefaultProbeInterval)
+	events("degraded")
+	clk.Advance(time.Minute - DefaultProbeInterval)
+	reserve("the longest window later: back, settling", true, 0)
+	events("degraded", "recovered")
+
+	// An outage, then a probe that meets another master.
+	clk.Advance(2 * time.Minute) // settled
+	reserve("healthy", true, 0)
+	srv.Stop()
+	reserve("outage: held back", false, time.Minute)
+	srv.Restart()
+	master.Store("127.0.0.1:3")
+	clk.Advance(DefaultProbeInterval)
+	reserve("probe meets a new master: too soon", false, time.Minute-DefaultProbeInterval)
+	events("degraded", "recovered", "degraded")
+	clk.Advance(time.Minute - DefaultProbeInterval)
+	reserve("the longest window from the outage: back", true, 0)
+	events("degraded", "recovered", "degraded", "recovered")
+
+	// A Peek (WaitTime) that meets a new master goes degraded as well.
+	clk.Advance(2 * time.Minute) // settled
+	master.Store("127.0.0.1:4")
+	if wait, err := tr.WaitTime(ctx, "k", 1); err != nil || wait != time.Minute {
+		t.Errorf("WaitTime on a new master: %v, %v; want the hold-back, 1m0s", wait, err)
+	}
+	events("degraded", "recovered", "degraded", "recovered", "degraded")
+	waitRedisRedialed(t)
+}

@@ -1,0 +1,441 @@
+package ratemonitor
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratemonitor/ratemonitor/cache/redisstore"
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// Issue 14, "Tested for real, in CI": a paced fleet of four processes across a graceful
+// failover and a kill -9 of a master, on a real Redis Cluster and on a Sentinel set.
+//
+// A "process" is a paced Transport with a go-redis client and a redisstore.Store of its own,
+// the default error policy (Degrade) and its share from the store's heartbeat (cache.Fleet:
+// 4 processes, so 5 of 20 while degraded). The store's Timeout is 1 s and the rule 20 per
+// second with a 300 ms margin (issue 14's CI setting: steady on a loaded 2-core machine).
+var fleetRule = strategy.Rule{Limit: 20, Window: time.Second, Margin: 300 * time.Millisecond, Granularity: 100 * time.Millisecond}
+
+const (
+	fleetProcs   = 4
+	fleetSenders = 12 // goroutines per process
+	// fleetRecover bounds the time from the healthy instant (WaitHealthy, or the Sentinel
+	// promotion) to each process using the shared store again: 2 s (issue 14, defect 2) plus
+	// a probe interval (a degraded process asks the shared store at most that often).
+	fleetRecover = 2*time.Second + DefaultProbeInterval
+	// fleetAfter is how long the throughput after the recovery is counted, from the instant
+	// the last process recovered; each key must see at least fleetAfterMin grants in it: half
+	// the limit's rate (10 per second). A saturated key is granted in bursts of up to 20 each
+	// time the slots of 1.3 s before (Window + Margin, 100 ms buckets) free up, so any 3 s hold
+	// at least two bursts; half the limit leaves room for a burst cut short on a loaded machine.
+	fleetAfter    = 3 * time.Second
+	fleetAfterMin = 30
+	fleetBefore   = 1500 * time.Millisecond // the run before the fault
+)
+
+// fleetGrant is one granted reserve: its store instant (Redis TIME, or the memory store's
+// clock while degraded: the instant the rule is enforced at), the process and the key.
+type fleetGrant struct {
+	at   time.Time
+	proc int
+	key  string
+}
+
+// fleetLog collects, for the whole fleet, every grant the Transports acted on (above the
+// degraded mode), and per process the instants of its shared-store answers and of its Degraded
+// and Recovered events.
+type fleetLog struct {
+	mu       sync.Mutex
+	all      []fleetGrant
+	answered [][]time.Time // per process: wall instants of successful shared-store replies
+	events   [][]fleetEvent
+}
+
+type fleetEvent struct {
+	kind observe.Kind
+	wall time.Time
+}
+
+// fleetTop records the grants of the Transport's store operations (the degraded mode's).
+type fleetTop struct {
+	*degrader
+	log  *fleetLog
+	proc int
+}
+
+func (f fleetTop) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	res, err := f.degrader.Reserve(ctx, s, key, n)
+	if err == nil && res.Allowed {
+		f.log.mu.Lock()
+		for range n {
+			f.log.all = append(f.log.all, fleetGrant{res.At, f.proc, key})
+		}
+		f.log.mu.Unlock()
+	}
+	return res, err
+}
+
+// fleetShared is the shared store as the Transport sees it (its Fleet count and Sentinel
+// master included), noting its answers.
+type fleetShared struct {
+	*redisstore.Store
+	log  *fleetLog
+	proc int
+}
+
+func (f fleetShared) answer(err error) {
+	if err == nil {
+		f.log.mu.Lock()
+		f.log.answered[f.proc] = append(f.log.answered[f.proc], time.Now())
+		f.log.mu.Unlock()
+	}
+}
+
+func (f fleetShared) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	res, err := f.Store.Reserve(ctx, s, key, n)
+	f.answer(err)
+	return res, err
+}
+
+func (f fleetShared) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+	snap, err := f.Store.Peek(ctx, s, key, n)
+	f.answer(err)
+	return snap, err
+}
+
+func (f fleetShared) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+	err := f.Store.Record(ctx, s, key, n)
+	f.answer(err)
+	return err
+}
+
+// fleet is the four processes sending on keys until stopped.
+type fleet struct {
+	log    *fleetLog
+	trs    []*Transport
+	stores []*redisstore.Store
+	keys   []string
+	up     *httptest.Server
+	arrive struct {
+		sync.Mutex
+		at []time.Time
+	}
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// startFleet starts the four processes, each over a client newClient makes, sending on keys
+// (sender j of each process on keys[j % len(keys)]) to an httptest upstream that notes the
+// arrivals, once every store counts the four heartbeats (so that each share is 1/4).
+func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []string) *fleet {
+	t.Helper()
+	f := &fleet{log: &fleetLog{answered: make([][]time.Time, fleetProcs), events: make([][]fleetEvent, fleetProcs)}, keys: keys}
+	f.up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.arrive.Lock()
+		f.arrive.at = append(f.arrive.at, time.Now())
+		f.arrive.Unlock()
+	}))
+	base := &http.Transport{MaxIdleConnsPerHost: fleetProcs * fleetSenders}
+	t.Cleanup(func() { f.up.Close(); base.CloseIdleConnections() })
+	for i := range fleetProcs {
+		st, err := redisstore.New(newClient(), redisstore.Options{Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		obs := observe.Func(func(e observe.Event) {
+			if e.Kind == observe.Degraded || e.Kind == observe.Recovered {
+				f.log.mu.Lock()
+				f.log.events[i] = append(f.log.events[i], fleetEvent{e.Kind, time.Now()})
+				f.log.mu.Unlock()
+			}
+		})
+		tr := newTransport(t, base, WithRules(fleetRule), WithStore(fleetShared{st, f.log, i}), WithPacing(),
+			WithObserver(obs), WithLogger(discard))
+		if tr.policy != Degrade || tr.deg == nil {
+			t.Fatalf("process %d: policy %v, want the default Degrade with a degraded mode", i, tr.policy)
+		}
+		tr.ops = fleetTop{tr.deg, f.log, i}
+		f.trs, f.stores = append(f.trs, tr), append(f.stores, st)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := fleetProcs
+		for _, st := range f.stores {
+			n = min(n, st.Processes())
+		}
+		if n == fleetProcs {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stores count %d processes 5 s after they started, want %d", n, fleetProcs)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.stop = cancel
+	for _, tr := range f.trs {
+		for j := range fleetSenders {
+			f.wg.Go(func() {
+				key := keys[j%len(keys)]
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(WithKey(ctx, key), http.MethodGet, f.up.URL, nil)
+					if resp, err := tr.RoundTrip(req); err == nil {
+						resp.Body.Close()
+					} else if ctx.Err() == nil {
+						time.Sleep(10 * time.Millisecond) // a refusal (FailClosed-like): do not spin
+					}
+				}
+			})
+		}
+		// A watcher per key asks WaitTime every 20 ms, as a busy process would ask the store
+		// all the time: the senders sleep up to a window (1.3 s) while the slots are taken,
+		// and a process meets a new master, or a store back, only when it asks.
+		for _, key := range keys {
+			f.wg.Go(func() {
+				for ctx.Err() == nil {
+					tr.WaitTime(ctx, key, 1)
+					time.Sleep(20 * time.Millisecond)
+				}
+			})
+		}
+	}
+	t.Cleanup(f.end)
+	return f
+}
+
+func (f *fleet) end() {
+	f.stop()
+	f.wg.Wait()
+}
+
+// recovered waits until every process has used the shared store since healthy (a successful
+// reply after its last Degraded event has been followed by Recovered) and returns, per process,
+// how long after healthy that was (negative: before healthy), and whether it was degraded at
+// all since from. The test fails past healthy + fleetRecover + 3 s.
+func (f *fleet) recovered(t *testing.T, from, healthy time.Time) (took []time.Duration, degraded []bool) {
+	t.Helper()
+	deadline := healthy.Add(fleetRecover + 3*time.Second)
+	for {
+		took, degraded = make([]time.Duration, fleetProcs), make([]bool, fleetProcs)
+		done := 0
+		f.log.mu.Lock()
+		for i := range fleetProcs {
+			var lastDeg, lastRec time.Time
+			for _, e := range f.log.events[i] {
+				if e.wall.Before(from) {
+					continue
+				}
+				if e.kind == observe.Degraded {
+					lastDeg, degraded[i] = e.wall, true
+				} else {
+					lastRec = e.wall
+				}
+			}
+			switch {
+			case degraded[i] && lastRec.After(lastDeg):
+				took[i] = lastRec.Sub(healthy)
+				done++
+			case !degraded[i]:
+				if k := slices.IndexFunc(f.log.answered[i], func(a time.Time) bool { return !a.Before(healthy) }); k >= 0 {
+					took[i] = f.log.answered[i][k].Sub(healthy)
+					done++
+				}
+			}
+		}
+		f.log.mu.Unlock()
+		if done == fleetProcs {
+			return took, degraded
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d processes use the shared store again %v after the healthy instant", done, fleetProcs, fleetRecover+3*time.Second)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// grants returns the grants on key, by store instant.
+func (f *fleet) grants(key string) []time.Time {
+	f.log.mu.Lock()
+	defer f.log.mu.Unlock()
+	var ats []time.Time
+	for _, g := range f.log.all {
+		if g.key == key {
+			ats = append(ats, g.at)
+		}
+	}
+	return ats
+}
+
+func countIn(ats []time.Time, from, to time.Time) int {
+	n := 0
+	for _, a := range ats {
+		if !a.Before(from) && a.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// fleetFault runs one fault on a fleet over keys: fault breaks the store's servers and returns
+// the healthy instant (WaitHealthy's, or the promotion's). It asserts, per key, at most 20
+// grants in every 1 s window of grant instants over the whole run (before, during and after
+// the fault), every process back on the shared store within fleetRecover of the healthy
+// instant, and at least fleetAfterMin grants in the fleetAfter after the last one was back. It
+// logs the lost acknowledged grants the fleet was granted again: its grants in excess of 20 in
+// a window of 1.3 s (Window + Margin, in which neither the shared store nor the degraded mode
+// grants more than 20 of what it knows of: slots free up to one bucket late, never early),
+// which a saturated fleet takes as soon as a promoted replica that missed them has room. The
+// margin absorbs them when no 1 s window holds more than 20 (the assertion).
+func fleetFault(t *testing.T, newClient func() redis.UniversalClient, keys []string, what string, fault func() time.Time) {
+	f := startFleet(t, newClient, keys)
+	runStart := time.Now()
+	time.Sleep(fleetBefore)
+	faultAt := time.Now()
+	healthy := fault()
+	t.Logf("%s: healthy %v after the fault began", what, healthy.Sub(faultAt).Round(time.Millisecond))
+	took, degraded := f.recovered(t, faultAt, healthy)
+	back := healthy
+	for i, d := range took {
+		back = later(back, healthy.Add(d))
+		if d > fleetRecover {
+			t.Errorf("%s: process %d used the shared store again %v after the healthy instant, want at most %v", what, i, d.Round(time.Millisecond), fleetRecover)
+		}
+	}
+	time.Sleep(time.Until(back.Add(fleetAfter + 100*time.Millisecond)))
+	f.end()
+
+	rounded := make([]string, len(took))
+	for i, d := range took {
+		rounded[i] = fmt.Sprintf("%v (degraded %v)", d.Round(time.Millisecond), degraded[i])
+	}
+	t.Logf("%s: back on the shared store after the healthy instant: %v", what, rounded)
+	for _, key := range keys {
+		all := f.grants(key)
+		if most, at := maxIn(all, fleetRule.Window); most > fleetRule.Limit {
+			t.Errorf("%s: key %q: %d grants in the second from %v (%v after the fault began), limit %d",
+				what, key, most, at.Format("15:04:05.000"), at.Sub(faultAt).Round(time.Millisecond), fleetRule.Limit)
+		}
+		mostEff, atEff := maxIn(all, fleetRule.EffectiveWindow())
+		lost := max(0, mostEff-fleetRule.Limit)
+		before := countIn(all, runStart, faultAt)
+		during := countIn(all, faultAt, back)
+		after := countIn(all, back, back.Add(fleetAfter))
+		most1, _ := maxIn(all, fleetRule.Window)
+		t.Logf("%s: key %q: grants %d before (%v), %d during (%v, fault to the last process back), %d after (%v); most in 1 s %d; lost acknowledged grants granted again (grants over %d in %v) %d%s",
+			what, key, before, fleetBefore, during, back.Sub(faultAt).Round(time.Millisecond), after, fleetAfter, most1,
+			fleetRule.Limit, fleetRule.EffectiveWindow(), lost, atIf(lost > 0, atEff, faultAt))
+		if after < fleetAfterMin {
+			t.Errorf("%s: key %q: %d grants in the %v after the last process was back, want at least %d", what, key, after, fleetAfter, fleetAfterMin)
+		}
+	}
+	f.arrive.Lock()
+	most, _ := maxIn(f.arrive.at, time.Second)
+	f.arrive.Unlock()
+	t.Logf("%s: upstream arrivals: at most %d in a second (all keys)", what, most)
+}
+
+func atIf(ok bool, at, ref time.Time) string {
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" (from %v after the fault began)", at.Sub(ref).Round(time.Millisecond))
+}
+
+// fleetQuiet drops go-redis's log lines (every refused dial to a dead server).
+type fleetQuiet struct{}
+
+func (fleetQuiet) Printf(context.Context, string, ...any) {}
+
+// quietRedis sets fleetQuiet as go-redis's logger (a global), once for the parallel tests.
+var quietRedis = sync.OnceFunc(func() { redis.SetLogger(fleetQuiet{}) })
+
+// fleetKey returns a tenant name whose Redis keys (fleetRule's strategy) lie on the master
+// ok accepts.
+func fleetKey(t *testing.T, cl *redistest.Cluster, st *redisstore.Store, s *strategy.Strategy, prefix string, ok func(master string) bool) (key, master string) {
+	t.Helper()
+	for i := range 1000 {
+		key = prefix + "-" + strconv.Itoa(i)
+		if master = cl.MasterOf(cl.Slot(st.Keys(s, key)[0])); ok(master) {
+			return key, master
+		}
+	}
+	t.Fatalf("no key %s-N on a suitable master of %v", prefix, cl.Masters())
+	return "", ""
+}
+
+// TestFleetFailoverCluster: the fleet on two keys, each on a master of its own, across a
+// graceful CLUSTER FAILOVER of the first key's master, then (on the same cluster: the old
+// master is the new one's replica) a kill -9 of the first key's master, another one.
+func TestFleetFailoverCluster(t *testing.T) {
+	t.Parallel() // with TestFleetFailoverSentinel: servers of their own, mostly asleep
+	quietRedis()
+	cl := redistest.StartCluster(t)
+	// Runs last: go-redis's pools redial a dead node in a goroutine that sleeps 1 s between
+	// dials and sees its pool closed only when it wakes (internal/pool/pool.go tryDial).
+	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) })
+	newClient := func() redis.UniversalClient { return cl.ClusterClient(nil) }
+	probe, err := redisstore.New(cl.ClusterClient(nil), redisstore.Options{CheckInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := rollingwindow.New(fleetRule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed string
+	t.Run("CLUSTER FAILOVER", func(t *testing.T) {
+		a, ma := fleetKey(t, cl, probe, s, "graceful-a", func(string) bool { return true })
+		b, _ := fleetKey(t, cl, probe, s, "graceful-b", func(m string) bool { return m != ma })
+		fleetFault(t, newClient, []string{a, b}, "CLUSTER FAILOVER", func() time.Time {
+			from, to := cl.Failover(cl.Slot(probe.Keys(s, a)[0]))
+			failed = from
+			t.Logf("CLUSTER FAILOVER %s → %s", from, to)
+			return time.Now()
+		})
+	})
+	t.Run("kill -9", func(t *testing.T) {
+		a, ma := fleetKey(t, cl, probe, s, "kill-a", func(m string) bool { return m != failed })
+		b, _ := fleetKey(t, cl, probe, s, "kill-b", func(m string) bool { return m != ma })
+		fleetFault(t, newClient, []string{a, b}, "kill -9", func() time.Time {
+			killed := cl.KillMaster(cl.Slot(probe.Keys(s, a)[0]))
+			t.Logf("kill -9 %s", killed)
+			return cl.WaitHealthy()
+		})
+	})
+}
+
+// TestFleetFailoverSentinel: the fleet on one key across a SENTINEL FAILOVER, and across a
+// kill -9 of the master, each on a Sentinel set of its own.
+func TestFleetFailoverSentinel(t *testing.T) {
+	t.Parallel()
+	quietRedis()
+	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) }) // as in TestFleetFailoverCluster
+	t.Run("SENTINEL FAILOVER", func(t *testing.T) {
+		sn := redistest.StartSentinel(t)
+		fleetFault(t, func() redis.UniversalClient { return sn.FailoverClient(nil) }, []string{"sentinel-graceful"}, "SENTINEL FAILOVER", func() time.Time {
+			from, to, at := sn.SentinelFailover()
+			t.Logf("SENTINEL FAILOVER %s → %s", from, to)
+			return at
+		})
+	})
+	t.Run("kill -9", func(t *testing.T) {
+		sn := redistest.StartSentinel(t)
+		fleetFault(t, func() redis.UniversalClient { return sn.FailoverClient(nil) }, []string{"sentinel-kill"}, "kill -9", func() time.Time {
+			from, to, at := sn.KillMaster()
+			t.Logf("kill -9 %s; promoted %s", from, to)
+			return at
+		})
+	})
+}
