@@ -87,15 +87,16 @@ func (t *Transport) resolvePolicy() error {
 	return nil
 }
 
-// startDegrader sets up the degraded mode (its memory store is made at the first outage) when the policy is Degrade and the
-// store lives outside the process: an in-process store (cache.Clocked, such as cache.Memory)
-// is never unreachable, so there Degrade handles errors as FailClosed does.
+// startDegrader sets up the degraded mode (its memory store is made at the first outage) when
+// the policy is Degrade and the store lives outside the process: an in-process store
+// (cache.InProcess, such as cache.Memory) is never unreachable, so there Degrade handles
+// errors as FailClosed does. SQLite, though Clocked, is shared through its file and degrades.
 func (t *Transport) startDegrader() error {
 	t.ops = t.store
 	if t.policy != Degrade {
 		return nil
 	}
-	if _, ok := t.store.(cache.Clocked); ok {
+	if ip, ok := t.store.(cache.InProcess); ok && ip.InProcess() {
 		return nil
 	}
 	cfg := DegradedConfig{}

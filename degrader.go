@@ -194,13 +194,21 @@ func (d *degrader) probed(ok bool, start time.Time) {
 	}
 }
 
-// probe asks the shared store about key (a Peek, which records nothing) and, when it answers,
-// carries this process's local grants into it (see carry) and returns to it. The carry is made
-// twice: once while the other callers are still served by the memory store, and once more,
-// for what they granted meanwhile, after the switch, when no local-only grant is in flight.
+// probe writes to the shared store on key (a Reserve of 1, given back at once by Release, so
+// that it counts nothing in the end; a refused Reserve is a write too) and, when that works,
+// carries this process's local grants into it (see carry) and returns to it. A read alone is
+// not enough: it can succeed where writes fail (SQLite's readers while another process holds
+// the write lock), and a return on a read would meet the next write's failure and start the
+// hold-back again, for ever. The carry is made twice: once while the other callers are still
+// served by the memory store, and once more, for what they granted meanwhile, after the
+// switch, when no local-only grant is in flight.
 func (d *degrader) probe(ctx context.Context, s *strategy.Strategy, key string) bool {
 	start := d.clock.Now()
-	if _, err := d.shared.Peek(ctx, s, key, 0); err != nil {
+	res, err := d.shared.Reserve(ctx, s, key, 1)
+	if err == nil && res.Allowed {
+		err = d.shared.Release(ctx, s, key, res.At, 1) // on failure, one slot over-counted
+	}
+	if err != nil {
 		d.probed(false, start)
 		return false
 	}
@@ -323,12 +331,15 @@ func (d *degrader) localReserve(ctx context.Context, s *strategy.Strategy, key s
 	if err := sc.CheckBurst(n); err != nil {
 		return strategy.Result{}, d.burstErr(err)
 	}
-	if until, now := d.holdUntil(s), d.clock.Now(); hold && now.Before(until) {
-		return strategy.Result{Wait: until.Sub(now)}, nil
-	}
+	// A closed Transport answers ErrClosed before the hold-back's wait, so that its paced
+	// callers stop now rather than sleep and probe until the hold-back ends (a day for a day
+	// rule).
 	local, err := d.mem()
 	if err != nil {
 		return strategy.Result{}, err
+	}
+	if until, now := d.holdUntil(s), d.clock.Now(); hold && now.Before(until) {
+		return strategy.Result{Wait: until.Sub(now)}, nil
 	}
 	res, err := local.Reserve(ctx, sc, key, n)
 	if err == nil && res.Allowed {

@@ -241,6 +241,9 @@ func (m *Memory) Sync(ctx context.Context, s *strategy.Strategy, key string, u s
 	return m.fail(ctx, "sync", key, m.do(ctx, s, key, true, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
 }
 
+// InProcess reports true (cache.InProcess): the store's state is this process's memory.
+func (m *Memory) InProcess() bool { return true }
+
 // Clock returns the clock the store reads instants from (MemoryConfig.Clock).
 func (m *Memory) Clock() clock.Clock { return m.clock }
 

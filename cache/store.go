@@ -107,6 +107,16 @@ type Clocked interface {
 	Clock() clock.Clock
 }
 
+// InProcess is implemented by stores whose state lives in this process's memory (cache.Memory):
+// they cannot become unreachable, so a Transport's degraded mode (ratemonitor.Degrade) does
+// not apply to them and their errors are handled as under FailClosed. A store without it
+// (Redis, SQLite, DynamoDB) is taken to be shared, and can be. Being Clocked says nothing about
+// this: the SQLite store keeps its clock in this process but its state in a file other
+// processes write.
+type InProcess interface {
+	InProcess() bool
+}
+
 // Fleet is implemented by shared stores that know how many processes use them at once (the
 // Redis store, by a heartbeat each Store value writes). Processes returns that number as last
 // seen, at least 1 once known, and 0 when it is not known (yet). A Transport in degraded mode

@@ -81,6 +81,13 @@ func (r *recorder) Validate(s *strategy.Strategy) error {
 	return nil
 }
 
+// InProcess forwards the store's cache.InProcess, so that a Transport over the recorder
+// treats it as it would the store.
+func (r *recorder) InProcess() bool {
+	ip, ok := r.Store.(cache.InProcess)
+	return ok && ip.InProcess()
+}
+
 // Clock returns the store's clock when it has one in this process, else the real clock: what
 // a Transport uses over a store without one.
 func (r *recorder) Clock() clock.Clock {
