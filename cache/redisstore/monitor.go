@@ -19,6 +19,20 @@ import (
 // DefaultCheckInterval is Options.CheckInterval's default.
 const DefaultCheckInterval = time.Second
 
+// MinCheckInterval is the shortest Options.CheckInterval New accepts: each check is a few
+// round trips to every master, and a heartbeat lasts 3 intervals, so a tinier one (1, meant
+// as a second, is a nanosecond) keeps Redis busy answering checks back to back, and the
+// heartbeats of Stores sharing a server expire before they see each other's.
+const MinCheckInterval = 100 * time.Millisecond
+
+// checkInterval refuses a CheckInterval (after defaults) between 0 and MinCheckInterval.
+func checkInterval(d time.Duration) error {
+	if d >= 0 && d < MinCheckInterval {
+		return fmt.Errorf("ratemonitor: redis store: CheckInterval %v is too short: give %v or more (the default, 0, is %v), or a negative one to turn the checks off", d, MinCheckInterval, DefaultCheckInterval)
+	}
+	return nil
+}
+
 // The loss monitor (issue 14, defect 4) and the fleet heartbeat. Each Store runs one check
 // every CheckInterval, from New (the first at once) until Close. A check is a timer's
 // callback, not a goroutine that waits: between checks no goroutine exists, so a Store that
