@@ -162,9 +162,9 @@ type Store struct {
 	closed  atomic.Bool
 	static  sync.Map // *strategy.Strategy → *plan
 	statics atomic.Int64
-	route   *route     // where each operation goes, and its server's turns (route.go)
-	policy  policyGate // the eviction-policy check (evictpolicy.go)
-	mon     *monitor   // loss reports and heartbeat; nil when CheckInterval < 0 (monitor.go)
+	route   *route      // where each operation goes, and its server's turns (route.go)
+	policy  *policyGate // the eviction-policy check (evictpolicy.go)
+	mon     *monitor    // loss reports and heartbeat; nil when CheckInterval < 0 (monitor.go)
 }
 
 var (
@@ -235,7 +235,8 @@ func NewContext(ctx context.Context, client redis.UniversalClient, opts Options)
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = 10 * runtime.GOMAXPROCS(0)
 	}
-	st := &Store{client: client, opts: opts, route: newRoute(client, opts.MaxInFlight)}
+	st := &Store{client: client, opts: opts, route: newRoute(client, opts.MaxInFlight),
+		policy: &policyGate{allow: opts.AllowEviction}}
 	if err := st.checkPolicy(ctx, true); err != nil {
 		return nil, err
 	}
