@@ -28,10 +28,17 @@ import (
 //     logs one slog warning and goes on: it cannot know, and the loss monitor still reports
 //     what INFO stats shows.
 //   - the server unreachable (a process started during an outage): New does not fail; it
-//     logs one slog warning, and the check runs again, at most once a second, before the
-//     operations that follow, until one reaches every server. If that later check finds an
-//     evicting policy, those operations fail with the error New would have returned, until
-//     the policy is fixed (it is checked again at most once a second meanwhile).
+//     logs one slog warning, and the check runs again, at most once a second, in the
+//     background (one at a time, never on an operation's time: the operation that starts it
+//     goes on as the state was), until one reaches every server. If that later check finds
+//     an evicting policy, operations fail with the error New would have returned, until the
+//     policy is fixed (it is checked again at most once a second meanwhile).
+//   - after New, the monitor (monitor.go) reads maxmemory and maxmemory_policy from the INFO
+//     memory it fetches of every current master at each check, so a policy changed at run
+//     time (CONFIG SET) or a master that took over (a failover, a Cluster's new master) is
+//     seen within one Options.CheckInterval: an evicting one fails operations as above (and
+//     logs one slog warning), unless AllowEviction is set; once every master answers with a
+//     policy that does not evict, operations succeed again.
 
 // Policy states of a Store (policyGate.state).
 const (
@@ -44,11 +51,44 @@ const (
 const policyRecheck = time.Second
 
 // policyGate holds the outcome of the eviction-policy check and runs it again while needed.
+// It is allocated apart from its Store, so that the monitor, which must not keep the Store
+// alive (monitor.go), can update it.
 type policyGate struct {
-	state atomic.Int32
+	allow bool                  // Options.AllowEviction
+	state atomic.Int32          // policyOK, policyPending or policyRefused
 	err   atomic.Pointer[error] // the refusal, while policyRefused
-	next  atomic.Int64          // Unix ns before which no check runs again
-	mu    sync.Mutex            // one check at a time
+	next  atomic.Int64          // Unix ns before which the gate starts no check again
+	mu    sync.Mutex            // held by the gate's background check, if one runs
+	done  bool                  // under mu: Close was called, start no more checks
+
+	setMu sync.Mutex
+	last  time.Time // under setMu: when the check whose outcome the state is started
+}
+
+// set records a check's outcome, unless a check that started later already did (the gate's
+// and the monitor's checks may overlap). It logs one warning when a check after New (warn)
+// turns the state to refused.
+func (g *policyGate) set(started time.Time, state int32, refusal error, warn bool) {
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
+	if started.Before(g.last) {
+		return
+	}
+	g.last = started
+	if state == policyRefused {
+		g.err.Store(&refusal)
+		if warn && g.state.Load() != policyRefused {
+			slog.Warn("ratemonitor: redis store: operations fail until the eviction policy is fixed", "err", refusal)
+		}
+	}
+	g.state.Store(state)
+}
+
+// stop waits for the gate's background check, if one runs, and starts no more.
+func (g *policyGate) stop() {
+	g.mu.Lock()
+	g.done = true
+	g.mu.Unlock()
 }
 
 // policyOf is what one server said about eviction.
@@ -114,6 +154,7 @@ func (p policyOf) refusal() error {
 // checkPolicy asks every server (forEachMaster) and updates the gate. It returns the refusal,
 // if any; warn says whether to log a server that could not be asked (once, at New).
 func (st *Store) checkPolicy(ctx context.Context, warn bool) error {
+	started := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, st.opts.Timeout)
 	defer cancel()
 	var mu sync.Mutex
@@ -126,15 +167,14 @@ func (st *Store) checkPolicy(ctx context.Context, warn bool) error {
 		return p.err
 	})
 	slices.SortFunc(got, func(a, b policyOf) int { return strings.Compare(a.addr, b.addr) })
-	g := &st.policy
+	g := st.policy
 	g.next.Store(time.Now().Add(policyRecheck).UnixNano())
 	state := policyOK
 	for _, p := range got {
 		switch {
 		case p.evicts() && !st.opts.AllowEviction:
 			e := p.refusal()
-			g.err.Store(&e)
-			g.state.Store(policyRefused)
+			g.set(started, policyRefused, e, !warn)
 			return e
 		case p.unreached:
 			state = policyPending
@@ -156,25 +196,32 @@ func (st *Store) checkPolicy(ctx context.Context, warn bool) error {
 				"the store checks it again before the operations that reach them", "err", err)
 		}
 	}
-	g.state.Store(state)
+	g.set(started, state, nil, false)
 	return nil
 }
 
 // gate is run by every operation: nil once the policy is accepted; while it is pending or
-// refused, it checks again (at most once per policyRecheck, one caller at a time; the
-// others go on as the state was) and returns the refusal, if any.
-func (st *Store) gate(ctx context.Context) error {
-	g := &st.policy
-	if g.state.Load() == policyOK {
+// refused, it starts the check again in the background (at most once per policyRecheck, one
+// at a time, within Options.Timeout of its own) and returns the refusal, if any, as the
+// state is: the operation never waits for the check, so it takes at most Options.Timeout.
+func (st *Store) gate(context.Context) error {
+	g := st.policy
+	state := g.state.Load()
+	if state == policyOK {
 		return nil
 	}
 	if time.Now().UnixNano() >= g.next.Load() && g.mu.TryLock() {
-		defer g.mu.Unlock()
-		if time.Now().UnixNano() >= g.next.Load() {
-			return st.checkPolicy(ctx, false)
+		if g.done || time.Now().UnixNano() < g.next.Load() {
+			g.mu.Unlock()
+		} else {
+			g.next.Store(time.Now().Add(policyRecheck).UnixNano())
+			go func() {
+				defer g.mu.Unlock() // sync.Mutex may be unlocked by another goroutine
+				st.checkPolicy(context.Background(), false)
+			}()
 		}
 	}
-	if g.state.Load() == policyRefused {
+	if state == policyRefused {
 		return *g.err.Load()
 	}
 	return nil

@@ -72,6 +72,11 @@ func TestEvictionPolicyLater(t *testing.T) {
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
 	ctx := context.Background()
 	st.policy.next.Store(0) // do not wait out the once-a-second recheck
+	// The operation starts the check in the background and goes on as the state was.
+	if err := st.Record(ctx, s, "k", 1); err != nil {
+		t.Fatalf("Record that starts the check: %v", err)
+	}
+	waitFor(t, "the check", func() bool { return st.policy.state.Load() == policyRefused })
 	err := st.Record(ctx, s, "k", 1)
 	if err == nil || err.Error() != refusalText(addr, "allkeys-lru") {
 		t.Fatalf("Record after Redis came back: %v", err)
@@ -83,6 +88,10 @@ func TestEvictionPolicyLater(t *testing.T) {
 		t.Fatalf("Record within a second of the last check: %v, want the refusal still", err)
 	}
 	st.policy.next.Store(0)
+	if err := st.Record(ctx, s, "k", 1); err == nil || err.Error() != refusalText(addr, "allkeys-lru") {
+		t.Fatalf("Record that starts the check: %v, want the refusal still", err)
+	}
+	waitFor(t, "the check", func() bool { return st.policy.state.Load() == policyOK })
 	if err := st.Record(ctx, s, "k", 1); err != nil {
 		t.Fatalf("Record after the fix: %v", err)
 	}

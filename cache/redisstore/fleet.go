@@ -74,9 +74,11 @@ func (st *Store) Processes() int {
 	return int(st.mon.fleet.processes.Load())
 }
 
-// closeMonitor stops the checks, waiting for one in flight, and removes the heartbeat (best
+// closeMonitor stops the checks (the monitor's and the eviction-policy gate's), waiting for
+// one in flight, and removes the heartbeat (best
 // effort, within Options.Timeout: an entry left behind expires after 3 intervals).
 func (st *Store) closeMonitor() {
+	st.policy.stop() // the gate's background check too (evictpolicy.go)
 	m := st.mon
 	if m == nil {
 		return

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,14 +21,31 @@ import (
 // DefaultCheckInterval is Options.CheckInterval's default.
 const DefaultCheckInterval = time.Second
 
+// MinCheckInterval is the shortest Options.CheckInterval New accepts: each check is a few
+// round trips to every master, and a heartbeat lasts 3 intervals, so a tinier one (1, meant
+// as a second, is a nanosecond) keeps Redis busy answering checks back to back, and the
+// heartbeats of Stores sharing a server expire before they see each other's.
+const MinCheckInterval = 100 * time.Millisecond
+
+// checkInterval refuses a CheckInterval (after defaults) between 0 and MinCheckInterval.
+func checkInterval(d time.Duration) error {
+	if d >= 0 && d < MinCheckInterval {
+		return fmt.Errorf("ratemonitor: redis store: CheckInterval %v is too short: give %v or more (the default, 0, is %v), or a negative one to turn the checks off", d, MinCheckInterval, DefaultCheckInterval)
+	}
+	return nil
+}
+
 // The loss monitor (issue 14, defect 4) and the fleet heartbeat. Each Store runs one check
 // every CheckInterval, from New (the first at once) until Close. A check is a timer's
 // callback, not a goroutine that waits: between checks no goroutine exists, so a Store that
 // is never closed holds only a timer, which stops at the first check after its client is
 // closed (go-redis answers redis.ErrClosed) or once the Store is garbage (runtime.AddCleanup).
 //
-// A check asks every server (forEachMaster) for INFO server and stats in one pipeline (and,
-// after a restart, for INFO persistence), and compares with what the previous check saw at the same address:
+// A check asks every server (forEachMaster) for INFO server, stats and memory in one pipeline
+// (and, after a restart, for INFO persistence). INFO memory's maxmemory and maxmemory_policy
+// (Redis 4.0+) update the eviction-policy gate (evictpolicy.go): a master that evicts fails
+// operations unless AllowEviction. The rest is compared with what the previous check saw at
+// the same address:
 //   - run_id changed: the server restarted. Without persistence every count it held is gone;
 //     with it (INFO persistence's rdb_last_load_keys_loaded, Redis 7.0+), the counts since its
 //     last save. An observe.StateLost event with Op "restart".
@@ -47,9 +66,11 @@ type monitor struct {
 	interval time.Duration
 	timeout  time.Duration
 	fleet    fleet
+	policy   *policyGate // the Store's, updated from INFO memory
 
-	seenMu sync.Mutex
-	seen   map[string]serverState // by address
+	seenMu   sync.Mutex
+	seen     map[string]serverState // by address
+	policies []policyOf             // of the check in flight
 
 	mu      sync.Mutex
 	stopped bool
@@ -72,7 +93,8 @@ func (st *Store) startMonitor() {
 		return
 	}
 	m := &monitor{client: st.client, observer: st.opts.Observer, interval: st.opts.CheckInterval,
-		timeout: st.opts.Timeout, fleet: newFleet(st.opts.Prefix, st.opts.CheckInterval), seen: make(map[string]serverState)}
+		timeout: st.opts.Timeout, fleet: newFleet(st.opts.Prefix, st.opts.CheckInterval), policy: st.policy,
+		seen: make(map[string]serverState)}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	st.mon = m
 	m.mu.Lock()
@@ -110,9 +132,14 @@ func (m *monitor) check() {
 	m.mu.Unlock()
 	defer m.running.Done()
 
+	started := time.Now()
+	m.seenMu.Lock()
+	m.policies = m.policies[:0]
+	m.seenMu.Unlock()
 	ctx, cancel := context.WithTimeout(m.ctx, m.timeout)
 	err := forEachMaster(ctx, m.client, m.checkServer)
 	cancel()
+	m.setPolicy(started, err == nil)
 	if !errors.Is(err, redis.ErrClosed) {
 		ctx, cancel = context.WithTimeout(m.ctx, m.timeout)
 		err = m.fleet.beat(ctx, m.client)
@@ -137,11 +164,11 @@ func (m *monitor) check() {
 // checkServer compares what c's server says now with what the previous check saw there, and
 // reports a restart or evictions.
 func (m *monitor) checkServer(ctx context.Context, c *redis.Client) error {
-	var server, stats *redis.StringCmd
+	var server, stats, memory *redis.StringCmd
 	var ci *redis.ClientInfoCmd
 	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		// Two INFO commands, not one with two sections: Redis before 7.0 takes one.
-		server, stats = p.Info(ctx, "server"), p.Info(ctx, "stats")
+		// Three INFO commands, not one with three sections: Redis before 7.0 takes one.
+		server, stats, memory = p.Info(ctx, "server"), p.Info(ctx, "stats"), p.Info(ctx, "memory")
 		ci = clientInfo(ctx, c, p)
 		return nil
 	}); err != nil {
@@ -149,13 +176,20 @@ func (m *monitor) checkServer(ctx context.Context, c *redis.Client) error {
 			return errors.Join(server.Err(), stats.Err()) // unreachable, closed (redis.ErrClosed) or refused
 		}
 	}
+	addr := addrOf(c, ci)
+	mf := infoFields(memory.Val())
+	pol := policyOf{addr: addr, maxmemory: intField(mf, "maxmemory"), policy: mf["maxmemory_policy"]}
+	if pol.maxmemory < 0 || pol.policy == "" {
+		pol.err = fmt.Errorf("INFO memory without maxmemory and maxmemory_policy: %v", memory.Err())
+	}
 	f := infoFields(server.Val(), stats.Val())
 	now := serverState{runID: f["run_id"], evicted: intField(f, "evicted_keys")}
+	m.seenMu.Lock()
+	m.policies = append(m.policies, pol)
 	if now.runID == "" || now.evicted < 0 {
+		m.seenMu.Unlock()
 		return nil // INFO without the fields (a proxy, say): nothing to compare
 	}
-	addr := addrOf(c, ci)
-	m.seenMu.Lock()
 	was, known := m.seen[addr]
 	m.seen[addr] = now
 	m.seenMu.Unlock()
@@ -168,6 +202,27 @@ func (m *monitor) checkServer(ctx context.Context, c *redis.Client) error {
 		m.lost("eviction", int(n), fmt.Errorf("redis at %s evicted %d keys (maxmemory is full); some may be this store's, whose counts start again from zero", addr, n))
 	}
 	return nil
+}
+
+// setPolicy updates the policy gate from the INFO memory of the check that started at
+// started: refused while a master evicts (without AllowEviction); accepted once every master
+// answered (all) with a policy that does not evict; else (a master unreachable or its policy
+// unreadable) left as it was, for the gate's own check (evictpolicy.go) to settle.
+func (m *monitor) setPolicy(started time.Time, all bool) {
+	m.seenMu.Lock()
+	got := slices.Clone(m.policies)
+	m.seenMu.Unlock()
+	slices.SortFunc(got, func(a, b policyOf) int { return strings.Compare(a.addr, b.addr) })
+	for _, p := range got {
+		if p.evicts() && !m.policy.allow {
+			m.policy.set(started, policyRefused, p.refusal(), true)
+			return
+		}
+		all = all && p.err == nil
+	}
+	if all && len(got) > 0 {
+		m.policy.set(started, policyOK, nil, true)
+	}
 }
 
 // persistence says what a restarted server kept, from INFO persistence.

@@ -149,7 +149,8 @@ type Options struct {
 	AllowEviction bool
 	// CheckInterval is how often the store asks each server whether it restarted or evicted
 	// keys (observe.StateLost events) and writes its heartbeat for Processes (default 1 s;
-	// negative: never, and Processes returns 0). See monitor.go and fleet.go.
+	// negative: never, and Processes returns 0; New refuses 0 < CheckInterval <
+	// MinCheckInterval). See monitor.go and fleet.go.
 	CheckInterval time.Duration
 }
 
@@ -161,9 +162,9 @@ type Store struct {
 	closed  atomic.Bool
 	static  sync.Map // *strategy.Strategy → *plan
 	statics atomic.Int64
-	route   *route     // where each operation goes, and its server's turns (route.go)
-	policy  policyGate // the eviction-policy check (evictpolicy.go)
-	mon     *monitor   // loss reports and heartbeat; nil when CheckInterval < 0 (monitor.go)
+	route   *route      // where each operation goes, and its server's turns (route.go)
+	policy  *policyGate // the eviction-policy check (evictpolicy.go)
+	mon     *monitor    // loss reports and heartbeat; nil when CheckInterval < 0 (monitor.go)
 }
 
 var (
@@ -222,6 +223,9 @@ func NewContext(ctx context.Context, client redis.UniversalClient, opts Options)
 	if opts.CheckInterval == 0 {
 		opts.CheckInterval = DefaultCheckInterval
 	}
+	if err := checkInterval(opts.CheckInterval); err != nil {
+		return nil, err
+	}
 	if opts.Timeout < 0 || opts.Slack < 0 || opts.MaxInFlight < 0 {
 		return nil, fmt.Errorf("ratemonitor: redis store: Timeout %v, Slack %v and MaxInFlight %d must not be negative", opts.Timeout, opts.Slack, opts.MaxInFlight)
 	}
@@ -231,7 +235,8 @@ func NewContext(ctx context.Context, client redis.UniversalClient, opts Options)
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = 10 * runtime.GOMAXPROCS(0)
 	}
-	st := &Store{client: client, opts: opts, route: newRoute(client, opts.MaxInFlight)}
+	st := &Store{client: client, opts: opts, route: newRoute(client, opts.MaxInFlight),
+		policy: &policyGate{allow: opts.AllowEviction}}
 	if err := st.checkPolicy(ctx, true); err != nil {
 		return nil, err
 	}

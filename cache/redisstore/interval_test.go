@@ -1,0 +1,53 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
+)
+
+// TestCheckIntervalMinimum (regression, issue 14): Options.CheckInterval used to accept any
+// positive duration, so CheckInterval: 1 (a nanosecond: "1" meant as a second, say) ran the
+// loss check and the heartbeat back to back, and each heartbeat lasted 1 ms, so two Stores
+// on one server rarely saw each other. New now refuses 0 < CheckInterval < MinCheckInterval
+// with an error that says what to give; at MinCheckInterval, two Stores make at most 66 INFO
+// calls a second (each: at most 11 checks of 3 INFO in 1 s) and see each other.
+func TestCheckIntervalMinimum(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client()
+	for _, d := range []time.Duration{1, time.Millisecond, MinCheckInterval - 1} {
+		st, err := New(c, Options{CheckInterval: d})
+		want := fmt.Sprintf("ratemonitor: redis store: CheckInterval %v is too short: give 100ms or more (the default, 0, is 1s), or a negative one to turn the checks off", d)
+		if err == nil || err.Error() != want || st != nil {
+			t.Errorf("CheckInterval %v: store returned %v, error %v; want\n%s", d, st != nil, err, want)
+		}
+	}
+	ctx := context.Background()
+	a := newStore(t, c, Options{CheckInterval: MinCheckInterval})
+	defer a.Close()
+	b := newStore(t, srv.Client(), Options{CheckInterval: MinCheckInterval})
+	defer b.Close()
+	c.ConfigResetStat(ctx)
+	time.Sleep(time.Second)
+	stats := c.Info(ctx, "commandstats").Val()
+	var info, evalsha string
+	for _, l := range strings.Split(stats, "\n") {
+		if strings.HasPrefix(l, "cmdstat_info:") {
+			info = strings.TrimSpace(l)
+		}
+		if strings.HasPrefix(l, "cmdstat_evalsha:") {
+			evalsha = strings.TrimSpace(l)
+		}
+	}
+	pa, pb := a.Processes(), b.Processes()
+	t.Logf("in 1 s with CheckInterval %v: %s; %s; Processes() a=%d b=%d", MinCheckInterval, info, evalsha, pa, pb)
+	var calls int
+	fmt.Sscanf(strings.TrimPrefix(info, "cmdstat_info:"), "calls=%d", &calls)
+	if calls > 66 || pa != 2 || pb != 2 {
+		t.Errorf("CheckInterval %v: %d INFO calls in 1 s from two Stores (at most 66); Processes() a=%d b=%d, want 2", MinCheckInterval, calls, pa, pb)
+	}
+}
