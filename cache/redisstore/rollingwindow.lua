@@ -219,8 +219,11 @@ if ranged then
       if u + w <= H[b] then u = H[b] end
       if u - fmod(u, g) ~= hl - fmod(hl, g) then ok = false end
     end
+    -- admit's reset walks the array back when the newest bucket will hold nothing (a release
+    -- emptied it) while the slot counts
+    if op == 3 and H[b + 6] + n <= 0 and H[b + 1] > 0 then ok = false end
   end
-  if ok and op ~= 1 and n > 0 then
+  if ok and op ~= 1 and (n > 0 or op ~= 4) then -- reserve and admit walk waits even for n = 0
     for i = 1, NR do
       local j = P[R + 2 * i]
       if H[8 * j - 3] + n > P[R + 2 * i + 1] then ok = false end
