@@ -20,7 +20,7 @@
 //	evicted_live_total{store} counter    live state the memory store had to evict
 //	store_retries_total{store,op} counter optimistic-lock retries (DynamoDB store)
 //	store_state_lost_total{store,reason} counter detected losses of shared state (restart, eviction, corrupt)
-//	degraded{store}           gauge      1 while the Transport paces locally because the shared store is unreachable
+//	degraded{store}           gauge      Transports pacing locally now because their shared store is unreachable
 //	degraded_total{store}     counter    times the Transport entered degraded mode
 //	wait_seconds              histogram  the waits the Transport's callers went through (> 0 only)
 //	usage_ratio{rule}         gauge      used / limit per rule after the middleware's latest decision
@@ -119,7 +119,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		stateLost:     counter("store_state_lost_total", "Detected losses of shared state (the server restarted, evicted keys, or held an unreadable value), by store and reason.", []string{"store", "reason"}),
 		degradedTotal: counter("degraded_total", "Times the Transport entered degraded mode (local pacing while the shared store is unreachable).", []string{"store"}),
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "degraded",
-			Help: "1 while the Transport paces on a local store because the shared store is unreachable, else 0."}, []string{"store"}),
+			Help: "Transports pacing on a local store now because their shared store is unreachable (0 when none)."}, []string{"store"}),
 		pauses: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "upstream_pauses_total",
 			Help: "Pauses the upstream asked for (429, Retry-After, used-up limits)."}),
 		skewedDates: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "upstream_skewed_dates_total",
@@ -192,9 +192,9 @@ func (o *Observer) Observe(e observe.Event) {
 		o.stateLost.WithLabelValues(e.Store, e.Op).Inc()
 	case observe.Degraded:
 		o.degradedTotal.WithLabelValues(e.Store).Inc()
-		o.degraded.WithLabelValues(e.Store).Set(1)
+		o.degraded.WithLabelValues(e.Store).Inc() // one per Transport: several may share the Observer
 	case observe.Recovered:
-		o.degraded.WithLabelValues(e.Store).Set(0)
+		o.degraded.WithLabelValues(e.Store).Dec()
 	case observe.Admitted, observe.Rejected:
 		if e.Kind == observe.Admitted {
 			o.admitted.WithLabelValues(o.keyLabel(e.Key)...).Inc()

@@ -169,11 +169,17 @@ func TestStateLostAndDegraded(t *testing.T) {
 	if got := testutil.ToFloat64(o.degraded.WithLabelValues("redis")); got != 1 {
 		t.Errorf("degraded while degraded: %v, want 1", got)
 	}
+	// A second Transport on the same Observer degrades, then recovers: the first still is.
+	o.Observe(observe.Event{Kind: observe.Degraded, Store: "redis", Err: errors.New("down")})
+	o.Observe(observe.Event{Kind: observe.Recovered, Store: "redis", Wait: time.Second})
+	if got := testutil.ToFloat64(o.degraded.WithLabelValues("redis")); got != 1 {
+		t.Errorf("degraded while one of two Transports is: %v, want 1", got)
+	}
 	o.Observe(observe.Event{Kind: observe.Recovered, Store: "redis", Wait: time.Second})
 	if got := testutil.ToFloat64(o.degraded.WithLabelValues("redis")); got != 0 {
-		t.Errorf("degraded after recovery: %v, want 0", got)
+		t.Errorf("degraded after both recovered: %v, want 0", got)
 	}
-	if got := testutil.ToFloat64(o.degradedTotal.WithLabelValues("redis")); got != 1 {
-		t.Errorf("degraded_total: %v, want 1", got)
+	if got := testutil.ToFloat64(o.degradedTotal.WithLabelValues("redis")); got != 2 {
+		t.Errorf("degraded_total: %v, want 2", got)
 	}
 }
