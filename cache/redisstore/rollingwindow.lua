@@ -68,6 +68,48 @@ local HL = hp + 8 * (3 + 8 * NS) -- the header's length: prefix and doubles
 local hf = '<' .. rep('d', 3 + 8 * NS)
 local fresh
 
+-- Whether the doubles X (off, x, pu, then per slot of the ns stored the 8 of the header) and,
+-- when arrs is given, the slots' arrays hold figures a script could have written (issue 14;
+-- the prefix and length say nothing of them: a NaN total never fills, as NaN compares false,
+-- and a pause far ahead locks the key out). As state.lua's sound_head: every figure an
+-- integer (y % 1 is NaN for NaN and ±inf), counts from 0 to 2^53, nb ≥ 0, rr ≥ −1, off and
+-- pu ≥ 0, instants from −2^53 (NONE) to the key's instant plus strategy.MaxWindow (µs,
+-- checked equal by TestCorruptBound), the slack and the step tolerance; with arrs, every
+-- bucket so too and the total their sum. Cost: the header's doubles on every call, the
+-- buckets only when the whole value is read.
+local MAXW = 315360000000000
+local function sound(X, ns, arrs)
+  local off, x, pu = X[1], X[2], X[3]
+  if off % 1 ~= 0 or off < 0 or raw + off >= -NONE then return false end
+  local top = raw + off + MAXW + P[1] + STEP + 1
+  if x % 1 ~= 0 or x < NONE or x > top or pu % 1 ~= 0 or pu < 0 or pu > top then return false end
+  for i = 1, ns do
+    local b = 8 * i - 4
+    local hw, tot, nb, rr, ra, hl, hc, lo = X[b], X[b + 1], X[b + 2], X[b + 3], X[b + 4], X[b + 5], X[b + 6], X[b + 7]
+    if hw % 1 ~= 0 or hw < NONE or hw > top or tot % 1 ~= 0 or tot < 0 or tot > -NONE
+      or nb % 1 ~= 0 or nb < 0 or rr % 1 ~= 0 or rr < -1 or rr > -NONE or ra % 1 ~= 0 or ra < NONE or ra > top
+      or hl % 1 ~= 0 or hl < NONE or hl > top or hc % 1 ~= 0 or hc < 0 or hc > -NONE
+      or lo % 1 ~= 0 or lo < NONE or lo > top then
+      return false
+    end
+    if arrs and nb > 0 then
+      -- in pieces: struct.unpack pushes every double on Lua's stack (at most 8000 slots)
+      local arr, sum = arrs[i], hc
+      for q = 0, nb - 1, 2000 do
+        local k = math.min(2000, nb - q)
+        local Y = {unpackd('<' .. rep('dd', k), arr, 16 * q + 1)}
+        for e = 1, 2 * k, 2 do
+          local l, c = Y[e], Y[e + 1]
+          if l % 1 ~= 0 or l < NONE or l > top or c % 1 ~= 0 or c < 0 or c > -NONE then return false end
+          sum = sum + c
+        end
+      end
+      if sum ~= tot then return false end
+    end
+  end
+  return true
+end
+
 -- Read the whole value into H, A and F: val, or with val nil GET; a key that cannot be used
 -- starts afresh.
 local function load_full(val)
@@ -93,7 +135,7 @@ local function load_full(val)
           A[j] = sub(v, pos, e - 1)
           pos = e
         end
-        if pos ~= len + 1 then H = nil end
+        if pos ~= len + 1 or not sound(H, NS, A) then H = nil end
       end
       if H == nil then bad = 4 end
     elseif sub(v, 1, 2) ~= 'rw' then
@@ -124,7 +166,7 @@ local function load_full(val)
             arrs[i] = sub(v, pos, e - 1)
             pos = e
           end
-          if pos == len + 1 then
+          if pos == len + 1 and sound(X, ns, arrs) then
             bad, own, F = 0, {}, {}
             for id in string.gmatch(sub(pre, 6), '[^,]+') do own[#own + 1] = id end
             H = {X[1], X[2], X[3]}
@@ -176,7 +218,7 @@ if ranged then
   -- found unreadable and started afresh)
   local len = HL
   for j = 1, NS do len = len + 16 * H[8 * j - 2] end
-  if redis.call('STRLEN', KEYS[1]) ~= len then
+  if not sound(H, NS, nil) or redis.call('STRLEN', KEYS[1]) ~= len then
     ranged = false
     load_full(nil)
   end
