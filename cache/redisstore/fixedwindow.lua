@@ -44,9 +44,21 @@ if L.v then
     unreadable(L)
   else
     local H = L.H
+    -- sound figures (state.lua's sound_head): hw an instant, k an integer no later than it
+    -- (checked against W below, for the strategy's slots), c a count
+    local top = sound_head(L, raw, S, STEP)
     for i = 1, ns do
       local b = F * i + 1
-      stored[i] = {hw = H[b], k = H[b + 1], c = H[b + 2], existed = true}
+      local hw, k, c = H[b], H[b + 1], H[b + 2]
+      if not (top and hw % 1 == 0 and hw >= -LIM and hw <= top and k % 1 == 0 and k <= top and count(c)) then
+        top = false
+        break
+      end
+      stored[i] = {hw = hw, k = k, c = c, existed = true}
+    end
+    if not top then
+      unreadable(L)
+      stored = {}
     end
   end
 end
@@ -54,6 +66,15 @@ local m, own = slot_map(L, pre, NS)
 local st = {}
 for j = 1, NS do
   st[j] = m[j] and stored[m[j]] or {k = 0, c = 0}
+end
+-- a window index past the slot's time (its window would end after hw + W) is unsound
+for j = 1, NS do
+  if st[j].hw and st[j].k * W[j] > math.max(st[j].hw, 0) then
+    unreadable(L)
+    stored, m = {}, slot_map(L, pre, NS)
+    for i = 1, NS do st[i] = {k = 0, c = 0} end
+    break
+  end
 end
 local off = L.off
 local now = raw

@@ -68,6 +68,45 @@ local HL = hp + 8 * (3 + 8 * NS) -- the header's length: prefix and doubles
 local hf = '<' .. rep('d', 3 + 8 * NS)
 local fresh
 
+-- Whether the doubles X (off, x, pu, then per slot of the ns stored the 8 of the header) and,
+-- when arrs is given, the slots' arrays hold figures a script could have written (issue 14;
+-- the prefix and length say nothing of them: a NaN total never fills, as NaN compares false,
+-- and a pause far ahead locks the key out). As state.lua's sound_head: counts integers from 0
+-- to 2^53 (y % 1 is NaN for NaN and ±inf), nb an integer ≥ 0, rr one ≥ −1, off and pu ≥ 0,
+-- instants from −2^53 (NONE) to the key's instant plus strategy.MaxWindow (µs, checked equal
+-- by TestCorruptBound), the slack and the step tolerance (written "not (lo <= y and y <= hi)"
+-- so that NaN fails too). Cost: about 1 µs for the header's doubles on every call. Decoding
+-- every bucket would cost about 0.1 µs a double (a full 3-rule key: 75 µs), so with arrs only
+-- the buckets at the array's edges are checked, the ones the operations decode first: the
+-- oldest is the header's lo, the newest no later than hl, both counts sound and within what
+-- the total leaves beside hc (with one bucket, exactly that).
+local MAXW = 315360000000000
+local function sound(X, ns, arrs)
+  local off, x, pu = X[1], X[2], X[3]
+  if off % 1 ~= 0 or not (off >= 0 and raw + off < -NONE) then return false end
+  local top = raw + off + MAXW + P[1] + STEP + 1
+  if not (x >= NONE and x <= top and pu >= 0 and pu <= top) then return false end
+  for i = 1, ns do
+    local b = 8 * i - 4
+    local hw, tot, nb, rr, ra, hl, hc, lo = X[b], X[b + 1], X[b + 2], X[b + 3], X[b + 4], X[b + 5], X[b + 6], X[b + 7]
+    if not (hw >= NONE and hw <= top and tot >= 0 and tot <= -NONE and nb >= 0 and rr >= -1 and rr <= -NONE
+        and ra >= NONE and ra <= top and hl >= NONE and hl <= top and hc >= 0 and hc <= tot and lo >= NONE and lo <= top)
+      or tot % 1 ~= 0 or nb % 1 ~= 0 or rr % 1 ~= 0 or hc % 1 ~= 0 then
+      return false
+    end
+    if arrs and nb > 0 then
+      local l1, c1 = unpackd('<dd', arrs[i], 1)
+      local l2, c2 = unpackd('<dd', arrs[i], 16 * nb - 15)
+      local rest = tot - hc
+      if l1 ~= lo or not (l2 >= l1 and l2 <= hl and c1 >= 0 and c2 >= 0) or c1 % 1 ~= 0 or c2 % 1 ~= 0
+        or (nb == 1 and c1 ~= rest) or (nb > 1 and c1 + c2 > rest) then
+        return false
+      end
+    end
+  end
+  return true
+end
+
 -- Read the whole value into H, A and F: val, or with val nil GET; a key that cannot be used
 -- starts afresh.
 local function load_full(val)
@@ -93,7 +132,7 @@ local function load_full(val)
           A[j] = sub(v, pos, e - 1)
           pos = e
         end
-        if pos ~= len + 1 then H = nil end
+        if pos ~= len + 1 or not sound(H, NS, A) then H = nil end
       end
       if H == nil then bad = 4 end
     elseif sub(v, 1, 2) ~= 'rw' then
@@ -124,7 +163,7 @@ local function load_full(val)
             arrs[i] = sub(v, pos, e - 1)
             pos = e
           end
-          if pos == len + 1 then
+          if pos == len + 1 and sound(X, ns, arrs) then
             bad, own, F = 0, {}, {}
             for id in string.gmatch(sub(pre, 6), '[^,]+') do own[#own + 1] = id end
             H = {X[1], X[2], X[3]}
@@ -176,7 +215,7 @@ if ranged then
   -- found unreadable and started afresh)
   local len = HL
   for j = 1, NS do len = len + 16 * H[8 * j - 2] end
-  if redis.call('STRLEN', KEYS[1]) ~= len then
+  if not sound(H, NS, nil) or redis.call('STRLEN', KEYS[1]) ~= len then
     ranged = false
     load_full(nil)
   end

@@ -103,6 +103,31 @@ local function load_numbers(L, n, F)
   return true
 end
 
+-- Sound figures (issue 14): load_numbers checks the prefix and the length only, so a value of
+-- the right shape may still hold doubles no script writes (NaN compares false, so a NaN count
+-- never fills; a pause or window far ahead locks the key out). Every figure a script writes is
+-- an integer below 2^53 (x % 1 is NaN for NaN and ±inf, so x % 1 == 0 rejects those too), and
+-- no instant lies further ahead of the key's instant than a window (strategy.MaxWindow, µs,
+-- checked equal by TestCorruptBound), the slack and the step tolerance: anything else is
+-- unreadable. An instant may be negative (a clock near 1970), down to −2^53.
+local LIM = 9007199254740992
+local MAXW = 315360000000000
+
+-- The latest instant L's value may hold (µs, on the key's timeline), or false when its off, x
+-- or pu is unsound; raw is the store's clock, S the slack, step the step tolerance.
+local function sound_head(L, raw, S, step)
+  local off, x, pu = L.off, L.x, L.pu
+  if off % 1 ~= 0 or off < 0 or raw + off >= LIM then return false end
+  local top = raw + off + MAXW + S + step + 1
+  if x % 1 ~= 0 or x < -LIM or x > top or pu % 1 ~= 0 or pu < 0 or pu > top then return false end
+  return top
+end
+
+-- whether y is a sound count: an integer from 0 to 2^53
+local function count(y)
+  return y % 1 == 0 and y >= 0 and y <= LIM
+end
+
 -- Mark L unreadable: started afresh.
 local function unreadable(L)
   L.bad, L.v, L.ids, L.H, L.n, L.off, L.x, L.pu = UNREADABLE, false, nil, nil, 0, 0, nil, 0

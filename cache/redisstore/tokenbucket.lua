@@ -58,9 +58,21 @@ if L.v then
     unreadable(L)
   else
     local H = L.H
+    -- sound figures (state.lua's sound_head): hw an instant, q and r counts, 0 ≤ s < 1000
+    -- (q within the cap and r within W are checked below, for the strategy's slots)
+    local top = sound_head(L, raw, S, STEP)
     for i = 1, ns do
       local b = F * i
-      stored[i] = {hw = H[b], q = H[b + 1], r = H[b + 2], s = H[b + 3], existed = true}
+      local hw, q, r, s = H[b], H[b + 1], H[b + 2], H[b + 3]
+      if not (top and hw % 1 == 0 and hw >= -LIM and hw <= top and count(q) and count(r) and count(s) and s < 1000) then
+        top = false
+        break
+      end
+      stored[i] = {hw = hw, q = q, r = r, s = s, existed = true}
+    end
+    if not top then
+      unreadable(L)
+      stored = {}
     end
   end
 end
@@ -68,6 +80,16 @@ local m, own = slot_map(L, pre, NS)
 local st = {}
 for j = 1, NS do
   st[j] = m[j] and stored[m[j]] or {q = 0, r = 0, s = 0}
+end
+-- a debt past the slot's cap (what refills in strategy.MaxWindow) or an r of W or more is
+-- unsound: add never spends past the cap, and refill keeps 0 ≤ r < W
+for j = 1, NS do
+  if st[j].q > QM[j] or st[j].r >= W[j] then
+    unreadable(L)
+    stored, m = {}, slot_map(L, pre, NS)
+    for i = 1, NS do st[i] = {q = 0, r = 0, s = 0} end
+    break
+  end
 end
 local off = L.off
 local now = raw
