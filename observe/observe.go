@@ -36,8 +36,9 @@ func (f Func) Observe(e Event) { f(e) }
 // Kind says what happened.
 type Kind uint8
 
-// The kinds of event, with the fields each one sets (Key is set on all but EvictedLive's
-// sources that have none).
+// The kinds of event, with the fields each one sets. Key is set on all but Degraded and
+// Recovered (a Transport's whole store), StateLost for a restart or an eviction (a server's),
+// and EvictedLive from sources that have none.
 const (
 	// Recorded: the Transport recorded N requests on Key (monitoring mode: every attempt; the
 	// app key of WithAppRules too).
