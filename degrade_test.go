@@ -38,6 +38,7 @@ func newRedisStore(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() })
 	return st
 }
 

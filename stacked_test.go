@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,6 @@ import (
 // Redis store (each call a new, empty one).
 func stackStores(t *testing.T) map[string]func() cache.Store {
 	srv := redistest.Start(t)
-	n := 0
 	return map[string]func() cache.Store{
 		"memory": func() cache.Store {
 			mem, err := cache.NewMemory(cache.MemoryConfig{})
@@ -33,15 +33,21 @@ func stackStores(t *testing.T) map[string]func() cache.Store {
 			return mem
 		},
 		"redis": func() cache.Store {
-			n++
-			rs, err := redisstore.New(srv.Client(), redisstore.Options{Prefix: fmt.Sprintf("stack%d:", n)})
+			// A prefix unique in the process: counter claims last the life of the process per
+			// address and prefix (cache.ClaimCounters), and a later test's server may get an
+			// earlier one's port.
+			rs, err := redisstore.New(srv.Client(), redisstore.Options{Prefix: fmt.Sprintf("stack%d:", stackPrefixes.Add(1))})
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { rs.Close() })
 			return rs
 		},
 	}
 }
+
+// stackPrefixes numbers the Redis prefixes of stackStores across the test binary.
+var stackPrefixes atomic.Int64
 
 // day10 is Xero's day rule in 10 s buckets, which the Redis store accepts.
 var day10 = strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: 10 * time.Second}
@@ -227,4 +233,29 @@ func TestAppRulesDoNotConflictWithKeyRules(t *testing.T) {
 			newTransport(t, nil, WithRules(tenant), WithAppRules("other-app", strategy.Rule{Limit: 100, Window: time.Minute, Margin: 2 * time.Second}), WithStore(st))
 		})
 	}
+}
+
+// TestClaimsReleasedOnRedisClose: a Redis store's Close forgets the counter claims made on its
+// address and prefix, so that a later store there (a server restarted on the port, another
+// test's) may use the same window with another margin; while the first is open it is refused.
+// Before, the claims lasted the process: a test whose server got an earlier test's port was
+// refused rules it never used.
+func TestClaimsReleasedOnRedisClose(t *testing.T) {
+	srv := redistest.Start(t)
+	open := func() *redisstore.Store {
+		st, err := redisstore.New(srv.Client(), redisstore.Options{Prefix: "claims"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	first := open()
+	newTransport(t, nil, WithRules(strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}), WithStore(first))
+	other := strategy.Rule{Limit: 60, Window: time.Minute, Margin: 2 * time.Second}
+	if _, err := New(nil, WithRules(other), WithStore(open())); !errors.Is(err, cache.ErrCounterConflict) {
+		t.Fatalf("another margin while the first store is open: %v, want ErrCounterConflict", err)
+	}
+	first.Close()
+	newTransport(t, nil, WithRules(other), WithStore(open()))
 }

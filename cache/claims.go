@@ -52,8 +52,8 @@ type claim struct {
 // ErrCounterConflict, naming both rules, when s would split a count; nothing is claimed then. A
 // store that is neither comparable nor a Namespacer is not checked.
 //
-// Claims last as long as the store (the memory store forgets them on Close; for the others,
-// the life of the process). The check covers the strategies of one process; processes sharing
+// Claims last as long as the store: the memory store and the Redis store forget them on Close
+// (ReleaseClaims), the others keep them for the life of the process. The check covers the strategies of one process; processes sharing
 // a store must be given the same rules.
 func ClaimCounters(st Store, scope string, s *strategy.Strategy) error {
 	sid, ok := storeIdentity(st)
@@ -118,9 +118,11 @@ func ClaimCounters(st Store, scope string, s *strategy.Strategy) error {
 	return nil
 }
 
-// releaseClaims forgets the claims on st (its Close): a later store at the same address starts
-// afresh.
-func releaseClaims(st Store) {
+// ReleaseClaims forgets the claims made on st, and on every store with its Namespace: for a
+// store's Close, so that a later store at the same address and prefix (a server restarted on
+// the port, another test's) starts afresh. Closing one of two Store values over one Namespace
+// therefore drops the check for both; it never refuses what it did not before.
+func ReleaseClaims(st Store) {
 	if id, ok := storeIdentity(st); ok {
 		claims.mu.Lock()
 		for k := range claims.m {

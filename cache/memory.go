@@ -262,7 +262,7 @@ func (m *Memory) Close() error {
 	m.life.Lock()
 	defer m.life.Unlock()
 	m.client.Close()
-	releaseClaims(m)
+	ReleaseClaims(m)
 	return nil
 }
 

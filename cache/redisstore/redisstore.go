@@ -617,10 +617,12 @@ func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u s
 
 // Close marks the store closed; later calls return cache.ErrClosed. It stops the monitor
 // (waiting for a check in flight) and removes the store's heartbeat, within Options.Timeout,
-// best effort. The client stays open. Close always returns nil.
+// best effort, and forgets the counter claims made on its Namespace (cache.ReleaseClaims), so
+// that a later store there starts afresh. The client stays open. Close always returns nil.
 func (st *Store) Close() error {
 	if !st.closed.Swap(true) {
 		st.closeMonitor()
+		cache.ReleaseClaims(st)
 	}
 	return nil
 }
