@@ -36,46 +36,17 @@ end
 
 local F = 3
 local L = load_key(pre, F)
-local stored = {}
-if L.v then
-  local ns = L.n
-  if ns < 0 then ns = NS end
-  if not load_numbers(L, ns, F) or L.pos ~= #L.v + 1 then
-    unreadable(L)
-  else
-    local H = L.H
-    -- sound figures (state.lua's sound_head): hw an instant, k an integer no later than it
-    -- (checked against W below, for the strategy's slots), c a count
-    local top = sound_head(L, raw, S, STEP)
-    for i = 1, ns do
-      local b = F * i + 1
-      local hw, k, c = H[b], H[b + 1], H[b + 2]
-      if not (top and hw % 1 == 0 and hw >= -LIM and hw <= top and k % 1 == 0 and k <= top and count(c)) then
-        top = false
-        break
-      end
-      stored[i] = {hw = hw, k = k, c = c, existed = true}
-    end
-    if not top then
-      unreadable(L)
-      stored = {}
-    end
+-- sound figures (state.lua's sound_head): hw an instant, k an integer no later than it, c a
+-- count; for the strategy's slots, a window index past the slot's time (its window would end
+-- after hw + W) is unsound too
+local stored, st, m, own = load_slots(L, pre, NS, F, raw, S, STEP, function(H, b, top)
+  local hw, k, c = H[b], H[b + 1], H[b + 2]
+  if hw % 1 == 0 and hw >= -LIM and hw <= top and k % 1 == 0 and k <= top and count(c) then
+    return {hw = hw, k = k, c = c, existed = true}
   end
-end
-local m, own = slot_map(L, pre, NS)
-local st = {}
-for j = 1, NS do
-  st[j] = m[j] and stored[m[j]] or {k = 0, c = 0}
-end
--- a window index past the slot's time (its window would end after hw + W) is unsound
-for j = 1, NS do
-  if st[j].hw and st[j].k * W[j] > math.max(st[j].hw, 0) then
-    unreadable(L)
-    stored, m = {}, slot_map(L, pre, NS)
-    for i = 1, NS do st[i] = {k = 0, c = 0} end
-    break
-  end
-end
+end, function() return {k = 0, c = 0} end, function(j, s)
+  return not s.hw or s.k * W[j] <= math.max(s.hw, 0)
+end)
 local off = L.off
 local now = raw
 local bad = L.bad

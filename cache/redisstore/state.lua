@@ -156,6 +156,49 @@ local function slot_map(L, pre, NS)
   return m, own
 end
 
+-- The strategy's NS slots as L holds them (the fixed window's and the token bucket's load):
+-- every stored slot of F numbers decoded by decode(H, b, top) (b: the index of its first
+-- number in L.H, top: sound_head's bound; a table, or nil when a figure is unsound), then each
+-- of the strategy's slots (fresh() where L has none) checked against its plan by fits(j, s).
+-- One unsound figure makes L unreadable and every slot fresh: no key is locked out. Returns
+-- the stored slots, the strategy's slots, slot_map's map and own.
+local function load_slots(L, pre, NS, F, raw, S, step, decode, fresh, fits)
+  local stored = {}
+  if L.v then
+    local ns = L.n
+    if ns < 0 then ns = NS end
+    local top = load_numbers(L, ns, F) and L.pos == #L.v + 1 and sound_head(L, raw, S, step)
+    if top then
+      for i = 1, ns do
+        stored[i] = decode(L.H, 4 + F * (i - 1), top)
+        if not stored[i] then
+          top = false
+          break
+        end
+      end
+    end
+    if not top then
+      unreadable(L)
+      stored = {}
+    end
+  end
+  local m, own = slot_map(L, pre, NS)
+  local st = {}
+  for j = 1, NS do
+    st[j] = m[j] and stored[m[j]] or fresh()
+  end
+  for j = 1, NS do
+    if not fits(j, st[j]) then
+      unreadable(L)
+      stored = {}
+      m, own = slot_map(L, pre, NS)
+      for i = 1, NS do st[i] = fresh() end
+      break
+    end
+  end
+  return stored, st, m, own
+end
+
 -- The value for the slots ids (in order), nums (off, x, pu, then F per slot) and the variable
 -- part tail; pre when ids are exactly the strategy's own.
 local function encode(pre, own, ids, nums, tail)

@@ -50,47 +50,17 @@ end
 
 local F = 4
 local L = load_key(pre, F)
-local stored = {}
-if L.v then
-  local ns = L.n
-  if ns < 0 then ns = NS end
-  if not load_numbers(L, ns, F) or L.pos ~= #L.v + 1 then
-    unreadable(L)
-  else
-    local H = L.H
-    -- sound figures (state.lua's sound_head): hw an instant, q and r counts, 0 ≤ s < 1000
-    -- (q within the cap and r within W are checked below, for the strategy's slots)
-    local top = sound_head(L, raw, S, STEP)
-    for i = 1, ns do
-      local b = F * i
-      local hw, q, r, s = H[b], H[b + 1], H[b + 2], H[b + 3]
-      if not (top and hw % 1 == 0 and hw >= -LIM and hw <= top and count(q) and count(r) and count(s) and s < 1000) then
-        top = false
-        break
-      end
-      stored[i] = {hw = hw, q = q, r = r, s = s, existed = true}
-    end
-    if not top then
-      unreadable(L)
-      stored = {}
-    end
+-- sound figures (state.lua's sound_head): hw an instant, q and r counts, 0 ≤ s < 1000; for the
+-- strategy's slots, a debt past the slot's cap (what refills in strategy.MaxWindow) or an r of
+-- W or more is unsound too: add never spends past the cap, and refill keeps 0 ≤ r < W
+local stored, st, m, own = load_slots(L, pre, NS, F, raw, S, STEP, function(H, b, top)
+  local hw, q, r, s = H[b], H[b + 1], H[b + 2], H[b + 3]
+  if hw % 1 == 0 and hw >= -LIM and hw <= top and count(q) and count(r) and count(s) and s < 1000 then
+    return {hw = hw, q = q, r = r, s = s, existed = true}
   end
-end
-local m, own = slot_map(L, pre, NS)
-local st = {}
-for j = 1, NS do
-  st[j] = m[j] and stored[m[j]] or {q = 0, r = 0, s = 0}
-end
--- a debt past the slot's cap (what refills in strategy.MaxWindow) or an r of W or more is
--- unsound: add never spends past the cap, and refill keeps 0 ≤ r < W
-for j = 1, NS do
-  if st[j].q > QM[j] or st[j].r >= W[j] then
-    unreadable(L)
-    stored, m = {}, slot_map(L, pre, NS)
-    for i = 1, NS do st[i] = {q = 0, r = 0, s = 0} end
-    break
-  end
-end
+end, function() return {q = 0, r = 0, s = 0} end, function(j, s)
+  return s.q <= QM[j] and s.r < W[j]
+end)
 local off = L.off
 local now = raw
 local bad = L.bad
