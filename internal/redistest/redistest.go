@@ -3,15 +3,9 @@
 package redistest
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,7 +14,7 @@ import (
 type Server struct {
 	Addr string
 	t    testing.TB
-	cmd  *exec.Cmd
+	p    proc
 	port string
 	args []string // extra redis-server arguments (StartWith)
 }
@@ -36,24 +30,17 @@ func Start(t testing.TB) *Server {
 // "--maxmemory-policy", "allkeys-lru"; Restart keeps them.
 func StartWith(t testing.TB, args ...string) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		msg := "redis-server is not on PATH; install it (Debian: apt-get install -y redis-server) to run the Redis tests"
-		if os.Getenv("RATEMONITOR_REQUIRE_REDIS") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	needRedis(t)
 	// A port found free can be taken by another test package's server before ours binds it:
 	// ours then exits while the port answers for the other. So the server is ready only when
-	// the one answering is ours (INFO's process_id), and a lost port is tried again.
+	// the one answering is ours (proc.start), and a lost port is tried again.
 	var last error
 	for range 5 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		ports, err := freePorts(1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, port, _ := net.SplitHostPort(l.Addr().String())
-		l.Close()
+		port := strconv.Itoa(ports[0])
 		s := &Server{Addr: "127.0.0.1:" + port, t: t, port: port, args: args}
 		if last = s.start(); last == nil {
 			t.Cleanup(s.Stop)
@@ -66,36 +53,12 @@ func StartWith(t testing.TB, args ...string) *Server {
 }
 
 func (s *Server) start() error {
-	args := append([]string{"--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, s.args...)
-	s.cmd = exec.Command("redis-server", args...)
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-	defer c.Close()
-	want := "process_id:" + strconv.Itoa(s.cmd.Process.Pid) + "\r\n"
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if info, err := c.Info(context.Background(), "server").Result(); err == nil {
-			if strings.Contains(info, want) {
-				return nil
-			}
-			return fmt.Errorf("redis-server on %s: another server answers there", s.Addr)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on %s did not answer within 10 s", s.Addr)
-		}
-	}
+	s.p = proc{addr: s.Addr}
+	return s.p.start(append([]string{"--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, s.args...)...)
 }
 
 // Stop kills the server and waits for it to exit. It is safe to call twice.
-func (s *Server) Stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
-	s.cmd = nil
-}
+func (s *Server) Stop() { s.p.kill() }
 
 // Restart starts the server again on the same port, empty.
 func (s *Server) Restart() {
