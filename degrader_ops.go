@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -232,13 +233,22 @@ func (d *degrader) mem() (*cache.Memory, error) {
 	return d.local, nil
 }
 
-// Close closes the memory store, if one was made; the shared store is the caller's.
+// Close closes the memory store, if one was made; the shared store is the caller's. A
+// Transport closed while degraded reports observe.Recovered (Err: cache.ErrClosed), so that
+// every Degraded has its end and a gauge of degraded Transports (metrics' degraded) comes back
+// down; it reports it once, however often it is closed.
 func (d *degrader) Close() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	ended := !d.closed && d.state == degraded
 	d.closed = true
-	if d.local == nil {
+	down := d.clock.Now().Sub(d.since)
+	local := d.local
+	d.mu.Unlock()
+	if ended && d.t.obs != nil {
+		d.t.obs.Observe(observe.Event{Kind: observe.Recovered, Store: d.name, Wait: down, Err: cache.ErrClosed})
+	}
+	if local == nil {
 		return nil
 	}
-	return d.local.Close()
+	return local.Close()
 }

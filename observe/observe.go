@@ -91,7 +91,8 @@ const (
 	// answers again (ratemonitor.WithDegraded).
 	Degraded
 	// Recovered: the shared store Store answers again after a Degraded event; Wait is how
-	// long the Transport ran degraded.
+	// long the Transport ran degraded. A Transport closed while degraded reports it too, with
+	// Err cache.ErrClosed (the store may still be down), so that each Degraded has one end.
 	Recovered
 )
 
@@ -116,7 +117,7 @@ type Event struct {
 	Until time.Time     // Paused
 	Store string        // "memory", "redis", "sqlite", "dynamodb" (StoreError, EvictedLive, Retry, StateLost, Degraded, Recovered)
 	Op    string        // StoreError, Retry; StateLost's reason
-	Err   error         // StoreError, Degraded; StateLost's description
+	Err   error         // StoreError, Degraded, Recovered at Close; StateLost's description
 	Rules []RuleUsage   // Admitted, Rejected: one per rule, in rule order
 }
 
