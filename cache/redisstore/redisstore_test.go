@@ -107,6 +107,7 @@ func TestDifferential(t *testing.T) {
 		}
 		defer mem.Close()
 		red := newStore(t, client, Options{Clock: clk})
+		defer red.Close()
 		grans := []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond}
 		var rules []strategy.Rule
 		for range rapid.IntRange(1, 3).Draw(rt, "rules") {

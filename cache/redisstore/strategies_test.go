@@ -48,6 +48,7 @@ func TestSameAsMemory(t *testing.T) {
 		}
 		defer mem.Close()
 		red := newStore(t, client, Options{Clock: clk})
+		defer red.Close()
 		alg := algs[rapid.IntRange(0, len(algs)-1).Draw(rt, "alg")]
 		units := []time.Duration{time.Microsecond, time.Millisecond, 100 * time.Millisecond}
 		var rules []strategy.Rule
@@ -107,6 +108,7 @@ func TestTokenBucketExactness(t *testing.T) {
 				}
 				defer mem.Close()
 				red := newStore(t, client, Options{Clock: clk})
+				defer red.Close()
 				key := "exact-" + name + strconv.FormatInt(iteration.Add(1), 10)
 				same := func(what string) {
 					for _, n := range []int{0, 1, s.MaxBurst()} {
