@@ -63,3 +63,19 @@ func (s *HubSpot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.accept(now)
 	w.Write([]byte(`{"results":[]}`))
 }
+
+// Use counts n requests of token made by another client, as if made now.
+func (s *HubSpot) Use(token string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.Now()
+	l := s.tokens[token]
+	if l == nil {
+		l = &[2]rolling{{limit: 100, w: 10 * time.Second}, {limit: 250_000, w: 24 * time.Hour}}
+		s.tokens[token] = l
+	}
+	for range n {
+		l[0].add(now)
+		l[1].add(now)
+	}
+}

@@ -69,3 +69,16 @@ func (s *ShopifyREST) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.accept(now)
 	w.Write([]byte(`{"shop":{"name":"stand-in"}}`))
 }
+
+// Use puts n requests of another client in host's bucket, as if made now.
+func (s *ShopifyREST) Use(host string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.stores[host]
+	if b == nil {
+		b = &bucket{size: 40, rate: 2}
+		s.stores[host] = b
+	}
+	b.drain(s.Now())
+	b.level = min(b.size, b.level+float64(n))
+}

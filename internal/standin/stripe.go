@@ -44,3 +44,17 @@ func (s *Stripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.accept(now)
 	w.Write([]byte(`{"object":"balance"}`))
 }
+
+// Use counts n requests of key made by another client, as if made now.
+func (s *Stripe) Use(key string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.keys[key]
+	if l == nil {
+		l = &rolling{limit: 100, w: time.Second}
+		s.keys[key] = l
+	}
+	for range n {
+		l.add(s.Now())
+	}
+}

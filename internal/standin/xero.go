@@ -69,3 +69,20 @@ func (x *Xero) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write([]byte(`{"Status":"OK"}`))
 }
+
+// Use counts n calls of tenant made by another client of the app, as if made now.
+func (x *Xero) Use(tenant string, n int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.Now()
+	tl := x.tenants[tenant]
+	if tl == nil {
+		tl = &[2]rolling{{limit: 60, w: time.Minute}, {limit: 5000, w: 24 * time.Hour}}
+		x.tenants[tenant] = tl
+	}
+	for range n {
+		tl[0].add(now)
+		tl[1].add(now)
+		x.app.add(now)
+	}
+}
