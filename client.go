@@ -410,6 +410,8 @@ func (t *Transport) Store() cache.Store { return t.store }
 // Contention (an error wrapping cache.ErrContended) is not a failure: the store call is tried
 // again until the request's context ends, and then RoundTrip sends nothing and returns an
 // error wrapping both the context's error and cache.ErrContended.
+// With WithCost, a request whose cost is below 1 or above what a rule allows per window is
+// refused at once with an error naming the cost and the rule: nothing is sent or recorded.
 // Whenever RoundTrip returns an error without sending, it has closed the request body.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.base

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
-	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )

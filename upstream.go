@@ -87,9 +87,9 @@ type SyncConfig struct {
 // A reader that declares its windows (headers.Windowed, as headers.XeroReader and
 // headers.XRateLimitReader do) must name only windows that rules have: New fails otherwise,
 // saying which window and which rules there are. A figure of a reader that declares nothing
-// (the IETF fields carry their own windows) that no rule matches is dropped. A store error while syncing does not fail the
-// response: it goes to the error handler and the logger. The store must implement
-// cache.Syncer (the memory and Redis stores do); New fails otherwise.
+// (the IETF fields carry their own windows) that no rule matches is dropped. A store error
+// while syncing does not fail the response: it goes to the error handler and the logger. The
+// store must implement cache.Syncer (the memory and Redis stores do); New fails otherwise.
 func WithSync(cfg SyncConfig) Option {
 	return func(t *Transport) error {
 		if cfg.Fallback < 0 || cfg.MaxPause < 0 || cfg.MaxPause > strategy.MaxWindow {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,15 +108,21 @@ func check(t *testing.T, s standIn, allowed func(span time.Duration) float64) {
 func TestXero(t *testing.T) {
 	const n = 3 * 2 * profiles.XeroMinuteLimit // three minutes of two tenants
 	s, _ := drive(t, profiles.Xero("xero-app:test"), func(now func() time.Time) standIn { return standin.NewXero(now) }, n,
-		func(i int, url string) *http.Request { return request(url, "Xero-Tenant-Id", "tenant-"+strconv.Itoa(i%2)) })
-	check(t, s, func(span time.Duration) float64 { return float64(2 * rollingAllowed(profiles.XeroMinuteLimit, time.Minute, span)) })
+		func(i int, url string) *http.Request {
+			return request(url, "Xero-Tenant-Id", "tenant-"+strconv.Itoa(i%2))
+		})
+	check(t, s, func(span time.Duration) float64 {
+		return float64(2 * rollingAllowed(profiles.XeroMinuteLimit, time.Minute, span))
+	})
 }
 
 func TestGitHubREST(t *testing.T) {
 	const n = 2 * profiles.GitHubHourLimit
 	s, _ := driveOn(t, true, profiles.GitHubREST(), func(now func() time.Time) standIn { return standin.NewGitHub(now) }, n,
 		func(i int, url string) *http.Request { return request(url, "Authorization", "Bearer ghp_test") })
-	check(t, s, func(span time.Duration) float64 { return float64(rollingAllowed(profiles.GitHubHourLimit, time.Hour, span)) })
+	check(t, s, func(span time.Duration) float64 {
+		return float64(rollingAllowed(profiles.GitHubHourLimit, time.Hour, span))
+	})
 }
 
 // TestGitHubRESTSharedToken: another client has used 4990 of the token's hour; the first
@@ -145,7 +152,10 @@ func TestShopifyREST(t *testing.T) {
 // restored at 50 a second: each is charged 100 and corrected to 40.
 func TestShopifyGraphQL(t *testing.T) {
 	const size, rate, requested, actual = 1000, 50, 100, 40
-	estimate := func(req *http.Request) int { n, _ := strconv.Atoi(req.Header.Get("X-Standin-Requested-Cost")); return n }
+	estimate := func(req *http.Request) int {
+		n, _ := strconv.Atoi(req.Header.Get("X-Standin-Requested-Cost"))
+		return n
+	}
 	const n = 400
 	s, _ := drive(t, profiles.ShopifyGraphQL(size, rate, estimate), func(now func() time.Time) standIn { return standin.NewShopifyGraphQL(now, size, rate) }, n,
 		func(i int, url string) *http.Request {
@@ -171,7 +181,9 @@ func TestStripe(t *testing.T) {
 	const n = 3 * profiles.StripeLiveLimit
 	s, _ := drive(t, profiles.Stripe(), func(now func() time.Time) standIn { return standin.NewStripe(now) }, n,
 		func(i int, url string) *http.Request { return request(url, "Authorization", "Bearer sk_live_test") })
-	check(t, s, func(span time.Duration) float64 { return float64(rollingAllowed(profiles.StripeLiveLimit, time.Second, span)) })
+	check(t, s, func(span time.Duration) float64 {
+		return float64(rollingAllowed(profiles.StripeLiveLimit, time.Second, span))
+	})
 }
 
 // TestSlack: Tier 2 methods, two of them on one token: each method has its own 20 a minute.
@@ -184,4 +196,34 @@ func TestSlack(t *testing.T) {
 			return request(url+method, "Authorization", "Bearer xoxb-test")
 		})
 	check(t, s, func(span time.Duration) float64 { return float64(2 * rollingAllowed(perMinute, time.Minute, span)) })
+}
+
+// TestKeysHideTokens: the profiles keyed by a token never key by the token itself, and two
+// tokens get two keys.
+func TestKeysHideTokens(t *testing.T) {
+	for name, p := range map[string][]ratemonitor.Option{"GitHubREST": profiles.GitHubREST(), "HubSpot": profiles.HubSpot(),
+		"Stripe": profiles.Stripe(), "Slack": profiles.Slack(3)} {
+		tr, err := ratemonitor.New(nil, p...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := tr.Key(request("https://api.example.test/x", "Authorization", "Bearer secret-token-a"))
+		b := tr.Key(request("https://api.example.test/x", "Authorization", "Bearer secret-token-b"))
+		tr.Close()
+		if strings.Contains(a, "secret") || strings.Contains(b, "secret") || a == b || !strings.HasPrefix(a, "cred:") {
+			t.Errorf("%s: keys %q and %q", name, a, b)
+		}
+	}
+}
+
+// TestProfileErrors: wrong arguments make New fail, naming the profile.
+func TestProfileErrors(t *testing.T) {
+	for _, c := range []struct {
+		opts []ratemonitor.Option
+		want string
+	}{{profiles.Slack(5), "Slack(5)"}, {profiles.ShopifyGraphQL(0, 50, nil), "ShopifyGraphQL(0, 50)"}, {profiles.ShopifyGraphQL(1000, -1, nil), "ShopifyGraphQL(1000, -1)"}} {
+		if _, err := ratemonitor.New(nil, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New: %v, want an error naming %s", err, c.want)
+		}
+	}
 }

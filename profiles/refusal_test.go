@@ -30,7 +30,11 @@ func TestRefusalsPause(t *testing.T) {
 			func(now func() time.Time) standIn { g := standin.NewGitHub(now); g.Use(auth, 5000); return g },
 			func(url string) *http.Request { return request(url, "Authorization", auth) }, time.Hour},
 		{"shopify 429 Retry-After 2.0", profiles.ShopifyREST(),
-			func(now func() time.Time) standIn { s := standin.NewShopifyREST(now); s.Use("standin.test", 40); return s },
+			func(now func() time.Time) standIn {
+				s := standin.NewShopifyREST(now)
+				s.Use("standin.test", 40)
+				return s
+			},
 			func(url string) *http.Request { return request(url) }, 500 * time.Millisecond},
 		{"hubspot 429 without Retry-After", profiles.HubSpot(),
 			func(now func() time.Time) standIn { s := standin.NewHubSpot(now); s.Use(auth, 100); return s },
@@ -39,7 +43,11 @@ func TestRefusalsPause(t *testing.T) {
 			func(now func() time.Time) standIn { s := standin.NewStripe(now); s.Use(auth, 100); return s },
 			func(url string) *http.Request { return request(url, "Authorization", auth) }, time.Second},
 		{"slack 429 Retry-After", profiles.Slack(2),
-			func(now func() time.Time) standIn { s := standin.NewSlack(now, 20); s.Use(auth, "/api/users.list", 20); return s },
+			func(now func() time.Time) standIn {
+				s := standin.NewSlack(now, 20)
+				s.Use(auth, "/api/users.list", 20)
+				return s
+			},
 			func(url string) *http.Request { return request(url+"/api/users.list", "Authorization", auth) }, time.Minute},
 	}
 	for _, c := range cases {
@@ -55,4 +63,3 @@ func TestRefusalsPause(t *testing.T) {
 		})
 	}
 }
-
