@@ -28,8 +28,8 @@ const (
 // It reads Xero's X-MinLimit-Remaining, X-DayLimit-Remaining and X-AppMinLimit-Remaining on
 // every response (headers.XeroReader), and a 429's Retry-After with X-Rate-Limit-Problem
 // (minute, day, appminute, compared case-insensitively) pauses the tenant, or the app key.
-// Xero's third limit, 5 calls in flight per tenant, is not paced here: a "concurrent" problem
-// pauses the tenant for its Retry-After.
+// Xero's third limit, 5 calls in progress per tenant, is held too (ratemonitor.WithInFlight):
+// a sixth call waits until one of the five has its response closed.
 func Xero(appKey string) []ratemonitor.Option {
 	return []ratemonitor.Option{
 		ratemonitor.WithRules(
