@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/internal/contend"
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/observe"
@@ -151,8 +152,10 @@ type Transport struct {
 	pacer       pacer
 	contends    bool // the store can fail with cache.ErrContended: see contention.go
 	clockSet    bool
-	app         *appLimit   // WithAppRules
-	sync        *SyncConfig // WithSync
+	app         *appLimit               // WithAppRules
+	sync        *SyncConfig             // WithSync
+	cost        func(*http.Request) int // WithCost
+	costReport  cost.Reader             // WithCostReport
 	obs         observe.Observer
 	// storeWarn and syncWarn rate-limit the warnings about store errors.
 	storeWarn, syncWarn lograte.Limiter
@@ -319,6 +322,9 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if err := t.resolvePolicy(); err != nil {
 		return nil, err
 	}
+	if err := t.checkReaders(); err != nil {
+		return nil, err
+	}
 	if v, ok := t.store.(cache.Validator); ok {
 		if err := v.Validate(t.strat); err != nil {
 			return nil, err
@@ -404,6 +410,8 @@ func (t *Transport) Store() cache.Store { return t.store }
 // Contention (an error wrapping cache.ErrContended) is not a failure: the store call is tried
 // again until the request's context ends, and then RoundTrip sends nothing and returns an
 // error wrapping both the context's error and cache.ErrContended.
+// With WithCost, a request whose cost is below 1 or above what a rule allows per window is
+// refused at once with an error naming the cost and the rule: nothing is sent or recorded.
 // Whenever RoundTrip returns an error without sending, it has closed the request body.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.base
@@ -418,23 +426,30 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	lim, outer := t.uncounted(markFrom(ctx), key)
 	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
 		t.unreserveCounted(ctx, r, lim, outer)
-		return t.send(base, t.marked(base, req, key, outer, true), key)
+		return t.send(base, t.marked(base, req, key, outer, true), key, nil)
 	}
 	if lim.none() {
 		// A Transport wrapping this one, over the same store, counted this attempt in every
 		// counter this one keeps: counting it again would count it twice. The mark is passed
 		// on: this attempt took it.
-		return t.send(base, t.marked(base, req, key, outer, true), key)
+		return t.send(base, t.marked(base, req, key, outer, true), key, nil)
 	}
-	var err error
+	n, err := t.requestCost(req, key, lim)
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	ch := &charge{n: n, lim: lim, gen: t.gen()}
 	switch {
 	case t.pacing && lim.strat == nil:
 		// Only the app key is left to count: pace on it alone.
-		_, _, _, err = t.acquire(ctx, lim.app.key, 1, t.policy == FailOpen, limits{strat: lim.app.strat})
+		ch.appAt, _, _, err = t.acquire(ctx, lim.app.key, n, t.policy == FailOpen, limits{strat: lim.app.strat})
 	case t.pacing:
-		_, _, _, err = t.acquire(ctx, key, 1, t.policy == FailOpen, lim)
+		ch.at, ch.appAt, _, err = t.acquire(ctx, key, n, t.policy == FailOpen, lim)
 	default:
-		err = t.record(ctx, key, lim)
+		err = t.record(ctx, key, n, lim)
 	}
 	if err != nil {
 		var se *StoreError
@@ -450,22 +465,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.storeFailed(req, se.Key, se.Err)
 		// Not counted here: a Transport inside this one must count it (in every counter but
 		// those counted further out).
-		return t.send(base, t.marked(base, req, key, outer, false), key)
+		return t.send(base, t.marked(base, req, key, outer, false), key, nil)
 	}
-	return t.send(base, t.marked(base, req, key, outer, true), key)
+	return t.send(base, t.marked(base, req, key, outer, true), key, ch)
 }
 
-// record counts one request on key and, with WithAppRules, on the app key, and returns the
+// record counts a request of cost n on key and, with WithAppRules, on the app key, and returns the
 // first store error as a *StoreError naming the key it was on. Under FailOpen both are tried,
 // since the request is sent either way. Under FailClosed the app key goes first and a failure
 // there records nothing; when the request's key then fails, the app key keeps a count for a
 // request that was not sent (one of the app's many: an over-count, never an under-count).
-func (t *Transport) record(ctx context.Context, key string, lim limits) error {
+func (t *Transport) record(ctx context.Context, key string, n int, lim limits) error {
 	leave, err := t.recordTurn(ctx, key)
 	if err != nil {
 		return err
 	}
-	err = t.recordBoth(ctx, key, lim)
+	err = t.recordBoth(ctx, key, n, lim)
 	leave()
 	if err != nil && ctx.Err() != nil {
 		return gaveUp(ctx, err) // the caller gave up: not the store's failure
@@ -473,25 +488,25 @@ func (t *Transport) record(ctx context.Context, key string, lim limits) error {
 	return err
 }
 
-func (t *Transport) recordBoth(ctx context.Context, key string, lim limits) error {
+func (t *Transport) recordBoth(ctx context.Context, key string, n int, lim limits) error {
 	var first error
 	if lim.app != nil {
-		if err := t.recordOn(ctx, lim.app.strat, lim.app.key, 1); err != nil {
+		if err := t.recordOn(ctx, lim.app.strat, lim.app.key, n); err != nil {
 			first = &StoreError{Key: lim.app.key, Err: err}
 			if t.policy != FailOpen {
 				return first
 			}
 		} else {
-			t.recorded(lim.app.key, 1)
+			t.recorded(lim.app.key, n)
 		}
 	}
 	if lim.strat != nil {
-		if err := t.recordOn(ctx, lim.strat, key, 1); err != nil {
+		if err := t.recordOn(ctx, lim.strat, key, n); err != nil {
 			if first == nil {
 				first = &StoreError{Key: key, Err: err}
 			}
 		} else {
-			t.recorded(key, 1)
+			t.recorded(key, n)
 		}
 	}
 	return first

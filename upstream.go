@@ -26,15 +26,30 @@ const (
 // value gives the defaults.
 type SyncConfig struct {
 	// Readers turn a response's header into figures per rule (package headers). Default:
-	// headers.XeroReader(time.Minute, 24*time.Hour) and headers.IETFReader. Give
-	// headers.XRateLimitReader for an upstream that sends X-RateLimit-*, with its window.
+	// headers.XeroReader(time.Minute, 24*time.Hour) and headers.IETFReader, and with
+	// XRateLimitWindow set, headers.XRateLimitReader(XRateLimitWindow, XRateLimitReset) too.
+	// Every window a reader given here declares (headers.Windowed) must be a rule's: New fails
+	// otherwise, naming the reader's window and the rules there are. The default Xero and IETF
+	// readers are not checked: they read what they find for whichever rules there are.
 	Readers []headers.Reader
+	// XRateLimitWindow is the window of the limit an upstream's X-RateLimit-Limit, -Remaining
+	// and -Reset fields are about (they do not say it): an hour at GitHub. Set, it adds
+	// headers.XRateLimitReader to the default readers, and New fails unless a rule of the
+	// request's key has that window. Zero (the default) reads no X-RateLimit-* fields, unless
+	// Readers has a reader of them. Ignored when Readers is given.
+	XRateLimitWindow time.Duration
+	// XRateLimitReset says how X-RateLimit-Reset is written (default headers.ResetAuto; GitHub
+	// writes epoch seconds: headers.ResetEpoch).
+	XRateLimitReset headers.ResetMode
 	// Fallback is how long a 429 without a usable Retry-After pauses the key (default 60 s).
 	Fallback time.Duration
 	// MaxPause caps every pause (default 24 h, at most strategy.MaxWindow), so that a wild
 	// Retry-After cannot stop a key for years. It does not shorten the reset that dates a raise
 	// (that stays the upstream's, up to strategy.MaxWindow).
 	MaxPause time.Duration
+
+	// checked says, per reader, whether New checks its declared windows against the rules.
+	checked []bool
 
 	// dateWarn rate-limits the warnings about an implausible Date (one per Transport: WithSync
 	// makes it). A pointer, so that SyncConfig stays a plain value to copy.
@@ -44,7 +59,9 @@ type SyncConfig struct {
 // WithSync makes the Transport feed what the upstream says back into the store, for the
 // request's key, after every response:
 //
-//   - A 429, or a 503 with Retry-After, pauses the key until the upstream's Retry-After (RFC
+//   - A 429, a 403 that is about a rate limit (X-RateLimit-Remaining: 0 or a Retry-After, as
+//     GitHub sends for its primary and secondary limits: headers.Refused), or a 503 with
+//     Retry-After, pauses the key until the upstream's Retry-After (RFC
 //     9110 §10.2.3) has passed (see below for a 429 without one). An HTTP-date is measured from
 //     the response's Date when that is within headers.MaxDateSkew (5 min) of the Transport's
 //     clock, and from the Transport's clock otherwise: a response whose Date is further off is
@@ -64,12 +81,15 @@ type SyncConfig struct {
 //     1-minute rule.
 //   - A limit the response says is used up (remaining 0) with a reset (GitHub's
 //     X-RateLimit-Reset, IETF t) pauses its key until that reset, whatever the status, so that
-//     a reset longer than our rule's window is kept too. A 429 that gives neither a usable
-//     Retry-After nor such a reset pauses for SyncConfig.Fallback.
+//     a reset longer than our rule's window is kept too. A 429 (or such a 403) that gives
+//     neither a usable Retry-After nor such a reset pauses for SyncConfig.Fallback.
 //
-// A figure no rule matches is ignored. A store error while syncing does not fail the
-// response: it goes to the error handler and the logger. The store must implement
-// cache.Syncer (the memory and Redis stores do); New fails otherwise.
+// A reader that declares its windows (headers.Windowed, as headers.XeroReader and
+// headers.XRateLimitReader do) must name only windows that rules have: New fails otherwise,
+// saying which window and which rules there are. A figure of a reader that declares nothing
+// (the IETF fields carry their own windows) that no rule matches is dropped. A store error
+// while syncing does not fail the response: it goes to the error handler and the logger. The
+// store must implement cache.Syncer (the memory and Redis stores do); New fails otherwise.
 func WithSync(cfg SyncConfig) Option {
 	return func(t *Transport) error {
 		if cfg.Fallback < 0 || cfg.MaxPause < 0 || cfg.MaxPause > strategy.MaxWindow {
@@ -82,15 +102,28 @@ func WithSync(cfg SyncConfig) Option {
 		if cfg.MaxPause == 0 {
 			cfg.MaxPause = DefaultMaxPause
 		}
+		if cfg.XRateLimitWindow < 0 {
+			return fmt.Errorf("ratemonitor: WithSync: XRateLimitWindow %v is negative", cfg.XRateLimitWindow)
+		}
 		if cfg.Readers == nil {
 			cfg.Readers = []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour), headers.IETFReader}
+			cfg.checked = []bool{false, false}
+			if cfg.XRateLimitWindow > 0 {
+				cfg.Readers = append(cfg.Readers, headers.XRateLimitReader(cfg.XRateLimitWindow, cfg.XRateLimitReset))
+				cfg.checked = append(cfg.checked, true)
+			}
+		} else {
+			cfg.Readers = append([]headers.Reader(nil), cfg.Readers...)
+			cfg.checked = make([]bool, len(cfg.Readers))
+			for i := range cfg.checked {
+				cfg.checked[i] = true
+			}
 		}
 		for i, r := range cfg.Readers {
-			if r == nil {
+			if r == nil || isNilPointer(r) || isNilFunc(r) {
 				return fmt.Errorf("ratemonitor: WithSync: reader %d is nil", i)
 			}
 		}
-		cfg.Readers = append([]headers.Reader(nil), cfg.Readers...)
 		cfg.dateWarn = new(lograte.Limiter)
 		t.sync = &cfg
 		return nil
@@ -106,14 +139,23 @@ func (t *Transport) MaxPause() time.Duration {
 	return t.sync.MaxPause
 }
 
-// send passes req to base and, with WithSync, learns from the response.
-func (t *Transport) send(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
+// send passes req to base and, with WithCostReport, corrects the charge ch (nil: the attempt
+// was not charged here) to the cost the response reports; with WithSync, it learns from the
+// response.
+func (t *Transport) send(base http.RoundTripper, req *http.Request, key string, ch *charge) (*http.Response, error) {
 	resp, err := base.RoundTrip(req)
 	if err == nil && resp != nil && t.obs != nil && resp.StatusCode == http.StatusTooManyRequests {
 		t.obs.Observe(observe.Event{Kind: observe.TooManyRequests, Key: key})
 	}
-	if err == nil && t.sync != nil && resp != nil {
-		t.learn(req, key, resp)
+	if err != nil || resp == nil {
+		return resp, err
+	}
+	var extra []headers.Signal
+	if t.costReport != nil {
+		extra = t.costed(req, key, resp, ch)
+	}
+	if t.sync != nil {
+		t.learn(req, key, resp, extra)
 	}
 	return resp, err
 }
@@ -122,40 +164,54 @@ func (t *Transport) send(base http.RoundTripper, req *http.Request, key string) 
 // variable so that a test can have it stepped since the process started).
 var wallNow = time.Now
 
-// learn applies what resp says to key and to the app key.
-func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
-	now := t.clock.Now()
-	// Header fields carry wall-clock instants (HTTP-dates, epoch resets): read them against
-	// the wall clock. clock.Real is the wall time at process start plus the monotonic time
-	// since, so after a step of the wall clock (NTP setting a clock that started wrong, as on
-	// a board without a real-time clock) it stays off by the step for the life of the process;
-	// a correct Date would then look skewed, and every HTTP-date wait be off by the step.
-	hnow := now
+// headerNow returns the instant header fields are read against, for a response that arrived
+// at now on the Transport's clock.
+//
+// Header fields carry wall-clock instants (HTTP-dates, epoch resets): read them against the
+// wall clock. clock.Real is the wall time at process start plus the monotonic time since, so
+// after a step of the wall clock (NTP setting a clock that started wrong, as on a board without
+// a real-time clock) it stays off by the step for the life of the process; a correct Date would
+// then look skewed, and every HTTP-date wait be off by the step.
+func (t *Transport) headerNow(now time.Time) time.Time {
 	if sameClock(t.clock, clock.Real()) {
-		hnow = wallNow()
+		return wallNow()
 	}
+	return now
+}
+
+// learn applies what resp says to key and to the app key; extra are figures read from it
+// beyond the readers' (WithCostReport's).
+func (t *Transport) learn(req *http.Request, key string, resp *http.Response, extra []headers.Signal) {
+	now := t.clock.Now()
+	hnow := t.headerNow(now)
 	var keyUp, appUp strategy.Update
 	app := false
 	// the latest reset of a limit the response says is used up, per key
 	var keyReset, appReset time.Duration
-	for _, read := range t.sync.Readers {
-		rep := read(resp.Header, hnow)
-		app = app || rep.App
-		for _, sig := range rep.Signals {
-			switch {
-			case sig.App && t.app == nil:
-			case sig.App:
-				appUp.Reports = t.addReport(appUp.Reports, t.app.strat, sig)
-				if sig.Remaining == 0 {
-					appReset = max(appReset, sig.Reset)
-				}
-			default:
-				keyUp.Reports = t.addReport(keyUp.Reports, t.strat, sig)
-				if sig.Remaining == 0 {
-					keyReset = max(keyReset, sig.Reset)
-				}
+	take := func(sig headers.Signal) {
+		switch {
+		case sig.App && t.app == nil:
+		case sig.App:
+			appUp.Reports = t.addReport(appUp.Reports, t.app.strat, sig)
+			if sig.Remaining == 0 {
+				appReset = max(appReset, sig.Reset)
+			}
+		default:
+			keyUp.Reports = t.addReport(keyUp.Reports, t.strat, sig)
+			if sig.Remaining == 0 {
+				keyReset = max(keyReset, sig.Reset)
 			}
 		}
+	}
+	for _, read := range t.sync.Readers {
+		rep := read.Read(resp.Header, hnow)
+		app = app || rep.App
+		for _, sig := range rep.Signals {
+			take(sig)
+		}
+	}
+	for _, sig := range extra {
+		take(sig)
 	}
 	app = app && t.app != nil
 	// Parsed once here for the pause and the report; the readers (Xero's problem) read the
@@ -198,10 +254,11 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response) {
 	}
 }
 
-// retryPause returns the pause resp's Retry-After (ra, as read) asks for on a 429 or a 503 (0
-// when it has none), and whether resp is a 429.
+// retryPause returns the pause resp's Retry-After (ra, as read) asks for on a refusal
+// (headers.Refused: a 429, or a 403 about a rate limit) or a 503 (0 when it has none), and
+// whether resp is a refusal.
 func retryPause(resp *http.Response, ra headers.RetryAfterField) (time.Duration, bool) {
-	refused := resp.StatusCode == http.StatusTooManyRequests
+	refused := headers.Refused(resp.StatusCode, resp.Header)
 	if !refused && resp.StatusCode != http.StatusServiceUnavailable {
 		return 0, false
 	}

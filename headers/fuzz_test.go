@@ -53,7 +53,7 @@ func FuzzParseXero(f *testing.F) {
 				t.Fatalf("count %d below Unknown in %+v", c, x)
 			}
 		}
-		for _, s := range XeroReader(time.Minute, 24*time.Hour)(h, now).Signals {
+		for _, s := range XeroReader(time.Minute, 24*time.Hour).Read(h, now).Signals {
 			if s.Remaining < 0 {
 				t.Fatalf("signal with remaining %d", s.Remaining)
 			}

@@ -98,7 +98,7 @@ func TestRetryAfterDateSkew(t *testing.T) {
 	}
 	// Xero's reader measures a minute problem's reset the same way.
 	h := hdr("Retry-After", at(5*time.Second), "Date", epoch, "X-Rate-Limit-Problem", "minute")
-	if sig := XeroReader(time.Minute, 24*time.Hour)(h, now).Signals; len(sig) != 1 || sig[0].Reset != 5*time.Second || sig[0].Remaining != 0 {
+	if sig := XeroReader(time.Minute, 24*time.Hour).Read(h, now).Signals; len(sig) != 1 || sig[0].Reset != 5*time.Second || sig[0].Remaining != 0 {
 		t.Fatalf("Xero minute problem dated 1970: %+v, want one signal, remaining 0, reset 5s", sig)
 	}
 }
@@ -127,7 +127,7 @@ func TestParseXero(t *testing.T) {
 
 func TestXeroReader(t *testing.T) {
 	read := XeroReader(time.Minute, 24*time.Hour)
-	got := read(hdr("X-MinLimit-Remaining", "12", "X-DayLimit-Remaining", "4000", "X-AppMinLimit-Remaining", "9000"), now)
+	got := read.Read(hdr("X-MinLimit-Remaining", "12", "X-DayLimit-Remaining", "4000", "X-AppMinLimit-Remaining", "9000"), now)
 	want := Report{Signals: []Signal{
 		{Window: time.Minute, Remaining: 12, Limit: Unknown, Reset: Unknown},
 		{Window: 24 * time.Hour, Remaining: 4000, Limit: Unknown, Reset: Unknown},
@@ -137,7 +137,7 @@ func TestXeroReader(t *testing.T) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
 	// A day problem uses up the day rule, not the minute rule.
-	got = read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "Daily"), now)
+	got = read.Read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "Daily"), now)
 	want = Report{Signals: []Signal{
 		{Window: time.Minute, Remaining: 40, Limit: Unknown, Reset: Unknown},
 		{Window: 24 * time.Hour, Remaining: 0, Limit: Unknown, Reset: Unknown},
@@ -147,7 +147,7 @@ func TestXeroReader(t *testing.T) {
 	}
 	// An app-minute problem is the app key's, and says so; its Retry-After is when the app's
 	// minute frees, not the tenant's.
-	got = read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "appminute", "Retry-After", "9"), now)
+	got = read.Read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "appminute", "Retry-After", "9"), now)
 	want = Report{App: true, Signals: []Signal{
 		{Window: time.Minute, Remaining: 40, Limit: Unknown, Reset: Unknown},
 		{App: true, Window: time.Minute, Remaining: 0, Limit: Unknown, Reset: 9 * time.Second},
@@ -242,17 +242,17 @@ func TestParseXRateLimit(t *testing.T) {
 
 func TestXRateLimitReader(t *testing.T) {
 	read := XRateLimitReader(time.Hour, ResetEpoch)
-	got := read(hdr("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "10"), now)
+	got := read.Read(hdr("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "10"), now)
 	want := Report{Signals: []Signal{{Window: time.Hour, Remaining: 10, Limit: 5000, Reset: Unknown}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	got = read(hdr("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(now.Unix()+25, 10)), now)
+	got = read.Read(hdr("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(now.Unix()+25, 10)), now)
 	want = Report{Signals: []Signal{{Window: time.Hour, Remaining: 0, Limit: Unknown, Reset: 25 * time.Second}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("with reset: got %+v, want %+v", got, want)
 	}
-	if got := read(hdr("X-RateLimit-Limit", "5000"), now); len(got.Signals) != 0 {
+	if got := read.Read(hdr("X-RateLimit-Limit", "5000"), now); len(got.Signals) != 0 {
 		t.Fatalf("no remaining: got %+v, want no signal", got)
 	}
 }

@@ -111,7 +111,11 @@ func param(p *httpsfv.Params, name string) (int64, bool) {
 // IETFReader reads the IETF fields into a Report: each policy that gives both a window (w)
 // and a remaining count (r) is about the request's key's rule with that window, its quota (q)
 // is the upstream's limit, and its reset (t) is when that usage is freed.
-func IETFReader(h http.Header, _ time.Time) Report {
+//
+// It is a ReaderFunc, and declares no windows: they come with each response.
+var IETFReader = ReaderFunc(readIETF)
+
+func readIETF(h http.Header, _ time.Time) Report {
 	var r Report
 	for _, p := range ParseIETF(h) {
 		if p.Window > 0 && p.Remaining != Unknown {

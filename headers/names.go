@@ -15,4 +15,11 @@ const (
 	fieldXLimit          = "X-Ratelimit-Limit"
 	fieldXRemaining      = "X-Ratelimit-Remaining"
 	fieldXReset          = "X-Ratelimit-Reset"
+
+	fieldShopifyCallLimit      = "X-Shopify-Shop-Api-Call-Limit"
+	fieldHubSpotMax            = "X-Hubspot-Ratelimit-Max"
+	fieldHubSpotRemaining      = "X-Hubspot-Ratelimit-Remaining"
+	fieldHubSpotInterval       = "X-Hubspot-Ratelimit-Interval-Milliseconds"
+	fieldHubSpotDaily          = "X-Hubspot-Ratelimit-Daily"
+	fieldHubSpotDailyRemaining = "X-Hubspot-Ratelimit-Daily-Remaining"
 )

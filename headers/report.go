@@ -1,9 +1,6 @@
 package headers
 
-import (
-	"net/http"
-	"time"
-)
+import "time"
 
 // Report is what one response says about the limits the request was counted under, with each
 // figure tied to the rule it is about.
@@ -34,8 +31,3 @@ type Signal struct {
 	// already freed, Unknown (-1ns) when the response did not say.
 	Reset time.Duration
 }
-
-// Reader turns a response's header into a Report. now is the instant the response arrived,
-// for fields that give an absolute time. A Reader never fails: what it cannot read it leaves
-// out.
-type Reader func(h http.Header, now time.Time) Report

@@ -1,6 +1,7 @@
 package headers
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -75,8 +76,10 @@ func ParseXero(h http.Header) Xero {
 // its day rule, and X-AppMinLimit-Remaining the app key's minute rule. A problem names a rule
 // as used up (remaining 0) until the response's Retry-After (Signal.Reset): "minute" and
 // "day" the key's, "appminute" the app's, which also sets Report.App.
-func XeroReader(minute, day time.Duration) Reader {
-	return func(h http.Header, now time.Time) Report {
+//
+// It declares the windows minute and day of the request's key and minute of the app key.
+func XeroReader(minute, day time.Duration) Declared {
+	read := func(h http.Header, now time.Time) Report {
 		x := ParseXero(h)
 		r := Report{Signals: make([]Signal, 0, 3)}
 		resets := [3]time.Duration{Unknown, Unknown, Unknown}
@@ -104,4 +107,6 @@ func XeroReader(minute, day time.Duration) Reader {
 		add(true, minute, ar, resets[2])
 		return r
 	}
+	return Declare(fmt.Sprintf("headers.XeroReader(%v, %v)", minute, day), read,
+		Window{Window: minute}, Window{Window: day}, Window{Window: minute, App: true})
 }

@@ -1,6 +1,7 @@
 package headers
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -59,12 +60,27 @@ func ParseXRateLimit(h http.Header, now time.Time, mode ResetMode) XRateLimit {
 // has the given window (they do not say it): the remaining count is about the request's key's
 // rule with that window, X-RateLimit-Limit is the upstream's limit, and X-RateLimit-Reset,
 // read as mode says, is when that usage is freed.
-func XRateLimitReader(window time.Duration, mode ResetMode) Reader {
-	return func(h http.Header, now time.Time) Report {
+// It declares the one window of the request's key.
+func XRateLimitReader(window time.Duration, mode ResetMode) Declared {
+	read := func(h http.Header, now time.Time) Report {
 		x := ParseXRateLimit(h, now, mode)
 		if x.Remaining == Unknown {
 			return Report{}
 		}
 		return Report{Signals: []Signal{{Window: window, Remaining: x.Remaining, Limit: x.Limit, Reset: x.Reset}}}
 	}
+	return Declare(fmt.Sprintf("headers.XRateLimitReader(%v, %v)", window, mode), read, Window{Window: window})
+}
+
+// String returns "auto", "epoch" or "delta".
+func (m ResetMode) String() string {
+	switch m {
+	case ResetAuto:
+		return "auto"
+	case ResetEpoch:
+		return "epoch"
+	case ResetDelta:
+		return "delta"
+	}
+	return fmt.Sprintf("ResetMode(%d)", int(m))
 }

@@ -73,7 +73,9 @@ func Backoff(t *ratemonitor.Transport, base retryablehttp.Backoff) retryablehttp
 	}
 }
 
-// CheckRetry returns a retryablehttp.CheckRetry that asks base, except that it never retries
+// CheckRetry returns a retryablehttp.CheckRetry that asks base, except that it retries a 403
+// that is about a rate limit (headers.Refused: X-RateLimit-Remaining: 0, or a Retry-After, as
+// GitHub sends for its primary and secondary limits) as it would a 429, that it never retries
 // when the Transport refused to wait past the deadline (a *ratemonitor.DeadlineError: a retry
 // would only meet the same wait), and that when base would retry but the least wait before the
 // retry (Retry-After, and t's wait for the key) would pass ctx's deadline, it gives up at once
@@ -85,6 +87,14 @@ func CheckRetry(t *ratemonitor.Transport, base retryablehttp.CheckRetry) retryab
 			return false, err
 		}
 		retry, cerr := base(ctx, resp, err)
+		if !retry && err == nil && resp != nil && resp.StatusCode == http.StatusForbidden && headers.Refused(resp.StatusCode, resp.Header) {
+			// A rate limit's 403 (GitHub's primary limit says X-RateLimit-Remaining: 0, a
+			// secondary one a Retry-After): retry it after the pause, as a 429.
+			if cerr := ctx.Err(); cerr != nil {
+				return false, cerr
+			}
+			retry, cerr = true, nil
+		}
 		if !retry || resp == nil {
 			return retry, cerr
 		}
@@ -105,7 +115,8 @@ func CheckRetry(t *ratemonitor.Transport, base retryablehttp.CheckRetry) retryab
 }
 
 // floor is the least wait before retrying resp's request, at now (the local wall clock, which
-// the request context's deadline is on too): its Retry-After, capped at t.MaxPause(), and the
+// the request context's deadline is on too): its Retry-After, and on a refusal whose
+// X-RateLimit-Remaining is 0 its X-RateLimit-Reset, each capped at t.MaxPause(), and the
 // monitor's wait for one more request on its key. A monitor error (a store that is down) adds
 // nothing: the Transport's ErrorPolicy decides what happens to the retry itself. An
 // implausible Date is reported by the Transport (WithSync), which sees the same response.
@@ -113,6 +124,12 @@ func floor(t *ratemonitor.Transport, resp *http.Response, now time.Time) time.Du
 	var d time.Duration
 	if ra, ok := headers.RetryAfter(resp.Header, now); ok {
 		d = min(ra, t.MaxPause())
+	}
+	if headers.Refused(resp.StatusCode, resp.Header) {
+		// A limit used up (X-RateLimit-Remaining: 0) frees at its X-RateLimit-Reset.
+		if x := headers.ParseXRateLimit(resp.Header, now, headers.ResetAuto); x.Remaining == 0 && x.Reset > 0 {
+			d = max(d, min(x.Reset, t.MaxPause()))
+		}
 	}
 	if req := resp.Request; req != nil {
 		if w, err := t.WaitTime(req.Context(), t.Key(req), 1); err == nil {

@@ -1,0 +1,149 @@
+// Package cost reads what an upstream says a request really cost, for
+// ratemonitor.WithCostReport: GraphQL points at Shopify (extensions.cost) and GitHub
+// (data.rateLimit, and the X-RateLimit-* fields).
+//
+// A Transport charges each request the cost ratemonitor.WithCost gives before sending it;
+// after the response, a Reader says what the upstream charged, and the Transport records the
+// difference or gives it back. A Reader may also give the points the upstream says remain, as
+// headers.Signals that ratemonitor.WithSync applies to the rule with that window.
+package cost
+
+import (
+	"bytes"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/headers"
+)
+
+// Unknown is the Cost of a response that did not say what its request cost.
+const Unknown = -1
+
+// MaxBody is the most bytes of a response body a Reader of this package reads to find the
+// cost: 1 MiB. A longer body is not parsed (its cost is Unknown, so the charge made before the
+// send stands), and is passed to the caller whole all the same.
+const MaxBody = 1 << 20
+
+// Report is what one response says about the cost of its request.
+type Report struct {
+	// Cost is what the upstream charged for the request, in the unit the rules count (points),
+	// or Unknown. 0 is a cost: the request was charged nothing.
+	Cost int
+	// Signals are the remaining figures the response gave, tied to rules by window, as the
+	// header readers' (headers.Signal).
+	Signals []headers.Signal
+}
+
+// Reader reads a response's cost. now is the instant the response arrived, for figures that
+// give an absolute time. A Reader never fails, and leaves the response as it found it for the
+// caller: one that reads the body must put back a body that yields the same bytes (PeekBody
+// does). It may be called from many goroutines at once.
+type Reader interface {
+	ReadCost(resp *http.Response, now time.Time) Report
+}
+
+// ReaderFunc makes a function a Reader. It declares no windows.
+type ReaderFunc func(resp *http.Response, now time.Time) Report
+
+// ReadCost calls f.
+func (f ReaderFunc) ReadCost(resp *http.Response, now time.Time) Report { return f(resp, now) }
+
+// Declared is a Reader that declares the windows its signals name (as headers.Windowed does),
+// so that ratemonitor.New refuses one whose window no rule has. The readers of this package
+// return one.
+type Declared struct {
+	name    string
+	read    ReaderFunc
+	windows []headers.Window
+}
+
+// ReadCost calls the reader; the zero Declared reports Unknown.
+func (d Declared) ReadCost(resp *http.Response, now time.Time) Report {
+	if d.read == nil {
+		return Report{Cost: Unknown}
+	}
+	return d.read(resp, now)
+}
+
+// Windows returns a copy of the declared windows.
+func (d Declared) Windows() []headers.Window { return append([]headers.Window(nil), d.windows...) }
+
+// String names the reader, for errors.
+func (d Declared) String() string { return d.name }
+
+// PeekBody returns the first bytes of resp's body, up to limit, and true when that is the
+// whole body; it replaces resp.Body with a body that yields every byte the original did (those
+// read, then the rest), and whose Close closes the original. A read error ends the peek: the
+// bytes read so far are returned with false, and the caller's reads meet the same error after
+// them. A nil body, or http.NoBody, gives nil and true.
+func PeekBody(resp *http.Response, limit int) ([]byte, bool) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return nil, true
+	}
+	orig := resp.Body
+	b, err := io.ReadAll(io.LimitReader(orig, int64(limit)+1))
+	whole := err == nil && len(b) <= limit
+	rest := io.Reader(orig)
+	if err != nil {
+		rest = errReader{err}
+	}
+	resp.Body = &peeked{Reader: io.MultiReader(bytes.NewReader(b), rest), orig: orig}
+	if len(b) > limit {
+		b = b[:limit]
+	}
+	return b, whole
+}
+
+type peeked struct {
+	io.Reader
+	orig io.ReadCloser
+}
+
+func (p *peeked) Close() error { return p.orig.Close() }
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// isJSON reports whether resp says its body is JSON, or says nothing about it.
+func isJSON(resp *http.Response) bool {
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// jsonBody returns resp's body when it is JSON of at most MaxBody bytes, and nil otherwise,
+// leaving the body readable for the caller.
+func jsonBody(resp *http.Response) []byte {
+	if !isJSON(resp) {
+		return nil
+	}
+	b, whole := PeekBody(resp, MaxBody)
+	if !whole {
+		return nil
+	}
+	return b
+}
+
+// points rounds a number of points the upstream wrote as a JSON number up to a whole count,
+// refusing negative, fractional-beyond-range and absurd values (Unknown).
+func points(v *float64) int {
+	if v == nil || !(*v >= 0) || *v > 1<<31 {
+		return Unknown
+	}
+	n := int(*v)
+	if float64(n) < *v {
+		n++
+	}
+	return n
+}
+
+func declare(name string, read ReaderFunc, windows ...headers.Window) Declared {
+	return Declared{name: name, read: read, windows: windows}
+}

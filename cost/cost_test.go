@@ -1,0 +1,98 @@
+package cost
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/headers"
+)
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func response(ct, body string, kv ...string) *http.Response {
+	h := http.Header{}
+	if ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader(body))}
+}
+
+// TestPeekBodyKeepsBody: the caller reads every byte after a peek, for a body shorter than the
+// cap, one longer (not parsed: whole is false), and one whose read fails (the error comes after
+// the bytes read).
+func TestPeekBodyKeepsBody(t *testing.T) {
+	for _, n := range []int{0, 10, MaxBody, MaxBody + 1, 3 * MaxBody} {
+		body := bytes.Repeat([]byte("x"), n)
+		resp := response("", string(body))
+		got, whole := PeekBody(resp, MaxBody)
+		if whole != (n <= MaxBody) || len(got) != min(n, MaxBody) {
+			t.Fatalf("%d bytes: peeked %d, whole %v", n, len(got), whole)
+		}
+		rest, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(rest, body) {
+			t.Fatalf("%d bytes: the caller read %d bytes, err %v", n, len(rest), err)
+		}
+	}
+	boom := errors.New("connection reset")
+	resp := &http.Response{Body: io.NopCloser(io.MultiReader(strings.NewReader("abc"), &failing{boom}))}
+	got, whole := PeekBody(resp, MaxBody)
+	if whole || string(got) != "abc" {
+		t.Fatalf("failing body: peeked %q, whole %v", got, whole)
+	}
+	rest, err := io.ReadAll(resp.Body)
+	if string(rest) != "abc" || !errors.Is(err, boom) {
+		t.Fatalf("failing body: the caller read %q, %v; want abc and the read error", rest, err)
+	}
+}
+
+type failing struct{ err error }
+
+func (f *failing) Read([]byte) (int, error) { return 0, f.err }
+
+func TestShopifyGraphQL(t *testing.T) {
+	read := ShopifyGraphQL(20 * time.Second)
+	rep := read.ReadCost(response("application/json", `{"data":{},"extensions":{"cost":{"requestedQueryCost":101,"actualQueryCost":46.5,"throttleStatus":{"maximumAvailable":1000.0,"currentlyAvailable":953.7,"restoreRate":50.0}}}}`), now)
+	want := headers.Signal{Window: 20 * time.Second, Remaining: 953, Limit: 1000, Reset: headers.Unknown}
+	if rep.Cost != 47 || len(rep.Signals) != 1 || rep.Signals[0] != want {
+		t.Fatalf("got %+v, want cost 47 and %+v", rep, want)
+	}
+	// Throttled: actualQueryCost null (Shopify's THROTTLED answer).
+	rep = read.ReadCost(response("application/json", `{"errors":[{"message":"Throttled","extensions":{"code":"THROTTLED"}}],"extensions":{"cost":{"requestedQueryCost":300,"actualQueryCost":null,"throttleStatus":{"maximumAvailable":1000.0,"currentlyAvailable":120.0,"restoreRate":50.0}}}}`), now)
+	if rep.Cost != Unknown || len(rep.Signals) != 1 || rep.Signals[0].Remaining != 120 {
+		t.Fatalf("throttled: %+v", rep)
+	}
+	for _, r := range []*http.Response{response("text/html", `{"extensions":{"cost":{"actualQueryCost":1}}}`), response("application/json", `not json`), response("application/json", `{"data":{}}`)} {
+		if rep := read.ReadCost(r, now); rep.Cost != Unknown || len(rep.Signals) != 0 {
+			t.Fatalf("%v: %+v, want nothing", r.Header, rep)
+		}
+	}
+	if w := read.Windows(); len(w) != 1 || w[0] != (headers.Window{Window: 20 * time.Second}) {
+		t.Fatalf("windows %v", w)
+	}
+}
+
+func TestGitHubGraphQL(t *testing.T) {
+	read := GitHubGraphQL(time.Hour)
+	reset := now.Add(30 * time.Minute).Format(time.RFC3339)
+	rep := read.ReadCost(response("application/json; charset=utf-8", `{"data":{"rateLimit":{"cost":2,"limit":5000,"remaining":4800,"resetAt":"`+reset+`"}}}`), now)
+	want := headers.Signal{Window: time.Hour, Remaining: 4800, Limit: 5000, Reset: 30 * time.Minute}
+	if rep.Cost != 2 || len(rep.Signals) != 1 || rep.Signals[0] != want {
+		t.Fatalf("got %+v, want cost 2 and %+v", rep, want)
+	}
+	// Without rateLimit in the body: no cost, remaining from the X-RateLimit-* fields.
+	rep = read.ReadCost(response("application/json", `{"data":{"viewer":{"login":"x"}}}`,
+		"X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4321", "X-RateLimit-Reset", strconv.FormatInt(now.Unix()+60, 10)), now)
+	want = headers.Signal{Window: time.Hour, Remaining: 4321, Limit: 5000, Reset: time.Minute}
+	if rep.Cost != Unknown || len(rep.Signals) != 1 || rep.Signals[0] != want {
+		t.Fatalf("headers only: %+v, want %+v", rep, want)
+	}
+}

@@ -1,0 +1,66 @@
+package cost
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/headers"
+)
+
+// GitHubRateLimit is the rateLimit object a GitHub GraphQL query may ask for. Source: GitHub,
+// "Rate limits and query limits for the GraphQL API",
+// https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api:
+// cost is the points the query was charged, remaining the points left in the hour, limit the
+// points per hour, and resetAt (ISO 8601, UTC) when the window resets. The same page lists the
+// x-ratelimit-limit, -remaining, -used and -reset (epoch seconds) fields of every response.
+type GitHubRateLimit struct {
+	Cost      *float64  `json:"cost"`
+	Limit     *float64  `json:"limit"`
+	Remaining *float64  `json:"remaining"`
+	ResetAt   time.Time `json:"resetAt"`
+}
+
+// ParseGitHubRateLimit reads data.rateLimit from a GraphQL response body; ok is false when the
+// body is not JSON or the query did not ask for it.
+func ParseGitHubRateLimit(body []byte) (r GitHubRateLimit, ok bool) {
+	var doc struct {
+		Data struct {
+			RateLimit *GitHubRateLimit `json:"rateLimit"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || doc.Data.RateLimit == nil {
+		return GitHubRateLimit{}, false
+	}
+	return *doc.Data.RateLimit, true
+}
+
+// GitHubGraphQL returns a Reader of GitHub's GraphQL cost for a key whose rule has the given
+// window (an hour at GitHub). The cost is data.rateLimit.cost when the query asked for it, and
+// Unknown otherwise (the headers do not say one query's cost). The remaining points come from
+// data.rateLimit (remaining, limit, resetAt) when the body has it, and else from the
+// X-RateLimit-* fields (reset in epoch seconds). It reads at most MaxBody bytes of a JSON
+// body, and leaves the body whole for the caller. It declares that one window.
+func GitHubGraphQL(window time.Duration) Declared {
+	fields := headers.XRateLimitReader(window, headers.ResetEpoch)
+	read := func(resp *http.Response, now time.Time) Report {
+		rep := Report{Cost: Unknown}
+		if body := jsonBody(resp); body != nil {
+			if rl, ok := ParseGitHubRateLimit(body); ok {
+				rep.Cost = points(rl.Cost)
+				if rem := points(rl.Remaining); rem != Unknown && rl.Remaining != nil && float64(rem) == *rl.Remaining {
+					sig := headers.Signal{Window: window, Remaining: rem, Limit: points(rl.Limit), Reset: headers.Unknown}
+					if !rl.ResetAt.IsZero() {
+						sig.Reset = max(0, rl.ResetAt.Sub(now))
+					}
+					rep.Signals = []headers.Signal{sig}
+					return rep
+				}
+			}
+		}
+		rep.Signals = fields.Read(resp.Header, now).Signals
+		return rep
+	}
+	return declare(fmt.Sprintf("cost.GitHubGraphQL(%v)", window), read, headers.Window{Window: window})
+}

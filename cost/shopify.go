@@ -1,0 +1,71 @@
+package cost
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/headers"
+)
+
+// ShopifyCost is the extensions.cost object of a Shopify GraphQL Admin API response. Source:
+// Shopify, "GraphQL Admin API rate limits", https://shopify.dev/docs/apps/build/apis/graphql-admin/rate-limits:
+// requestedQueryCost is what the bucket must hold before the query runs, actualQueryCost what
+// it was charged (the difference is refunded; null when the query was throttled), and
+// throttleStatus the bucket after it: maximumAvailable points, currentlyAvailable of them,
+// refilled at restoreRate points a second.
+type ShopifyCost struct {
+	RequestedQueryCost *float64 `json:"requestedQueryCost"`
+	ActualQueryCost    *float64 `json:"actualQueryCost"`
+	ThrottleStatus     *struct {
+		MaximumAvailable   *float64 `json:"maximumAvailable"`
+		CurrentlyAvailable *float64 `json:"currentlyAvailable"`
+		RestoreRate        *float64 `json:"restoreRate"`
+	} `json:"throttleStatus"`
+}
+
+// ParseShopifyCost reads extensions.cost from a GraphQL response body; ok is false when the
+// body is not JSON or has no such object.
+func ParseShopifyCost(body []byte) (c ShopifyCost, ok bool) {
+	var doc struct {
+		Extensions struct {
+			Cost *ShopifyCost `json:"cost"`
+		} `json:"extensions"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || doc.Extensions.Cost == nil {
+		return ShopifyCost{}, false
+	}
+	return *doc.Extensions.Cost, true
+}
+
+// ShopifyGraphQL returns a Reader of Shopify's extensions.cost for a key whose rule is the
+// bucket, with the given window (tokenbucket.Rule(bucket, restoreRate) gives it: the time an
+// empty bucket takes to fill). The cost is actualQueryCost, rounded up; a throttled query
+// (actualQueryCost null) reports Unknown, and its charge stands. throttleStatus gives the
+// remaining points (currentlyAvailable, rounded down) of a bucket of maximumAvailable. It reads
+// at most MaxBody bytes of a JSON body, and leaves the body whole for the caller. It declares
+// that one window.
+func ShopifyGraphQL(window time.Duration) Declared {
+	read := func(resp *http.Response, _ time.Time) Report {
+		rep := Report{Cost: Unknown}
+		body := jsonBody(resp)
+		if body == nil {
+			return rep
+		}
+		c, ok := ParseShopifyCost(body)
+		if !ok {
+			return rep
+		}
+		rep.Cost = points(c.ActualQueryCost)
+		if ts := c.ThrottleStatus; ts != nil && ts.CurrentlyAvailable != nil && *ts.CurrentlyAvailable >= 0 && *ts.CurrentlyAvailable <= 1<<31 {
+			sig := headers.Signal{Window: window, Remaining: int(*ts.CurrentlyAvailable), Limit: headers.Unknown, Reset: headers.Unknown}
+			if m := points(ts.MaximumAvailable); m != Unknown {
+				sig.Limit = m
+			}
+			rep.Signals = []headers.Signal{sig}
+		}
+		return rep
+	}
+	return declare(fmt.Sprintf("cost.ShopifyGraphQL(%v)", window), read, headers.Window{Window: window})
+}

@@ -1,0 +1,88 @@
+package standin
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Xero stands in for the Xero API: per tenant (the Xero-Tenant-Id header) 60 calls in a
+// rolling minute and 5000 in a rolling day, per app 10 000 a minute (developer.xero.com,
+// "OAuth 2.0 API limits"). Every answer carries X-MinLimit-Remaining, X-DayLimit-Remaining and
+// X-AppMinLimit-Remaining; a refusal is a 429 with Retry-After (seconds) and
+// X-Rate-Limit-Problem: minute, day or appminute. A call without a tenant is a 400.
+type Xero struct {
+	Now func() time.Time
+	Counts
+
+	mu      sync.Mutex
+	tenants map[string]*[2]rolling
+	app     rolling
+}
+
+// NewXero returns a Xero stand-in reading instants from now.
+func NewXero(now func() time.Time) *Xero {
+	return &Xero{Now: now, tenants: map[string]*[2]rolling{}, app: rolling{limit: 10_000, w: time.Minute}}
+}
+
+func (x *Xero) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tenant := r.Header.Get("Xero-Tenant-Id")
+	if tenant == "" {
+		http.Error(w, "no Xero-Tenant-Id", http.StatusBadRequest)
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.Now()
+	date(w, now)
+	tl := x.tenants[tenant]
+	if tl == nil {
+		tl = &[2]rolling{{limit: 60, w: time.Minute}, {limit: 5000, w: 24 * time.Hour}}
+		x.tenants[tenant] = tl
+	}
+	problem, wait := "", time.Duration(0)
+	if ok, d := tl[0].room(now); !ok {
+		problem, wait = "minute", d
+	} else if ok, d := tl[1].room(now); !ok {
+		problem, wait = "day", d
+	} else if ok, d := x.app.room(now); !ok {
+		problem, wait = "appminute", d
+	}
+	if problem == "" {
+		tl[0].add(now)
+		tl[1].add(now)
+		x.app.add(now)
+	}
+	h := w.Header()
+	h.Set("X-MinLimit-Remaining", strconv.Itoa(tl[0].remaining(now)))
+	h.Set("X-DayLimit-Remaining", strconv.Itoa(tl[1].remaining(now)))
+	h.Set("X-AppMinLimit-Remaining", strconv.Itoa(x.app.remaining(now)))
+	if problem != "" {
+		x.refuse()
+		h.Set("Retry-After", strconv.FormatInt(seconds(wait), 10))
+		h.Set("X-Rate-Limit-Problem", problem)
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	x.accept(now)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{"Status":"OK"}`))
+}
+
+// Use counts n calls of tenant made by another client of the app, as if made now.
+func (x *Xero) Use(tenant string, n int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.Now()
+	tl := x.tenants[tenant]
+	if tl == nil {
+		tl = &[2]rolling{{limit: 60, w: time.Minute}, {limit: 5000, w: 24 * time.Hour}}
+		x.tenants[tenant] = tl
+	}
+	for range n {
+		tl[0].add(now)
+		tl[1].add(now)
+		x.app.add(now)
+	}
+}

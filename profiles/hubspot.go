@@ -1,0 +1,40 @@
+package profiles
+
+import (
+	"time"
+
+	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// HubSpot's limits for a private app on a Free or Starter account: 100 requests every 10
+// seconds and 250 000 a day. Source: HubSpot, "API usage guidelines and limits",
+// https://developers.hubspot.com/docs/guides/apps/api-usage/usage-details (other plans and
+// OAuth apps have other figures: copy this profile with them).
+const (
+	HubSpotTenSecondLimit = 100
+	HubSpotDayLimit       = 250_000
+)
+
+// HubSpot paces a HubSpot API client: requests are keyed by their token (a digest of the
+// Authorization header: HubSpot counts per account, and a token belongs to one), each held to
+// 100 every 10 s with a 200 ms margin, and 250 000 a day.
+//
+// It reads X-HubSpot-RateLimit-Max and -Remaining for the 10 s rule and
+// X-HubSpot-RateLimit-Daily and -Daily-Remaining for the day rule (headers.HubSpotReader).
+// HubSpot's 429 names the limit in its JSON body (policyName) and sends no Retry-After: the
+// pause is then the fallback, 10 s, one interval.
+func HubSpot() []ratemonitor.Option {
+	return []ratemonitor.Option{
+		ratemonitor.WithRules(
+			strategy.Rule{Limit: HubSpotTenSecondLimit, Window: 10 * time.Second, Granularity: 100 * time.Millisecond, Margin: 200 * time.Millisecond},
+			strategy.Rule{Limit: HubSpotDayLimit, Window: 24 * time.Hour, Margin: time.Second}),
+		ratemonitor.WithKeyFunc(byCredential),
+		ratemonitor.WithSync(ratemonitor.SyncConfig{
+			Readers:  []headers.Reader{headers.HubSpotReader(10*time.Second, 24*time.Hour)},
+			Fallback: 10 * time.Second,
+		}),
+		ratemonitor.WithPacing(),
+	}
+}

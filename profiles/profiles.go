@@ -1,0 +1,52 @@
+// Package profiles holds ready-made settings for popular APIs: for each, the rules, the key a
+// request is counted under, the readers of what the upstream says (WithSync), app-wide rules
+// and request costs, as documented by the API's owner (each constructor cites its page).
+//
+// A profile is a slice of ratemonitor options, so that pacing a Xero client takes three
+// lines:
+//
+//	tr, err := ratemonitor.New(http.DefaultTransport, profiles.Xero("xero-app:my-client-id")...)
+//	if err != nil { ... }
+//	client := &http.Client{Transport: tr}
+//
+// Every profile paces (ratemonitor.WithPacing) and syncs (ratemonitor.WithSync). Append
+// options to add to it, such as a shared store:
+//
+//	opts := append(profiles.GitHubREST(), ratemonitor.WithStore(redisStore))
+//
+// A profile sets the rules (WithRules or WithStrategy), so another WithRules fails at New;
+// for other limits, copy the profile's few lines. Figures that depend on the account's plan
+// are the constructor's arguments, or the documented default plan's, as each says. Errors in
+// those arguments are returned by ratemonitor.New, naming the profile.
+//
+// Keys built from a credential (GitHub, HubSpot, Stripe, Slack: the token is the account)
+// are a SHA-256 digest of the Authorization header, never the token itself, so that no
+// credential reaches a store's keys or an error message.
+package profiles
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+
+	"github.com/ratemonitor/ratemonitor"
+)
+
+// failed is an option that makes New fail with err: a profile whose arguments are wrong.
+func failed(format string, args ...any) []ratemonitor.Option {
+	err := fmt.Errorf("ratemonitor/profiles: "+format, args...)
+	return []ratemonitor.Option{func(*ratemonitor.Transport) error { return err }}
+}
+
+// byCredential keys a request by a digest of its Authorization header ("cred:" and 32 hex
+// digits of its SHA-256), and a request without one by its host: the account a token belongs
+// to is what these upstreams count under, and the token itself must not be a key.
+func byCredential(req *http.Request) string {
+	v := req.Header.Get("Authorization")
+	if v == "" {
+		return ratemonitor.KeyByHost(req)
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "cred:" + hex.EncodeToString(sum[:16])
+}

@@ -1,0 +1,87 @@
+package profiles
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cost"
+	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/tokenbucket"
+)
+
+// Shopify's REST Admin API limits on the Standard plan: a leaky bucket of 40 requests per app
+// and store, leaking 2 a second. Source: Shopify, "REST Admin API rate limits",
+// https://shopify.dev/docs/api/admin-rest/usage/rate-limits, and "Shopify API limits",
+// https://shopify.dev/docs/api/usage/limits (the leaky bucket).
+const (
+	ShopifyRESTBucket   = 40
+	ShopifyRESTLeakRate = 2 // requests a second
+)
+
+// ShopifyREST paces a Shopify REST Admin API client of one app: requests are keyed by host
+// (each store has its own shop.myshopify.com domain), each held to a token bucket of 40
+// refilled at 2 a second (tokenbucket.Rule(40, 2): the bucket empties in 20 s), with a 500 ms
+// margin (the bucket refills over 20.5 s, 1.95 a second) for the time between recording a
+// request and Shopify counting it.
+//
+// It reads X-Shopify-Shop-Api-Call-Limit ("32/40": the bucket's level and size) on every
+// response (headers.ShopifyReader), raising the count to the bucket's level. Shopify's 429
+// carries Retry-After: 2.0, a fraction that RFC 9110 does not allow and the monitor does not
+// read; the pause is then the fallback, 2 s, the time the bucket takes to leak a few requests.
+func ShopifyREST() []ratemonitor.Option {
+	rule, err := tokenbucket.Rule(ShopifyRESTBucket, ShopifyRESTLeakRate)
+	if err != nil {
+		return failed("ShopifyREST: %v", err)
+	}
+	window := rule.Window
+	rule.Margin = 500 * time.Millisecond
+	s, err := tokenbucket.New(rule)
+	if err != nil {
+		return failed("ShopifyREST: %v", err)
+	}
+	return []ratemonitor.Option{
+		ratemonitor.WithStrategy(s),
+		ratemonitor.WithKeyFunc(ratemonitor.KeyByHost),
+		ratemonitor.WithSync(ratemonitor.SyncConfig{
+			Readers:  []headers.Reader{headers.ShopifyReader(window)},
+			Fallback: 2 * time.Second,
+		}),
+		ratemonitor.WithPacing(),
+	}
+}
+
+// ShopifyGraphQL paces a Shopify GraphQL Admin API client of one app in points: requests are
+// keyed by host (the store), each store held to a token bucket of bucket points refilled at
+// restoreRate points a second, the figures of the store's plan (Shopify, "GraphQL Admin API
+// rate limits", https://shopify.dev/docs/apps/build/apis/graphql-admin/rate-limits: 100 points a
+// second on the Standard plan, 1000 on Shopify Plus; every response's
+// extensions.cost.throttleStatus gives maximumAvailable and restoreRate).
+//
+// Each query is charged estimate(req) points before it is sent (Shopify requires the bucket to
+// hold a query's requestedQueryCost before running it; nil charges 1), and corrected to the
+// actualQueryCost of the response (cost.ShopifyGraphQL: the difference is given back, as
+// Shopify refunds it); throttleStatus.currentlyAvailable raises the count to Shopify's. A
+// bucket below 1, a rate that is not positive, or a pair beyond a token bucket's range makes
+// New fail.
+func ShopifyGraphQL(bucket int, restoreRate float64, estimate func(*http.Request) int) []ratemonitor.Option {
+	rule, err := tokenbucket.Rule(bucket, restoreRate)
+	if err != nil {
+		return failed("ShopifyGraphQL(%d, %v): %v", bucket, restoreRate, err)
+	}
+	s, err := tokenbucket.New(rule)
+	if err != nil {
+		return failed("ShopifyGraphQL(%d, %v): %v", bucket, restoreRate, err)
+	}
+	opts := []ratemonitor.Option{
+		ratemonitor.WithStrategy(s),
+		ratemonitor.WithKeyFunc(ratemonitor.KeyByHost),
+		ratemonitor.WithCostReport(cost.ShopifyGraphQL(rule.Window)),
+		ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{}, Fallback: time.Second}),
+		ratemonitor.WithPacing(),
+	}
+	if estimate != nil {
+		opts = append(opts, ratemonitor.WithCost(estimate))
+	}
+	return opts
+}

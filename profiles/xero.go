@@ -1,0 +1,44 @@
+package profiles
+
+import (
+	"time"
+
+	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// Xero's limits. Source: Xero, "OAuth 2.0 API limits",
+// https://developer.xero.com/documentation/guides/oauth2/limits/#api-rate-limits: per tenant
+// (organisation) 60 calls in a rolling minute, 5000 in a rolling day and 5 in progress at once;
+// per app 10 000 calls a minute across all tenants.
+const (
+	XeroMinuteLimit    = 60
+	XeroDayLimit       = 5000
+	XeroInFlight       = 5
+	XeroAppMinuteLimit = 10_000
+)
+
+// Xero paces a Xero API client: requests are keyed by their Xero-Tenant-Id header (the
+// tenant; a request without one by its host), each tenant held to 60 a minute and 5000 a day,
+// and every request also counted under appKey (choose one no tenant id can be, such as
+// "xero-app:<client id>") against the app's 10 000 a minute. Each minute rule keeps a 1 s
+// margin for the time between recording a request and Xero counting it.
+//
+// It reads Xero's X-MinLimit-Remaining, X-DayLimit-Remaining and X-AppMinLimit-Remaining on
+// every response (headers.XeroReader), and a 429's Retry-After with X-Rate-Limit-Problem
+// (minute, day, appminute, compared case-insensitively) pauses the tenant, or the app key.
+// Xero's third limit, 5 calls in progress per tenant, is held too (ratemonitor.WithInFlight):
+// a sixth call waits until one of the five has its response closed.
+func Xero(appKey string) []ratemonitor.Option {
+	return []ratemonitor.Option{
+		ratemonitor.WithRules(
+			strategy.Rule{Limit: XeroMinuteLimit, Window: time.Minute, Margin: time.Second},
+			strategy.Rule{Limit: XeroDayLimit, Window: 24 * time.Hour, Margin: time.Second}),
+		ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)),
+		ratemonitor.WithAppRules(appKey, strategy.Rule{Limit: XeroAppMinuteLimit, Window: time.Minute, Margin: time.Second}),
+		// 5 in flight: WithInFlight(5)
+		ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour)}}),
+		ratemonitor.WithPacing(),
+	}
+}
