@@ -7,7 +7,7 @@ import (
 )
 
 // HubSpot is what a HubSpot API response says about its limits. Source: HubSpot, "API usage
-// guidelines and limits", https://developers.hubspot.com/docs/guides/apps/api-usage/usage-details,
+// guidelines and limits", https://developers.hubspot.com/docs/developer-tooling/platform/usage-guidelines,
 // and the changelog "Rate limit information headers will be included in HTTP responses"
 // (2018-11-06). The daily fields are absent from calls authenticated with OAuth, which have no
 // daily limit.

@@ -10,7 +10,7 @@ import (
 
 // HubSpot's limits for a private app on a Free or Starter account: 100 requests every 10
 // seconds and 250 000 a day. Source: HubSpot, "API usage guidelines and limits",
-// https://developers.hubspot.com/docs/guides/apps/api-usage/usage-details (other plans and
+// https://developers.hubspot.com/docs/developer-tooling/platform/usage-guidelines (other plans and
 // OAuth apps have other figures: copy this profile with them).
 const (
 	HubSpotTenSecondLimit = 100

@@ -9,7 +9,7 @@ import (
 
 // HubSpot stands in for the HubSpot API of a private app on a Free or Starter account: per
 // token (the Authorization header) 100 requests in a rolling 10 s and 250 000 a day
-// (developers.hubspot.com/docs/guides/apps/api-usage/usage-details). Every answer carries
+// (developers.hubspot.com/docs/developer-tooling/platform/usage-guidelines). Every answer carries
 // X-HubSpot-RateLimit-Max, -Remaining, -Interval-Milliseconds, -Daily and -Daily-Remaining; a
 // refusal is a 429 with HubSpot's JSON error (errorType RATE_LIMIT, policyName) and no
 // Retry-After.
