@@ -159,6 +159,9 @@ type Transport struct {
 
 	// recordTurns and appTurns order monitoring-mode records on a contending store.
 	recordTurns, appTurns contend.Turns
+
+	inflightCfg inflightConfig // WithInFlight, WithAppInFlight, WithInFlightLease
+	inflight    *inflight      // nil without them (inflight.go)
 }
 
 var errTwoStrategies = errors.New("ratemonitor: WithRules or WithStrategy given twice: give the rules once")
@@ -329,6 +332,9 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 			}
 		}
 	}
+	if err := t.checkInFlight(); err != nil {
+		return nil, err
+	}
 	if c, ok := t.store.(cache.Clocked); ok {
 		if t.clockSet && !sameClock(c.Clock(), t.clock) {
 			return nil, errors.New("ratemonitor: WithClock and the store's clock differ; give the clock to the store only (cache.MemoryConfig.Clock)")
@@ -361,6 +367,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if err := t.startDegrader(); err != nil {
 		return nil, err
 	}
+	t.startInFlight()
 	return t, nil
 }
 
@@ -370,6 +377,9 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 // uncounted, and each error is reported; under FailClosed and Degrade nothing is sent.
 func (t *Transport) Close() error {
 	var err error
+	if t.inflight != nil {
+		t.inflight.close()
+	}
 	if t.deg != nil {
 		err = t.deg.Close()
 	}
@@ -413,8 +423,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.strat == nil {
 		return base.RoundTrip(req)
 	}
-	ctx := req.Context()
 	key := t.Key(req)
+	if t.inflight != nil {
+		return t.roundTripInFlight(base, req, key)
+	}
+	return t.roundTrip(base, req, key)
+}
+
+// roundTrip is RoundTrip once the request holds its in-flight slots, if any (inflight.go).
+func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
+	ctx := req.Context()
 	lim, outer := t.uncounted(markFrom(ctx), key)
 	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
 		t.unreserveCounted(ctx, r, lim, outer)
