@@ -171,7 +171,10 @@ func TestInFlightPacedDeadline(t *testing.T) {
 		want  func(error) bool
 	}{
 		{1, func(err error) bool { var de *DeadlineError; return errors.As(err, &de) && de.Wait == time.Minute }},
-		{10, func(err error) bool { var de *DeadlineError; return errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &de) }},
+		{10, func(err error) bool {
+			var de *DeadlineError
+			return errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &de)
+		}},
 	} {
 		tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: c.limit, Window: time.Minute}), WithClock(clk), WithPacing(), WithInFlight(1))
 		a, err := send(tr, context.Background(), up.URL)
