@@ -55,7 +55,7 @@ type config struct {
 	sync                        bool          // learn from the upstream's headers and retry through go-retryablehttp
 	foreign                     int           // calls per tenant another app made just before the run (local upstream)
 	plot                        string        // write a chart of the run to this .svg or .png file
-	concurrency                 int           // goroutines sending each tenant's requests
+	concurrency                 int           // goroutines sending each tenant's requests (0: 1)
 	inFlight                    int           // WithInFlight per tenant; 0: none
 	latency                     time.Duration // the local upstream's time to answer, in Xero time
 }

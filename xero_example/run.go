@@ -303,7 +303,7 @@ func paceTenant(ctx context.Context, cfg config, tr *ratemonitor.Transport, clie
 			next <- struct{}{}
 		}
 		close(next)
-		for range min(cfg.concurrency, burst) {
+		for range max(1, min(cfg.concurrency, burst)) { // a config without it sends on one
 			todo.Go(func() {
 				for range next {
 					if ctx.Err() != nil {
