@@ -371,7 +371,9 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	return t, nil
 }
 
-// Close closes the store if New created it, and the degraded mode's memory store (Degrade).
+// Close closes the store if New created it, and the degraded mode's memory store (Degrade),
+// and stops renewing in-flight leases (WithInFlight), waiting for a renewal under way: slots
+// still held then free at their leases' expiry, or when their bodies are closed.
 // It does not close the base RoundTripper's idle connections. After Close, RoundTrip meets
 // cache.ErrClosed and follows the ErrorPolicy: under FailOpen requests are still sent,
 // uncounted, and each error is reported; under FailClosed and Degrade nothing is sent.
@@ -408,6 +410,8 @@ func (t *Transport) Store() cache.Store { return t.store }
 // (wrapping context.DeadlineExceeded), and when the context ends while waiting it returns the
 // context's error promptly; in both cases nothing is sent or recorded. A request whose context
 // carries a Reservation for its key (Reservation.Context) uses one of its slots instead.
+// With WithInFlight (or WithAppInFlight), in either mode, it first waits for an in-flight slot,
+// held until the response body is closed or read to EOF: see WithInFlight.
 //
 // When the store fails it follows the ErrorPolicy; under FailClosed it returns a *StoreError,
 // and so it does under Degrade for the errors degraded mode does not cover (see Degrade).

@@ -2,7 +2,10 @@ package ratemonitor
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,5 +85,33 @@ func TestInFlightRedisLease(t *testing.T) {
 	r.Body.Close()
 	if took := time.Since(closed); took > ttl+InFlightPoll+100*time.Millisecond {
 		t.Errorf("b got the crashed slot after %v, want within the lease (%v) and a poll", took, ttl)
+	}
+}
+
+// TestInFlightDegraded: with the shared store down, under Degrade, slots are counted in this
+// process at its share (0.5 of WithInFlight(4): 2): 12 concurrent requests to an upstream
+// that takes 20 ms each all succeed, never more than 2 at once; InFlight is 0 after.
+func TestInFlightDegraded(t *testing.T) {
+	srv := redistest.Start(t)
+	st, err := redisstore.New(srv.Client(), redisstore.Options{Prefix: "inflight-degraded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var now, most atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(20 * time.Millisecond)
+	}))
+	defer up.Close()
+	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 1000, Window: time.Second}), WithStore(st), WithPacing(),
+		WithDegraded(DegradedConfig{Share: 0.5, NoHoldBack: true}), WithLogger(discard), WithInFlight(4))
+	srv.Stop()
+	concurrentRun(t, []*Transport{tr}, up.URL, 12, 1)
+	if m := most.Load(); m != 2 {
+		t.Errorf("degraded: the upstream saw %d in flight at most, want 2 (half of 4)", m)
 	}
 }
