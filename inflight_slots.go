@@ -85,9 +85,11 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 	for _, w := range wants {
 		s, err := f.takeOne(ctx, w.key, w.queue, w.n, check)
 		var se *StoreError
-		if errors.As(err, &se) && f.t.policy == FailOpen {
-			f.t.storeFailed(req, se.Key, se.Err)
-			continue
+		if errors.As(err, &se) {
+			f.t.storeFailed(req, se.Key, se.Err) // logged and handed to WithErrorHandler, as RoundTrip does
+			if f.t.policy == FailOpen {
+				continue
+			}
 		}
 		if err != nil {
 			h.release()
