@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/cache/sqlitestore"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -44,6 +46,15 @@ func TestInFlightOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New: %v, want an error containing %q", err, c.want)
 		}
+	}
+	sq, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	want := "ratemonitor: WithInFlight(5): the store (*sqlitestore.Store) holds no in-flight leases (cache.Leaser); use the memory store (cache.Memory) or the Redis store (redisstore)"
+	if _, err := New(nil, WithRules(minute), WithStore(sq), WithInFlight(5)); err == nil || err.Error() != want {
+		t.Errorf("New over SQLite: %v, want %q", err, want)
 	}
 }
 
