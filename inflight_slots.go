@@ -57,7 +57,7 @@ func (t *Transport) roundTripInFlight(base http.RoundTripper, req *http.Request,
 		}
 		return nil, err
 	}
-	resp, err := t.roundTrip(base, req, key)
+	resp, err := t.roundTrip(base, h.markHeld(base, req), key)
 	if err != nil || resp == nil {
 		h.release()
 		return resp, err
@@ -83,6 +83,9 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 	}
 	check := func() error { return f.t.rateDeadline(ctx, key) }
 	for _, w := range wants {
+		if heldOutside(ctx, f.t.store, w.key) {
+			continue // a Transport wrapping this one holds it (inflight_stack.go)
+		}
 		s, err := f.takeOne(ctx, w.key, w.queue, w.n, check)
 		var se *StoreError
 		if errors.As(err, &se) {

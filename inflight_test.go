@@ -388,3 +388,43 @@ func TestInFlightStoreError(t *testing.T) {
 		}
 	}
 }
+
+// TestInFlightStacked: two Transports stacked over one store, both WithInFlight(2) on the same
+// key, hold one slot per request (the outer's), not one per layer: two bodies open at once,
+// the inner holding none; a third waits.
+func TestInFlightStacked(t *testing.T) {
+	clk := clock.NewManual(t0)
+	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	up, _, _ := countingUpstream(t)
+	key := strings.TrimPrefix(up.URL, "http://")
+	inner := newTransport(t, nil, WithRules(strategy.Rule{Limit: 100, Window: time.Hour}), WithStore(m), WithInFlight(2))
+	outer := newTransport(t, inner, WithRules(minute), WithStore(m), WithInFlight(2))
+	// With a slot per layer, b would wait for ever: 5 s bounds it.
+	bounded, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	a, err := send(outer, bounded, up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := send(outer, bounded, up.URL)
+	if err != nil {
+		t.Fatalf("b with a's body open: %v, want sent (one slot per request, not per layer)", err)
+	}
+	if o, i := outer.InFlight(key), inner.InFlight(key); o != 2 || i != 0 {
+		t.Fatalf("InFlight outer %d, inner %d, want 2 and 0", o, i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	if _, err := send(outer, ctx, up.URL); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("third: %v, want it to wait (and time out)", err)
+	}
+	cancel()
+	a.Body.Close()
+	b.Body.Close()
+	if o := outer.InFlight(key); o != 0 {
+		t.Errorf("after the bodies: InFlight %d, want 0", o)
+	}
+}
