@@ -162,6 +162,9 @@ type Transport struct {
 
 	// recordTurns and appTurns order monitoring-mode records on a contending store.
 	recordTurns, appTurns contend.Turns
+
+	inflightCfg inflightConfig // WithInFlight, WithAppInFlight, WithInFlightLease
+	inflight    *inflight      // nil without them (inflight.go)
 }
 
 var errTwoStrategies = errors.New("ratemonitor: WithRules or WithStrategy given twice: give the rules once")
@@ -335,6 +338,9 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 			}
 		}
 	}
+	if err := t.checkInFlight(); err != nil {
+		return nil, err
+	}
 	if c, ok := t.store.(cache.Clocked); ok {
 		if t.clockSet && !sameClock(c.Clock(), t.clock) {
 			return nil, errors.New("ratemonitor: WithClock and the store's clock differ; give the clock to the store only (cache.MemoryConfig.Clock)")
@@ -367,15 +373,21 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if err := t.startDegrader(); err != nil {
 		return nil, err
 	}
+	t.startInFlight()
 	return t, nil
 }
 
-// Close closes the store if New created it, and the degraded mode's memory store (Degrade).
+// Close closes the store if New created it, and the degraded mode's memory store (Degrade),
+// and stops renewing in-flight leases (WithInFlight), waiting for a renewal under way: slots
+// still held then free at their leases' expiry, or when their bodies are closed.
 // It does not close the base RoundTripper's idle connections. After Close, RoundTrip meets
 // cache.ErrClosed and follows the ErrorPolicy: under FailOpen requests are still sent,
 // uncounted, and each error is reported; under FailClosed and Degrade nothing is sent.
 func (t *Transport) Close() error {
 	var err error
+	if t.inflight != nil {
+		t.inflight.close()
+	}
 	if t.deg != nil {
 		err = t.deg.Close()
 	}
@@ -404,6 +416,8 @@ func (t *Transport) Store() cache.Store { return t.store }
 // (wrapping context.DeadlineExceeded), and when the context ends while waiting it returns the
 // context's error promptly; in both cases nothing is sent or recorded. A request whose context
 // carries a Reservation for its key (Reservation.Context) uses one of its slots instead.
+// With WithInFlight (or WithAppInFlight), in either mode, it first waits for an in-flight slot,
+// held until the response body is closed or read to EOF: see WithInFlight.
 //
 // When the store fails it follows the ErrorPolicy; under FailClosed it returns a *StoreError,
 // and so it does under Degrade for the errors degraded mode does not cover (see Degrade).
@@ -421,8 +435,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.strat == nil {
 		return base.RoundTrip(req)
 	}
-	ctx := req.Context()
 	key := t.Key(req)
+	if t.inflight != nil {
+		return t.roundTripInFlight(base, req, key)
+	}
+	return t.roundTrip(base, req, key)
+}
+
+// roundTrip is RoundTrip once the request holds its in-flight slots, if any (inflight.go).
+func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
+	ctx := req.Context()
 	lim, outer := t.uncounted(markFrom(ctx), key)
 	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
 		t.unreserveCounted(ctx, r, lim, outer)

@@ -100,6 +100,8 @@ type Memory struct {
 	closed atomic.Bool
 	tiers  // pinned keys, the list of keys in ristretto, their locks (memory_tier.go)
 
+	leases leases // in-flight leases (memory_lease.go)
+
 	evictedLive atomic.Int64
 	rejected    atomic.Int64
 	obs         observe.Observer

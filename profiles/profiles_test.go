@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,5 +226,54 @@ func TestProfileErrors(t *testing.T) {
 		if _, err := ratemonitor.New(nil, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New: %v, want an error naming %s", err, c.want)
 		}
+	}
+}
+
+// TestXeroConcurrent: ten goroutines share one tenant whose calls each take 2 ms at the
+// stand-in, which refuses a sixth call in progress (X-Rate-Limit-Problem: concurrent). The
+// profile's in-flight limit holds them to 5 in progress: no refusal of either kind, and the
+// stand-in never sees more than 5 at once. Real time (50 calls, under the minute limit, so
+// nothing waits for a rate slot; a virtual clock that jumps would expire the leases).
+func TestXeroConcurrent(t *testing.T) {
+	s := standin.NewXero(time.Now)
+	s.Hold = 2 * time.Millisecond
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	tr, err := ratemonitor.New(srv.Client().Transport, profiles.Xero("xero-app:test")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	c := &http.Client{Transport: tr}
+	const goroutines, each = 10, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*each)
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				resp, err := c.Do(request(srv.URL, "Xero-Tenant-Id", "tenant-1"))
+				if err != nil {
+					errs <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	n, _, _ := s.Accepted()
+	if n != goroutines*each || s.Refused() != 0 {
+		t.Errorf("accepted %d, refused %d: want all %d accepted", n, s.Refused(), goroutines*each)
+	}
+	if m := s.MaxInFlight(); m > profiles.XeroInFlight {
+		t.Errorf("the stand-in saw %d calls of the tenant in progress at once, want at most %d", m, profiles.XeroInFlight)
+	}
+	if got := tr.InFlight("tenant-1"); got != 0 {
+		t.Errorf("InFlight after every body was closed = %d, want 0", got)
 	}
 }

@@ -29,7 +29,9 @@ const (
 // every response (headers.XeroReader), and a 429's Retry-After with X-Rate-Limit-Problem
 // (minute, day, appminute, compared case-insensitively) pauses the tenant, or the app key.
 // Xero's third limit, 5 calls in progress per tenant, is held too (ratemonitor.WithInFlight):
-// a sixth call waits until one of the five has its response closed.
+// a sixth call waits until one of the five has its response closed. In-flight slots are
+// leases in the store, so the store must hold them (cache.Leaser: the memory and Redis
+// stores); New refuses the profile over the SQLite and DynamoDB stores.
 func Xero(appKey string) []ratemonitor.Option {
 	return []ratemonitor.Option{
 		ratemonitor.WithRules(
@@ -37,7 +39,7 @@ func Xero(appKey string) []ratemonitor.Option {
 			strategy.Rule{Limit: XeroDayLimit, Window: 24 * time.Hour, Margin: time.Second}),
 		ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)),
 		ratemonitor.WithAppRules(appKey, strategy.Rule{Limit: XeroAppMinuteLimit, Window: time.Minute, Margin: time.Second}),
-		// 5 in flight: WithInFlight(5)
+		ratemonitor.WithInFlight(XeroInFlight),
 		ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour)}}),
 		ratemonitor.WithPacing(),
 	}

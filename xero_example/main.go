@@ -14,6 +14,13 @@
 //	go run ./xero_example -redis 127.0.0.1:6379 -base-url … # several copies share one allocation
 //	go run ./xero_example -foreign 30 -sync # another app's calls: learn of them from Xero's headers
 //	go run ./xero_example -plot run.svg    # and draw the run: per tenant, rate and minute usage against the limit
+//	go run ./xero_example -in-flight 0     # no in-flight limit: 10 goroutines per tenant meet Xero's "concurrent" 429
+//
+// Each tenant's requests are sent by -concurrency goroutines (default 10), and the Transport
+// lets at most -in-flight of them be in progress per tenant at once (default 5, Xero's limit;
+// ratemonitor.WithInFlight): so the run meets neither of Xero's per-tenant limits. The DynamoDB
+// store holds no in-flight leases: with -dynamodb-endpoint there is no in-flight limit and
+// -concurrency defaults to 5.
 package main
 
 import (
@@ -45,9 +52,12 @@ type config struct {
 	redisAddr string        // share counts through Redis instead of process memory
 	// share counts through DynamoDB (an endpoint URL and a table) instead
 	dynamoEndpoint, dynamoTable string
-	sync                        bool   // learn from the upstream's headers and retry through go-retryablehttp
-	foreign                     int    // calls per tenant another app made just before the run (local upstream)
-	plot                        string // write a chart of the run to this .svg or .png file
+	sync                        bool          // learn from the upstream's headers and retry through go-retryablehttp
+	foreign                     int           // calls per tenant another app made just before the run (local upstream)
+	plot                        string        // write a chart of the run to this .svg or .png file
+	concurrency                 int           // goroutines sending each tenant's requests (0: 1)
+	inFlight                    int           // WithInFlight per tenant; 0: none
+	latency                     time.Duration // the local upstream's time to answer, in Xero time
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -72,8 +82,21 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.sync, "sync", false, "learn from the upstream's answers (X-*Limit-Remaining raise our counts, a 429 pauses the tenant until its Retry-After) and retry failed calls through go-retryablehttp, paced by the monitor")
 	fs.IntVar(&c.foreign, "foreign", 0, "calls per tenant that another app made just before the run, which this program cannot see (local upstream only): without -sync they cause 429s")
 	fs.StringVar(&c.plot, "plot", "", "write a chart of the run to this file, .svg or .png: per tenant, requests per second and the calls in the trailing minute against the limit, 429s marked")
+	fs.IntVar(&c.concurrency, "concurrency", 10, "goroutines sending each tenant's requests at once (1..60)")
+	fs.DurationVar(&c.latency, "latency", 300*time.Millisecond, "how long the local upstream takes to answer a call, in Xero time: the call is in progress meanwhile")
+	fs.IntVar(&c.inFlight, "in-flight", xeroConcurrent, "most requests of one tenant in flight at once (ratemonitor.WithInFlight; Xero allows 5); 0 turns the limit off")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.dynamoEndpoint != "" && !set["in-flight"] {
+		// The DynamoDB store holds no in-flight leases: keep within Xero's 5 in progress by
+		// sending with at most 5 goroutines per tenant instead.
+		c.inFlight = 0
+		if !set["concurrency"] {
+			c.concurrency = xeroConcurrent
+		}
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q: every setting is a flag (see -h)", fs.Arg(0))
@@ -109,6 +132,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-foreign %d: want 0..%d", c.foreign, xeroMinuteLimit)
 	case c.foreign > 0 && c.baseURL != "":
 		return c, errors.New("-foreign goes with the local upstream, not -base-url")
+	case c.concurrency < 1 || c.concurrency > xeroMinuteLimit:
+		return c, fmt.Errorf("-concurrency %d: want 1..%d", c.concurrency, xeroMinuteLimit)
+	case c.latency < 0:
+		return c, fmt.Errorf("-latency %v: must not be negative", c.latency)
+	case c.inFlight < 0:
+		return c, fmt.Errorf("-in-flight %d: want at least 1, or 0 for no limit", c.inFlight)
+	case c.inFlight > 0 && c.dynamoEndpoint != "":
+		return c, errors.New("-dynamodb-endpoint and -in-flight: the DynamoDB store holds no in-flight leases; leave -in-flight out (then -concurrency is 5 by default), or use -redis")
 	case c.margin < 0:
 		return c, fmt.Errorf("-margin %v: must not be negative", c.margin)
 	case c.baseURL != "" && (c.token == "" || len(c.tenantIDs) == 0):

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ type tenantRun struct {
 	id        string
 	sent      int
 	tooMany   int
+	problems  map[string]int // 429s by X-Rate-Limit-Problem: minute, concurrent, ...
 	failed    int
 	waitUntil time.Time // zero when not waiting
 	done      time.Time
@@ -38,7 +40,8 @@ type tenantRun struct {
 // summary is what a run measured.
 type summary struct {
 	sent, tooMany, failed int
-	firstFailure          string // what the first failed request met
+	problems              map[string]int // 429s by X-Rate-Limit-Problem ("minute", "concurrent", ...)
+	firstFailure          string         // what the first failed request met
 	elapsed               time.Duration
 	minimum               time.Duration  // least time the minute limit allows for the requests
 	peaks                 map[string]int // local upstream only: most calls per minute window
@@ -94,6 +97,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	if base == "" {
 		up = newUpstream(cfg.scale, cfg.fixed)
 		up.minute, up.day = tm.minute, tm.day
+		up.latency = time.Duration(float64(cfg.latency) / cfg.scale)
 		if cfg.plot != "" {
 			up.keepHistory()
 		}
@@ -134,6 +138,15 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		ratemonitor.WithRules(tm.rules()...),
 		ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)),
 	}
+	if cfg.inFlight > 0 {
+		// Xero's 5 calls in progress per tenant: a slot from the send until the body is read.
+		opts = append(opts, ratemonitor.WithInFlight(cfg.inFlight))
+	}
+	inflight := "no in-flight limit"
+	if cfg.inFlight > 0 {
+		inflight = fmt.Sprintf("at most %d in flight per tenant", cfg.inFlight)
+	}
+	fmt.Fprintf(out, "%d goroutines per tenant, %s\n", cfg.concurrency, inflight)
 	if cfg.redisAddr != "" {
 		rc := redis.NewClient(&redis.Options{Addr: cfg.redisAddr, MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1})
 		defer rc.Close()
@@ -186,7 +199,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	var mu sync.Mutex
 	runs := make([]*tenantRun, len(ids))
 	for i, id := range ids {
-		runs[i] = &tenantRun{id: id, calls: callLog{tenant: id}}
+		runs[i] = &tenantRun{id: id, calls: callLog{tenant: id}, problems: map[string]int{}}
 	}
 	start := time.Now()
 	stopProgress := progress(ctx, cfg, tr, out, &mu, runs, start)
@@ -199,10 +212,13 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	wg.Wait()
 	stopProgress()
 
-	sum := summary{elapsed: time.Since(start), tenants: runs}
+	sum := summary{elapsed: time.Since(start), tenants: runs, problems: map[string]int{}}
 	for _, r := range runs {
 		sum.sent += r.sent
 		sum.tooMany += r.tooMany
+		for p, n := range r.problems {
+			sum.problems[p] += n
+		}
 		sum.failed += r.failed
 		if sum.firstFailure == "" && r.firstFail != "" {
 			sum.firstFailure = r.id + ": " + r.firstFail
@@ -237,6 +253,9 @@ func plotRun(cfg config, tm timing, up *upstream, runs []*tenantRun, start, end 
 	} else {
 		for i, r := range runs { // the senders are done: no lock needed
 			logs[i] = r.calls
+			// Concurrent senders note their calls out of order.
+			slices.SortFunc(logs[i].accepted, time.Time.Compare)
+			slices.SortFunc(logs[i].refused, time.Time.Compare)
 		}
 	}
 	series := chartData(logs, start, end, tm.minute, tm.scale)
@@ -277,36 +296,26 @@ func paceTenant(ctx context.Context, cfg config, tr *ratemonitor.Transport, clie
 		mu.Lock()
 		r.waitUntil = time.Time{}
 		mu.Unlock()
+		// The burst goes out on up to -concurrency goroutines at once.
+		var todo sync.WaitGroup
+		next := make(chan struct{}, burst)
 		for range burst {
-			at := time.Now()
-			status, err := send(sendCtx, cfg, client, base, r.id)
-			mu.Lock()
-			r.sent++
-			if cfg.plot != "" && err == nil {
-				if status == http.StatusTooManyRequests {
-					r.calls.refused = append(r.calls.refused, at)
-				} else {
-					r.calls.accepted = append(r.calls.accepted, at)
+			next <- struct{}{}
+		}
+		close(next)
+		for range max(1, min(cfg.concurrency, burst)) { // a config without it sends on one
+			todo.Go(func() {
+				for range next {
+					if ctx.Err() != nil {
+						return
+					}
+					sendOne(sendCtx, cfg, client, base, mu, r)
 				}
-			}
-			switch {
-			case err != nil:
-				r.failed++
-				if r.firstFail == "" {
-					r.firstFail = err.Error()
-				}
-			case status == http.StatusTooManyRequests:
-				r.tooMany++
-			case status >= 300:
-				r.failed++
-				if r.firstFail == "" {
-					r.firstFail = "HTTP " + strconv.Itoa(status) + " " + http.StatusText(status)
-				}
-			}
-			mu.Unlock()
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+			})
+		}
+		todo.Wait()
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		left -= burst
 	}
@@ -316,10 +325,42 @@ func paceTenant(ctx context.Context, cfg config, tr *ratemonitor.Transport, clie
 	return nil
 }
 
-func send(ctx context.Context, cfg config, client *http.Client, base, tenant string) (int, error) {
+// sendOne sends one request of r's tenant and notes its outcome.
+func sendOne(sendCtx context.Context, cfg config, client *http.Client, base string, mu *sync.Mutex, r *tenantRun) {
+	at := time.Now()
+	status, problem, err := send(sendCtx, cfg, client, base, r.id)
+	mu.Lock()
+	r.sent++
+	if cfg.plot != "" && err == nil {
+		if status == http.StatusTooManyRequests {
+			r.calls.refused = append(r.calls.refused, at)
+		} else {
+			r.calls.accepted = append(r.calls.accepted, at)
+		}
+	}
+	switch {
+	case err != nil:
+		r.failed++
+		if r.firstFail == "" {
+			r.firstFail = err.Error()
+		}
+	case status == http.StatusTooManyRequests:
+		r.tooMany++
+		r.problems[strings.ToLower(problem)]++
+	case status >= 300:
+		r.failed++
+		if r.firstFail == "" {
+			r.firstFail = "HTTP " + strconv.Itoa(status) + " " + http.StatusText(status)
+		}
+	}
+	mu.Unlock()
+}
+
+// send sends one request and returns its status and, for a 429, Xero's X-Rate-Limit-Problem.
+func send(ctx context.Context, cfg config, client *http.Client, base, tenant string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+cfg.path, nil)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	req.Header.Set("Xero-Tenant-Id", tenant)
 	req.Header.Set("Accept", "application/json")
@@ -328,11 +369,11 @@ func send(ctx context.Context, cfg config, client *http.Client, base, tenant str
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode, nil
+	return resp.StatusCode, resp.Header.Get("X-Rate-Limit-Problem"), nil
 }
 
 // progress prints one line per interval with each tenant's state; the returned func stops it
@@ -397,6 +438,14 @@ func printSummary(ctx context.Context, out io.Writer, cfg config, tm timing, tr 
 	fmt.Fprintf(out, "\nsummary\n")
 	fmt.Fprintf(out, "  requests sent   %d (%d tenants × %d, bursts of %d)\n", s.sent, len(s.tenants), cfg.requests, min(cfg.burst, cfg.requests))
 	fmt.Fprintf(out, "  429s received   %d\n", s.tooMany)
+	if s.tooMany > 0 {
+		kinds := make([]string, 0, len(s.problems))
+		for p, n := range s.problems {
+			kinds = append(kinds, fmt.Sprintf("%s %d", p, n))
+		}
+		slices.Sort(kinds)
+		fmt.Fprintf(out, "  429s by problem %s\n", strings.Join(kinds, ", "))
+	}
 	if cfg.sync && s.peaks != nil {
 		fmt.Fprintf(out, "  429s sent       %d by the upstream, retried ones included\n", s.upstreamRefused)
 	}

@@ -25,6 +25,7 @@ const (
 type upstream struct {
 	minute, day time.Duration // scaled windows
 	fixed       bool          // minute limit as an aligned fixed window instead of rolling
+	latency     time.Duration // how long an accepted call is in progress before its answer
 	now         func() time.Time
 
 	mu       sync.Mutex
@@ -145,6 +146,10 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tl.inFlight--
 		u.mu.Unlock()
 	}()
+	if u.latency > 0 {
+		// The call is in progress meanwhile, and counts against the 5 in flight.
+		time.Sleep(u.latency)
+	}
 	h.Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"Status":"OK","Invoices":[]}`)
 }

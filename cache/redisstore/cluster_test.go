@@ -27,6 +27,7 @@ func TestCluster(t *testing.T) {
 	t.Run("conformance", func(t *testing.T) { conformance.Run(t, clusterTarget(cl, cl.Addrs())) })
 	t.Run("lostreply", func(t *testing.T) { clusterLostReply(t, cl) })
 	t.Run("inflight", func(t *testing.T) { clusterInFlight(t, cl) })
+	t.Run("leases", func(t *testing.T) { clusterLeases(t, cl) })
 	t.Run("migration", func(t *testing.T) { clusterMigration(t, cl) })
 }
 

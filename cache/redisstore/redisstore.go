@@ -165,6 +165,11 @@ type Store struct {
 	route   *route      // where each operation goes, and its server's turns (route.go)
 	policy  *policyGate // the eviction-policy check (evictpolicy.go)
 	mon     *monitor    // loss reports and heartbeat; nil when CheckInterval < 0 (monitor.go)
+
+	// leaseTag and leaseSeq make lease ids (lease.go).
+	leaseOnce sync.Once
+	leaseTag  string
+	leaseSeq  atomic.Uint64
 }
 
 var (

@@ -69,6 +69,7 @@ var corruptions = map[int64]string{
 	2: "a value that is not the store's (no layout magic)",
 	3: "a value of an unknown layout version",
 	4: "an unreadable value (truncated or inconsistent)",
+	5: "a value of another type where its in-flight leases belong (lease.lua)",
 }
 
 // settled strips the corruption figure from a script's reply and, when it is not 0, reports

@@ -11,14 +11,31 @@ import (
 // rolling minute and 5000 in a rolling day, per app 10 000 a minute (developer.xero.com,
 // "OAuth 2.0 API limits"). Every answer carries X-MinLimit-Remaining, X-DayLimit-Remaining and
 // X-AppMinLimit-Remaining; a refusal is a 429 with Retry-After (seconds) and
-// X-Rate-Limit-Problem: minute, day or appminute. A call without a tenant is a 400.
+// X-Rate-Limit-Problem: minute, day or appminute. A call without a tenant is a 400. Xero
+// also allows 5 calls in progress per tenant: a sixth is refused with a 429 and
+// X-Rate-Limit-Problem: concurrent (with Retry-After: 1). Hold keeps each accepted call in
+// progress that long (real time) so that concurrent callers overlap; MaxInFlight is the most
+// a tenant had in progress at once.
 type Xero struct {
-	Now func() time.Time
+	Now  func() time.Time
+	Hold time.Duration
 	Counts
 
-	mu      sync.Mutex
-	tenants map[string]*[2]rolling
-	app     rolling
+	mu       sync.Mutex
+	tenants  map[string]*[2]rolling
+	app      rolling
+	inFlight map[string]int
+	most     int
+}
+
+// XeroInFlight is the calls in progress Xero allows per tenant.
+const XeroInFlight = 5
+
+// MaxInFlight returns the most calls of one tenant that were in progress at once.
+func (x *Xero) MaxInFlight() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.most
 }
 
 // NewXero returns a Xero stand-in reading instants from now.
@@ -33,6 +50,26 @@ func (x *Xero) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.mu.Lock()
+	if x.inFlight == nil {
+		x.inFlight = map[string]int{}
+	}
+	if x.inFlight[tenant] >= XeroInFlight {
+		x.mu.Unlock()
+		x.refuse()
+		date(w, x.Now())
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("X-Rate-Limit-Problem", "concurrent")
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	x.inFlight[tenant]++
+	x.most = max(x.most, x.inFlight[tenant])
+	defer func() {
+		time.Sleep(x.Hold) // outside the lock: the call stays in progress meanwhile
+		x.mu.Lock()
+		x.inFlight[tenant]--
+		x.mu.Unlock()
+	}()
 	defer x.mu.Unlock()
 	now := x.Now()
 	date(w, now)

@@ -1,0 +1,21 @@
+package cache_test
+
+import (
+	"time"
+
+	"testing"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/storetest/leasetest"
+)
+
+func TestMemoryLeases(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	leasetest.Run(t, m, clk)
+}

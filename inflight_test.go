@@ -1,0 +1,430 @@
+package ratemonitor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/cache/sqlitestore"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// notLeaser is a store without cache.Leaser (as the SQLite and DynamoDB stores are).
+type notLeaser struct{ cache.Store }
+
+// TestInFlightOptions: bad n, the app option without app rules, a too short lease, a lease
+// without a limit and a store that holds no leases are errors at New naming the option.
+func TestInFlightOptions(t *testing.T) {
+	m, err := cache.NewMemory(cache.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, c := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{WithInFlight(0)}, "WithInFlight(0): want at least 1"},
+		{[]Option{WithInFlight(-3)}, "WithInFlight(-3): want at least 1"},
+		{[]Option{WithAppInFlight(0)}, "WithAppInFlight(0): want at least 1"},
+		{[]Option{WithAppInFlight(2)}, "WithAppInFlight(2) needs WithAppRules"},
+		{[]Option{WithInFlight(1), WithInFlightLease(time.Millisecond)}, "WithInFlightLease(1ms): want at least 10ms"},
+		{[]Option{WithInFlightLease(time.Second)}, "WithInFlightLease without WithInFlight"},
+		{[]Option{WithInFlight(5), WithStore(notLeaser{m})}, "WithInFlight(5): the store (ratemonitor.notLeaser) holds no in-flight leases (cache.Leaser); use the memory store (cache.Memory) or the Redis store (redisstore)"},
+	} {
+		_, err := New(nil, append([]Option{WithRules(minute)}, c.opts...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New: %v, want an error containing %q", err, c.want)
+		}
+	}
+	sq, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	want := "ratemonitor: WithInFlight(5): the store (*sqlitestore.Store) holds no in-flight leases (cache.Leaser); use the memory store (cache.Memory) or the Redis store (redisstore)"
+	if _, err := New(nil, WithRules(minute), WithStore(sq), WithInFlight(5)); err == nil || err.Error() != want {
+		t.Errorf("New over SQLite: %v, want %q", err, want)
+	}
+}
+
+// heldUpstream answers every request at once with a body of "ok", and tracks how many of its
+// responses' bodies the client has not finished (the requests in flight as Xero sees them).
+func countingUpstream(t *testing.T) (*httptest.Server, *atomic.Int64, *atomic.Int64) {
+	var now, most atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(time.Millisecond)
+		if r.Method != http.MethodHead {
+			io.WriteString(w, "ok")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &now, &most
+}
+
+// send sends a GET through tr with ctx and returns the response (body open) or error.
+func send(tr *Transport, ctx context.Context, url string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return (&http.Client{Transport: tr}).Do(req)
+}
+
+// TestInFlightBody: a slot is held until the body is closed or read to EOF; a waiter, in
+// monitoring mode, is woken by a local release without the clock moving; a body-less
+// response frees at once; a request error frees; a cancelled waiter holds nothing.
+func TestInFlightBody(t *testing.T) {
+	clk := clock.NewManual(t0)
+	up, _, _ := countingUpstream(t)
+	key := strings.TrimPrefix(up.URL, "http://")
+	tr := newTransport(t, nil, WithRules(minute), WithClock(clk), WithInFlight(2))
+	ctx := context.Background()
+	a, err := send(tr, ctx, up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := send(tr, ctx, up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.InFlight(key); got != 2 {
+		t.Fatalf("InFlight with two bodies open: %d, want 2", got)
+	}
+	third := make(chan *http.Response, 1)
+	go func() {
+		r, err := send(tr, ctx, up.URL)
+		if err != nil {
+			t.Error(err)
+		}
+		third <- r
+	}()
+	waitFor(t, "the third request to queue", func() bool { return tr.Queued(inflightQueue+key) == 1 })
+	// A cancelled waiter behind it leaves nothing held and nothing queued.
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { _, err := send(tr, cctx, up.URL); errc <- err }()
+	waitFor(t, "the fourth request to queue", func() bool { return tr.Queued(inflightQueue+key) == 2 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v, want context.Canceled", err)
+	}
+	if q, n := tr.Queued(inflightQueue+key), tr.InFlight(key); q != 1 || n != 2 {
+		t.Fatalf("after the cancel: %d queued, %d in flight, want 1 and 2", q, n)
+	}
+	select {
+	case <-third:
+		t.Fatal("third request sent with two in flight")
+	default:
+	}
+	io.ReadAll(a.Body) // read to EOF frees a's slot, before Close
+	r := <-third
+	if got := tr.InFlight(key); got != 2 {
+		t.Fatalf("after a's EOF and the third's send: InFlight %d, want 2", got)
+	}
+	a.Body.Close()
+	b.Body.Close()
+	r.Body.Close()
+	r.Body.Close() // twice frees once
+	if got := tr.InFlight(key); got != 0 {
+		t.Fatalf("all bodies closed: InFlight %d, want 0", got)
+	}
+	// HEAD: no body, nothing held after the return.
+	req, _ := http.NewRequest(http.MethodHead, up.URL, nil)
+	h, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Body != http.NoBody || tr.InFlight(key) != 0 {
+		t.Errorf("HEAD: body %T, InFlight %d, want http.NoBody and 0", h.Body, tr.InFlight(key))
+	}
+	// A request that fails at the base frees its slot.
+	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, _ := w.(http.Hijacker).Hijack()
+		c.Close()
+	}))
+	defer dead.Close()
+	dkey := strings.TrimPrefix(dead.URL, "http://")
+	if _, err := send(tr, ctx, dead.URL); err == nil {
+		t.Fatal("a hijacked and closed connection gave no error")
+	}
+	if got := tr.InFlight(dkey); got != 0 {
+		t.Errorf("after a base error: InFlight %d, want 0", got)
+	}
+	// Every lease is back in the store: two fit again under limit 2.
+	for range 2 {
+		if l, err := tr.Store().(cache.Leaser).AcquireLease(ctx, key, 2, time.Second); err != nil || !l.Acquired() {
+			t.Fatalf("store after all closed: %+v %v, want a free slot", l, err)
+		}
+	}
+}
+
+// TestInFlightPacedDeadline: under pacing, a request whose in-flight slot is taken and whose
+// rate needs a wait past its deadline fails at once with a *DeadlineError; one whose rate has
+// room waits for the slot and ends with the context's error; neither holds anything after.
+func TestInFlightPacedDeadline(t *testing.T) {
+	clk := clock.NewManual(t0)
+	up, _, _ := countingUpstream(t)
+	key := strings.TrimPrefix(up.URL, "http://")
+	for _, c := range []struct {
+		limit int
+		want  func(error) bool
+	}{
+		{1, func(err error) bool { var de *DeadlineError; return errors.As(err, &de) && de.Wait == time.Minute }},
+		{10, func(err error) bool {
+			var de *DeadlineError
+			return errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &de)
+		}},
+	} {
+		tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: c.limit, Window: time.Minute}), WithClock(clk), WithPacing(), WithInFlight(1))
+		a, err := send(tr, context.Background(), up.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		_, err = send(tr, ctx, up.URL)
+		took := time.Since(start)
+		cancel()
+		if !c.want(err) {
+			t.Errorf("limit %d: %v, want the other kind of error", c.limit, err)
+		}
+		if c.limit == 1 && took > 50*time.Millisecond {
+			t.Errorf("limit 1: the DeadlineError took %v, want it at once", took)
+		}
+		if n, q, used := tr.InFlight(key), tr.Queued(inflightQueue+key), usedOf(t, tr, key)[0]; n != 1 || q != 0 || used != 1 {
+			t.Errorf("limit %d: InFlight %d, Queued %d, used %d, want 1, 0, 1 (only a's)", c.limit, n, q, used)
+		}
+		a.Body.Close()
+		tr.Close()
+	}
+}
+
+// TestInFlightApp: the app key's slots are shared by every key; InFlight reports them.
+func TestInFlightApp(t *testing.T) {
+	clk := clock.NewManual(t0)
+	up, _, _ := countingUpstream(t)
+	tr := newTransport(t, nil, WithRules(minute), WithClock(clk), WithPacing(), WithKeyFunc(KeyByHeader("Tenant", nil)),
+		WithAppRules("app", minute), WithInFlight(5), WithAppInFlight(1))
+	get := func(ctx context.Context, tenant string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL, nil)
+		req.Header.Set("Tenant", tenant)
+		return (&http.Client{Transport: tr}).Do(req)
+	}
+	a, err := get(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.InFlight("a") != 1 || tr.InFlight("app") != 1 {
+		t.Fatalf("InFlight a %d, app %d, want 1 and 1", tr.InFlight("a"), tr.InFlight("app"))
+	}
+	done := make(chan error, 1)
+	go func() {
+		r, err := get(context.Background(), "b")
+		if err == nil {
+			r.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, "b to wait for the app slot", func() bool { return tr.Queued(appInflightQueue+"app") == 1 })
+	if tr.InFlight("b") != 1 {
+		t.Errorf("b waiting for the app slot holds its own: InFlight %d, want 1", tr.InFlight("b"))
+	}
+	a.Body.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if tr.InFlight("a")+tr.InFlight("b")+tr.InFlight("app") != 0 {
+		t.Errorf("all done: InFlight a %d, b %d, app %d, want 0", tr.InFlight("a"), tr.InFlight("b"), tr.InFlight("app"))
+	}
+}
+
+// TestInFlightRenewal: while a body is open its lease is renewed (here every 250 ms of a 1 s
+// lease, on the manual clock), so after 3 s no other holder can take its slot; after Close
+// nothing is renewed and the slot frees at its lease's expiry, as a crashed process's would.
+func TestInFlightRenewal(t *testing.T) {
+	clk := clock.NewManual(t0)
+	store, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	up, _, _ := countingUpstream(t)
+	key := strings.TrimPrefix(up.URL, "http://")
+	tr, err := New(nil, WithRules(minute), WithStore(store), WithInFlight(1), WithInFlightLease(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := send(tr, context.Background(), up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Body.Close()
+	other := func() bool {
+		l, err := store.AcquireLease(context.Background(), key, 1, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Acquired() {
+			store.ReleaseLease(context.Background(), key, l.ID)
+		}
+		return l.Acquired()
+	}
+	for i := 1; i <= 12; i++ {
+		waitFor(t, "the renewer to sleep", func() bool { n, ok := clk.Next(); return ok && n.Equal(clk.Now().Add(250*time.Millisecond)) })
+		clk.Advance(250 * time.Millisecond)
+		// The renewer has renewed when it sleeps again.
+		waitFor(t, "the renewal", func() bool { n, ok := clk.Next(); return ok && n.Equal(clk.Now().Add(250*time.Millisecond)) })
+		if other() {
+			t.Fatalf("at +%v: another holder took the slot of a request in flight", time.Duration(i)*250*time.Millisecond)
+		}
+	}
+	tr.Close()
+	if clk.Sleepers() != 0 {
+		t.Fatalf("after Close: %d sleepers, want the renewer gone", clk.Sleepers())
+	}
+	clk.Advance(time.Second - time.Microsecond)
+	if other() {
+		t.Fatal("the slot freed before its lease's expiry")
+	}
+	clk.Advance(time.Microsecond)
+	if !other() {
+		t.Fatal("the slot did not free at its lease's expiry after Close")
+	}
+}
+
+// TestInFlightConcurrent: 24 goroutines × 5 requests through one Transport with
+// WithInFlight(3) (paced and not): the upstream never sees more than 3 at once, and every
+// request succeeds.
+func TestInFlightConcurrent(t *testing.T) {
+	for _, paced := range []bool{false, true} {
+		up, _, most := countingUpstream(t)
+		opts := []Option{WithRules(strategy.Rule{Limit: 1000, Window: time.Minute}), WithInFlight(3)}
+		if paced {
+			opts = append(opts, WithPacing())
+		}
+		tr := newTransport(t, nil, opts...)
+		concurrentRun(t, []*Transport{tr}, up.URL, 24, 5)
+		if most.Load() > 3 || most.Load() < 1 {
+			t.Errorf("paced %v: the upstream saw %d in flight at most, want 1..3", paced, most.Load())
+		}
+	}
+}
+
+// concurrentRun sends workers × each GETs through trs (round robin), reading every body.
+func concurrentRun(t *testing.T, trs []*Transport, url string, workers, each int) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		c := &http.Client{Transport: trs[w%len(trs)]}
+		wg.Go(func() {
+			for range each {
+				r, err := c.Get(url)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+				if r.StatusCode != http.StatusOK {
+					t.Errorf("status %d", r.StatusCode)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, tr := range trs {
+		if n := tr.InFlight(strings.TrimPrefix(url, "http://")); n != 0 {
+			t.Errorf("after the run: InFlight %d, want 0", n)
+		}
+	}
+}
+
+// TestInFlightStoreError: when the store cannot take a lease (here: closed), FailOpen sends
+// without a slot and reports the error (lease and record: 2), FailClosed sends nothing and
+// returns a *StoreError, reported once.
+func TestInFlightStoreError(t *testing.T) {
+	for _, policy := range []ErrorPolicy{FailOpen, FailClosed} {
+		m, err := cache.NewMemory(cache.MemoryConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, hits := upstream(t, nil)
+		var reported atomic.Int64
+		tr := newTransport(t, nil, WithRules(minute), WithStore(m), WithInFlight(1), WithErrorPolicy(policy), WithLogger(discard),
+			WithErrorHandler(func(_ *http.Request, _ string, err error) {
+				if errors.Is(err, cache.ErrClosed) {
+					reported.Add(1)
+				}
+			}))
+		m.Close()
+		r, err := send(tr, context.Background(), up.URL)
+		var se *StoreError
+		switch policy {
+		case FailOpen:
+			if err != nil || hits.Load() != 1 || reported.Load() != 2 {
+				t.Errorf("fail open: %v, hits %d, reported %d, want sent, 1, 2", err, hits.Load(), reported.Load())
+			}
+			if err == nil {
+				r.Body.Close()
+			}
+		case FailClosed:
+			if !errors.As(err, &se) || hits.Load() != 0 || reported.Load() != 1 {
+				t.Errorf("fail closed: %v, hits %d, reported %d, want a *StoreError, 0, 1", err, hits.Load(), reported.Load())
+			}
+		}
+		if n := tr.InFlight(strings.TrimPrefix(up.URL, "http://")); n != 0 {
+			t.Errorf("%v: InFlight %d, want 0", policy, n)
+		}
+	}
+}
+
+// TestInFlightStacked: two Transports stacked over one store, both WithInFlight(2) on the same
+// key, hold one slot per request (the outer's), not one per layer: two bodies open at once,
+// the inner holding none; a third waits.
+func TestInFlightStacked(t *testing.T) {
+	clk := clock.NewManual(t0)
+	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	up, _, _ := countingUpstream(t)
+	key := strings.TrimPrefix(up.URL, "http://")
+	inner := newTransport(t, nil, WithRules(strategy.Rule{Limit: 100, Window: time.Hour}), WithStore(m), WithInFlight(2))
+	outer := newTransport(t, inner, WithRules(minute), WithStore(m), WithInFlight(2))
+	// With a slot per layer, b would wait for ever: 5 s bounds it.
+	bounded, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	a, err := send(outer, bounded, up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := send(outer, bounded, up.URL)
+	if err != nil {
+		t.Fatalf("b with a's body open: %v, want sent (one slot per request, not per layer)", err)
+	}
+	if o, i := outer.InFlight(key), inner.InFlight(key); o != 2 || i != 0 {
+		t.Fatalf("InFlight outer %d, inner %d, want 2 and 0", o, i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	if _, err := send(outer, ctx, up.URL); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("third: %v, want it to wait (and time out)", err)
+	}
+	cancel()
+	a.Body.Close()
+	b.Body.Close()
+	if o := outer.InFlight(key); o != 0 {
+		t.Errorf("after the bodies: InFlight %d, want 0", o)
+	}
+}
