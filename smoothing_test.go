@@ -6,11 +6,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -52,10 +56,19 @@ func runBatch(tb testing.TB, rule strategy.Rule, smooth bool, n int) batchFigure
 		tb.Fatal(err)
 	}
 	defer mem.Close()
+	return runBatchOn(tb, clk, mem, rule, smooth, n)
+}
+
+// runBatchOn is runBatch over store st, whose clock is clk.
+func runBatchOn(tb testing.TB, clk *clock.Manual, st cache.Store, rule strategy.Rule, smooth bool, n int) batchFigures {
+	tb.Helper()
 	up := &strictUpstream{clk: clk, rules: []strategy.Rule{rule}}
 	srv := httptest.NewServer(up)
 	defer srv.Close()
-	opts := []Option{WithRules(rule), WithStore(mem), WithPacing()}
+	opts := []Option{WithRules(rule), WithStore(st), WithPacing()}
+	if _, ok := st.(cache.Clocked); !ok {
+		opts = append(opts, WithClock(clk))
+	}
 	if smooth {
 		opts = append(opts, WithSmoothing())
 	}
@@ -130,6 +143,30 @@ func TestSmoothedPacer(t *testing.T) {
 	}
 }
 
+// TestSmoothedPacerRedis: the same batch over the Redis store (its script's GCRA, on the
+// test's clock in place of Redis TIME) is sent at exactly the instants the memory store gave.
+func TestSmoothedPacerRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewManual(t0)
+	clk.Auto = true
+	red, err := redisstore.New(srv.Client(), redisstore.Options{Clock: clk, Prefix: "smooth-" + t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer red.Close()
+	const n = 200
+	got := runBatchOn(t, clk, red, minute, true, n)
+	want := runBatch(t, minute, true, n)
+	for i := range want.sends {
+		if !got.sends[i].Equal(want.sends[i]) {
+			t.Fatalf("send %d at +%v over Redis, +%v over memory", i, got.sends[i].Sub(t0), want.sends[i].Sub(t0))
+		}
+	}
+	if got.used != 31 || got.atOnce != 30 || got.maxWindow != 60 {
+		t.Errorf("over Redis: used %d, %d at once, at most %d in a window; want 31, 30, 60", got.used, got.atOnce, got.maxWindow)
+	}
+}
+
 // TestSmoothedBurstAndCancel: a burst above b is refused at once; a cancelled reservation gives
 // the GCRA's slots back, so the next burst goes without waiting.
 func TestSmoothedBurstAndCancel(t *testing.T) {
@@ -159,5 +196,41 @@ func TestSmoothedBurstAndCancel(t *testing.T) {
 	}
 	if u, _ := tr.AllocationUsed(ctx, "k"); u[0].Used != 0 {
 		t.Fatalf("after Cancel: used %d, want 0", u[0].Used)
+	}
+}
+
+// BenchmarkSmoothedPacer runs a batch of 1000 requests at 60 per minute through the smoothed
+// and the plain pacer in simulated time against the strict upstream, and reports the smoothed
+// pacer's figures: sends at once from idle (burst), the fewest and most sends in a window once
+// settled (steady_min, steady_max), the most any window held (max_window, never above 60), the
+// batch's duration in simulated seconds for both (smooth_s, plain_s) and their ratio after the
+// first window (after_first_ratio).
+func BenchmarkSmoothedPacer(b *testing.B) {
+	const n = 1000
+	var sm, plain batchFigures
+	for range b.N {
+		sm = runBatch(b, minute, true, n)
+		plain = runBatch(b, minute, false, n)
+	}
+	w := minute.EffectiveWindow()
+	b.ReportMetric(float64(sm.atOnce), "burst")
+	b.ReportMetric(float64(sm.steady[0]), "steady_min")
+	b.ReportMetric(float64(sm.steady[1]), "steady_max")
+	b.ReportMetric(float64(max(sm.maxWindow, plain.maxWindow)), "max_window")
+	b.ReportMetric(sm.took.Seconds(), "smooth_s")
+	b.ReportMetric(plain.took.Seconds(), "plain_s")
+	b.ReportMetric((sm.took-w).Seconds()/(plain.took-w).Seconds(), "after_first_ratio")
+}
+
+// TestSmoothingNeedsRollingWindow: New refuses WithSmoothing over a fixed window, naming the
+// option.
+func TestSmoothingNeedsRollingWindow(t *testing.T) {
+	fw, err := fixedwindow.New(minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(nil, WithStrategy(fw), WithSmoothing())
+	if !errors.Is(err, strategy.ErrNotSmoothable) || !strings.Contains(err.Error(), "WithSmoothing") {
+		t.Fatalf("New = %v, want an error naming WithSmoothing and wrapping ErrNotSmoothable", err)
 	}
 }
