@@ -21,6 +21,7 @@ import (
 func TestSmoothedSameAsMemory(t *testing.T) {
 	_, c := server(t)
 	var iteration atomic.Int64
+	storetest.FewChecks(t, 15) // keeps the -race run short; -rapid.checks=N for more
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := clock.NewManual(t0.Add(time.Duration(rapid.Int64Range(0, 1e9).Draw(rt, "start µs")) * time.Microsecond))
 		mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})

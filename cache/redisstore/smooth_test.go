@@ -31,6 +31,7 @@ func TestSmoothedSameAsMemory(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
 	var iteration atomic.Int64
+	storetest.FewChecks(t, 40) // keeps the -race run short; -rapid.checks=N for more
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := clock.NewManual(t0.Add(time.Duration(rapid.Int64Range(0, 1e9).Draw(rt, "start µs")) * time.Microsecond))
 		mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})

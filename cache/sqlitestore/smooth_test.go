@@ -21,6 +21,7 @@ func TestSmoothedSameAsMemory(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC))
 	sq, _ := open(t, Options{Clock: clk, PruneEvery: 7})
 	var iteration int
+	storetest.FewChecks(t, 25) // keeps the -race run short; -rapid.checks=N for more
 	rapid.Check(t, func(rt *rapid.T) {
 		mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 		if err != nil {
