@@ -60,21 +60,18 @@ func (s *Strategy) Smoothed() (*Strategy, error) {
 	c.ids = append([]string(nil), s.ids...)
 	c.firstOf = append([]int(nil), s.firstOf...)
 	c.smoothFrom = len(c.ids)
-	c.smoothOf = make([]int, len(s.rules))
 	for i, r := range s.rules {
 		id := gcraID(r)
 		slot := -1
 		for j := c.smoothFrom; j < len(c.ids); j++ {
 			if c.ids[j] == id {
-				slot = j
+				slot = j // rules whose GCRAs are alike share one
 			}
 		}
 		if slot < 0 {
-			slot = len(c.ids)
 			c.ids = append(c.ids, id)
 			c.firstOf = append(c.firstOf, i)
 		}
-		c.smoothOf[i] = slot
 	}
 	return &c, nil
 }

@@ -113,10 +113,8 @@ type Strategy struct {
 	ids     []string // slot -> counter ID
 	firstOf []int    // slot -> first rule index using it (a GCRA slot: the rule it smooths)
 	longest time.Duration
-	// smoothFrom is the first GCRA slot (Smoothed), 0 when not smoothed; smoothOf maps a
-	// rule index to its GCRA slot.
+	// smoothFrom is the first GCRA slot (Smoothed), 0 when not smoothed.
 	smoothFrom int
-	smoothOf   []int
 }
 
 // New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
