@@ -149,6 +149,7 @@ type Transport struct {
 	onError     func(req *http.Request, key string, err error)
 	logger      *slog.Logger
 	pacing      bool
+	smooth      bool // WithSmoothing
 	pacer       pacer
 	contends    bool // the store can fail with cache.ErrContended: see contention.go
 	clockSet    bool
@@ -321,6 +322,9 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	}
 	if t.strat == nil {
 		return nil, errors.New("ratemonitor: New needs WithRules or WithStrategy")
+	}
+	if err := t.applySmoothing(); err != nil {
+		return nil, err
 	}
 	if err := t.resolvePolicy(); err != nil {
 		return nil, err

@@ -81,11 +81,15 @@ func newDegrader(t *Transport, cfg DegradedConfig, longest time.Duration) *degra
 	return d
 }
 
-// strategyKey names a strategy by its algorithm and rules, every field of them: counter IDs
-// alone would not do, since rules of one window but different limits share a counter.
+// strategyKey names a strategy by its algorithm and rules, every field of them, and whether it
+// is smoothed: counter IDs alone would not do, since rules of one window but different limits
+// share a counter.
 func strategyKey(s *strategy.Strategy) string {
 	var b strings.Builder
 	b.WriteString(s.Name())
+	if s.Smoothing() {
+		b.WriteString("+smoothed")
+	}
 	for i := range s.NumRules() {
 		fmt.Fprintf(&b, "|%+v", s.Rule(i))
 	}

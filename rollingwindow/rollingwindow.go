@@ -35,3 +35,7 @@ func (Algorithm) NewCounter(r strategy.Rule) strategy.Counter {
 func New(rules ...strategy.Rule) (*strategy.Strategy, error) {
 	return strategy.New(Algorithm{}, rules...)
 }
+
+// Smoothable reports true (strategy.Smoothable): a rolling-window strategy may carry a GCRA
+// beside each rule (strategy.Strategy.Smoothed).
+func (Algorithm) Smoothable() bool { return true }

@@ -30,5 +30,5 @@ func (s *Strategy) Scaled(share float64) *Strategy {
 		// limit × window bound included).
 		return s
 	}
-	return sc
+	return s.smoothed(sc)
 }

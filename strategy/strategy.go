@@ -111,8 +111,10 @@ type Strategy struct {
 	rules   []Rule
 	slotOf  []int    // rule index -> slot
 	ids     []string // slot -> counter ID
-	firstOf []int    // slot -> first rule index using it
+	firstOf []int    // slot -> first rule index using it (a GCRA slot: the rule it smooths)
 	longest time.Duration
+	// smoothFrom is the first GCRA slot (Smoothed), 0 when not smoothed.
+	smoothFrom int
 }
 
 // New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
@@ -186,7 +188,13 @@ func (s *Strategy) SlotOf(i int) int { return s.slotOf[i] }
 func (s *Strategy) SlotRule(j int) Rule { return s.rules[s.firstOf[j]] }
 
 // NewCounter returns an empty counter for slot j.
-func (s *Strategy) NewCounter(j int) Counter { return s.alg.NewCounter(s.rules[s.firstOf[j]]) }
+func (s *Strategy) NewCounter(j int) Counter {
+	if s.smoothFrom > 0 && j >= s.smoothFrom {
+		r := s.rules[s.firstOf[j]]
+		return NewGCRA(SmoothInterval(r), SmoothBurst(r))
+	}
+	return s.alg.NewCounter(s.rules[s.firstOf[j]])
+}
 
 // NewCounters returns empty counters for every slot, in slot order.
 func (s *Strategy) NewCounters() []Counter {
@@ -201,11 +209,17 @@ func (s *Strategy) NewCounters() []Counter {
 // request, a key's state is empty.
 func (s *Strategy) Longest() time.Duration { return s.longest }
 
-// MaxBurst returns the largest burst that can ever fit: the smallest effective limit.
+// MaxBurst returns the largest burst that can ever fit: the smallest effective limit (when
+// smoothed, the smallest SmoothBurst).
 func (s *Strategy) MaxBurst() int {
 	m := s.rules[0].EffectiveLimit()
 	for _, r := range s.rules[1:] {
 		m = min(m, r.EffectiveLimit())
+	}
+	if s.smoothFrom > 0 {
+		for _, r := range s.rules {
+			m = min(m, SmoothBurst(r))
+		}
 	}
 	return m
 }
@@ -222,7 +236,7 @@ func (s *Strategy) CheckBurst(n int) error {
 				ErrBurstTooLarge, n, r, r.EffectiveLimit())
 		}
 	}
-	return nil
+	return s.checkSmoothBurst(n)
 }
 
 // Record adds n ≥ 1 requests at now to every counter, once each, whatever the limits say
@@ -244,13 +258,13 @@ func (s *Strategy) Release(cs []Counter, at time.Time, n int) {
 
 // Wait returns the smallest d ≥ 0 after which a burst of n fits in every rule: the maximum of
 // the rules' own waits (each rule's wait only shrinks as time passes, so the maximum is
-// where they all hold). n must have passed CheckBurst.
+// where they all hold), and of the GCRAs' when smoothed (Smoothed). n must have passed CheckBurst.
 func (s *Strategy) Wait(cs []Counter, now time.Time, n int) time.Duration {
 	var d time.Duration
 	for i, r := range s.rules {
 		d = max(d, cs[s.slotOf[i]].WaitTime(now, n, r.EffectiveLimit()))
 	}
-	return d
+	return max(d, s.smoothWait(cs, now, n))
 }
 
 // Reserve records n if the burst fits in every rule now, and otherwise records nothing and

@@ -24,7 +24,7 @@ func (s *Strategy) Without(skip func(id string) bool) *Strategy {
 		// on the other rules.
 		return s
 	}
-	return sub
+	return s.smoothed(sub)
 }
 
 // Family returns the name of the limit rule i (in the order given to New) enforces, whatever its

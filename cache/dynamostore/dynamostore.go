@@ -258,6 +258,9 @@ func (st *Store) Validate(s *strategy.Strategy) error {
 	size := int64(itemOverhead)
 	for j := range s.Slots() {
 		size += slotOverhead + int64(len(s.CounterID(j)))
+		if _, _, ok := s.SmoothSlot(j); ok {
+			continue // a GCRA (strategy.Smoothed): two varints, within the slot's overhead
+		}
 		switch c := s.NewCounter(j).(type) {
 		case *tokenbucket.Bucket, *fixedwindow.Counter:
 		default:

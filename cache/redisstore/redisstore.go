@@ -418,6 +418,12 @@ func ruleArgs(s *strategy.Strategy, k kind, script *redis.Script, magic string, 
 func (st *Store) rollingPlan(s *strategy.Strategy) (*plan, error) {
 	args := []float64{float64(st.opts.Slack.Microseconds())}
 	for j := range s.Slots() {
+		if T, b, ok := s.SmoothSlot(j); ok {
+			// A GCRA (strategy.Smoothed): its span b·T in W's place, −T in G's (rollingwindow.lua,
+			// "Smoothing").
+			args = append(args, float64(int64(b)*T.Microseconds()), float64(-T.Microseconds()))
+			continue
+		}
 		r := s.SlotRule(j)
 		w, g := r.EffectiveWindow(), r.Bucket()
 		if w%time.Microsecond != 0 || g%time.Microsecond != 0 {

@@ -32,6 +32,16 @@
 -- a slot's newest request's window or of the pause; it is then set to that + slack. Only the
 -- buckets at the edges are decoded: the oldest (pruning, waits), the newest (records, resets).
 --
+-- Smoothing (strategy.Strategy.Smoothed): a slot whose plan G is negative is a GCRA, not a log:
+-- its plan W is the span b·T and −G the emission interval T (µs). It keeps the rolling slot's
+-- eight doubles, with its theoretical arrival time (TAT) in hl (−2^53 until charged, read as
+-- the slot's time) and total 0, nb 0, rr −1, ra 0, hc 0, lo −2^53. A value holding anything
+-- else there, or a TAT more than b·T past hw (or a TAT without an hw), was not written by a
+-- script and is started afresh; a TAT before hw is an idle GCRA. A burst of k fits at u when
+-- max(TAT, u) + k·T ≤ u + b·T; recording it moves TAT there, never past u + b·T
+-- (strategy.GCRA). Reserve, admit and peek wait for the rules and for every GCRA, in the same
+-- step; release refunds the GCRA too.
+--
 -- Clock steps (strategy.Rebase, DESIGN §9), as state.lua's key_instant: every instant of a
 -- key (hw, bucket instants, the pause, ra, x, the at of a release) is on the key's own
 -- timeline, the store's clock plus the key's offset. When that instant is more than the step
@@ -107,6 +117,22 @@ local function sound(X, ns, arrs)
   return true
 end
 
+-- Whether the strategy's GCRA slots in X (its own layout: off, x, pu, then 8 per slot) hold
+-- what a script writes (see Smoothing above).
+local function gcra_sound(X)
+  for j = 1, NS do
+    if P[2 * j + 1] < 0 then
+      local b = 8 * j - 4
+      local hw, tat = X[b], X[b + 5]
+      if X[b + 1] ~= 0 or X[b + 2] ~= 0 or X[b + 3] ~= -1 or X[b + 4] ~= 0 or X[b + 6] ~= 0 or X[b + 7] ~= NONE
+        or (tat ~= NONE and not (hw ~= NONE and tat <= hw + P[2 * j])) then
+        return false
+      end
+    end
+  end
+  return true
+end
+
 -- Read the whole value into H, A and F: val, or with val nil GET; a key that cannot be used
 -- starts afresh.
 local function load_full(val)
@@ -132,7 +158,7 @@ local function load_full(val)
           A[j] = sub(v, pos, e - 1)
           pos = e
         end
-        if pos ~= len + 1 or not sound(H, NS, A) then H = nil end
+        if pos ~= len + 1 or not sound(H, NS, A) or not gcra_sound(H) then H = nil end
       end
       if H == nil then bad = 4 end
     elseif sub(v, 1, 2) ~= 'rw' then
@@ -185,6 +211,9 @@ local function load_full(val)
               end
             end
             if #F == 0 then F = nil end
+            if not gcra_sound(H) then
+              bad, own, F, H, A = 4, nil, nil, nil, {}
+            end
           end
         end
       end
@@ -215,7 +244,7 @@ if ranged then
   -- found unreadable and started afresh)
   local len = HL
   for j = 1, NS do len = len + 16 * H[8 * j - 2] end
-  if not sound(H, NS, nil) or redis.call('STRLEN', KEYS[1]) ~= len then
+  if not sound(H, NS, nil) or not gcra_sound(H) or redis.call('STRLEN', KEYS[1]) ~= len then
     ranged = false
     load_full(nil)
   end
@@ -248,19 +277,24 @@ settle()
 -- of the instant recorded at. Else the whole value is read, before anything changes.
 if ranged then
   local ok = op <= 4
+  local smooth = false
+  for j = 1, NS do
+    if P[2 * j + 1] < 0 then smooth = true end
+  end
   for j = 1, NS do
     if not ok then break end
     local b, w, g = 8 * j - 4, P[2 * j], P[2 * j + 1]
     local lo, hl = H[b + 7], H[b + 5]
     if lo ~= NONE and lo + w <= t then ok = false end
-    if hl ~= NONE and op ~= 4 then
+    if hl ~= NONE and op ~= 4 and g > 0 then
       local u = op == 1 and now or t
       if u + w <= H[b] then u = H[b] end
       if u - fmod(u, g) ~= hl - fmod(hl, g) then ok = false end
     end
     -- admit's reset walks the array back when the newest bucket will hold nothing (a release
-    -- emptied it) while the slot counts
-    if op == 3 and H[b + 6] + n <= 0 and H[b + 1] > 0 then ok = false end
+    -- emptied it) while the slot counts; a GCRA may refuse what the rules admit, and then
+    -- nothing is added to it
+    if op == 3 and H[b + 6] + (smooth and 0 or n) <= 0 and H[b + 1] > 0 then ok = false end
   end
   if ok and op ~= 1 and (n > 0 or op ~= 4) then -- reserve and admit walk waits even for n = 0
     for i = 1, NR do
@@ -313,6 +347,17 @@ end
 local function add(j, u, k)
   local b, w, g = 8 * j - 4, P[2 * j], P[2 * j + 1]
   local h = advance(j, u)
+  if g < 0 then -- a GCRA: charge k at the slot's time, at most a full burst
+    local tat = H[b + 5]
+    if tat < h then tat = h end
+    if k * -g >= w then
+      tat = h + w
+    else
+      tat = math.min(tat + k * -g, h + w)
+    end
+    H[b + 5] = tat
+    return
+  end
   if u + w <= h then u = h end
   H[b + 1] = H[b + 1] + k
   local hl = H[b + 5]
@@ -444,6 +489,17 @@ local function wait(u, k)
       if x > d then d = x end
     end
   end
+  -- every GCRA's: until max(TAT, h) + k·T ≤ h + d + b·T
+  for j = 1, NS do
+    local T = -P[2 * j + 1]
+    if T > 0 then
+      local h = advance(j, u)
+      local tat = H[8 * j + 1]
+      if tat < h then tat = h end
+      local x = tat + k * T - P[2 * j] - h
+      if x > d then d = x end
+    end
+  end
   return d
 end
 
@@ -543,7 +599,18 @@ if op == 5 then -- release
     local b, g, arr = 8 * j - 4, P[2 * j + 1], A[j]
     local m, hl = at - fmod(at, g), H[b + 5]
     local hm = hl - fmod(hl, g)
-    if hl == NONE or hm < m then
+    if g < 0 then
+      -- a GCRA: refund n·T (a full burst at most), not before the slot's time; a charge older
+      -- than b·T is paid off already
+      local h, w = H[b], P[2 * j]
+      if h ~= NONE and hl ~= NONE and at + w > h then
+        local back = w
+        if n * -g < w then back = n * -g end
+        hl = hl - back
+        if hl < h then hl = h end
+        H[b + 5] = hl
+      end
+    elseif hl == NONE or hm < m then
       -- no bucket holds at
     elseif hm == m then
       local k = math.min(n, H[b + 6])
