@@ -83,9 +83,19 @@ func pick(ws []*waiter) int {
 
 // servedBefore returns how many requests the waiters that get their turn before w hold, if
 // nobody else arrives: the head's and those pick would choose before w. ws is the queue in
-// arrival order, head included, w last. It only reads ws.
+// arrival order, head included, w last. It only reads ws; the copies it replays pick on are
+// told from one another by their turn channels, which are unique.
 func servedBefore(ws []*waiter, head, w *waiter) int {
-	ahead := 0
+	ahead, mixed := 0, false
+	for _, o := range ws[:len(ws)-1] {
+		ahead += o.n
+		mixed = mixed || (o != head && o.prio != w.prio)
+	}
+	if !mixed {
+		return ahead // one priority: arrival order, everyone before w (in O(len(ws)))
+	}
+	// Mixed priorities: replay pick on a copy (O(len(ws)²), for the queues that have them).
+	ahead = 0
 	rest := make([]waiter, 0, len(ws))
 	for _, o := range ws {
 		if o == head {
