@@ -19,9 +19,10 @@ type appLimit struct {
 // per minute per app across all tenants. Pacing (WithPacing, Reserve) waits until both the
 // request's key and appKey have room, and records on both at the same moment: a slot on the
 // key is never held while waiting for appKey, since it would count from before the send. Within
-// one Transport, waiters of every key then take turns at appKey in the order they reach it,
-// once their own key has room, so a burst is not starved by single requests of other keys; a
-// waiter whose key is at its limit or paused waits for its key without holding up the others.
+// one Transport, waiters of every key then take turns at appKey in the order they reach it
+// (by priority first, see Priority), once their own key has room, so a burst is not starved by
+// single requests of other keys; a waiter whose key is at its limit or paused waits for its
+// key without holding up the others.
 // WaitTime and Wait take both keys into account; WithSync sends the upstream's app-wide
 // figures (Xero's X-AppMinLimit-Remaining) to appKey.
 //

@@ -22,6 +22,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/internal/contend"
+	"github.com/ratemonitor/ratemonitor/internal/credential"
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
@@ -587,7 +588,7 @@ func (t *Transport) storeFailed(req *http.Request, key string, err error) {
 	}
 	level, suppressed := t.warnLevel(&t.storeWarn)
 	t.logger.LogAttrs(req.Context(), level, "ratemonitor: store error",
-		slog.String("key", key), slog.String("request", req.Method+" "+req.URL.Redacted()),
+		slog.String("key", key), slog.String("request", req.Method+" "+credential.URL(req.URL)),
 		slog.String("action", action), slog.Any("error", err), slog.Int64("suppressed", suppressed))
 	if t.onError != nil {
 		t.onError(req, key, err)

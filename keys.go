@@ -3,6 +3,8 @@ package ratemonitor
 import (
 	"context"
 	"net/http"
+
+	"github.com/ratemonitor/ratemonitor/internal/credential"
 )
 
 // KeyFunc returns the key a request is counted under. Every string is a valid key, the empty
@@ -20,13 +22,27 @@ func KeyByHost(req *http.Request) string {
 
 // KeyByHeader keys a request by the value of header name, such as "Xero-Tenant-Id". A request
 // without the header is keyed by fallback (nil means KeyByHost), so it is still counted.
+//
+// A header that holds a credential (IsCredentialHeader: Authorization, Cookie, X-Api-Key and
+// the like) is never a key as it is: its value is hashed with DefaultKeySecret (see
+// HashedKeyPrefix), so KeyByHeader("Authorization", nil) counts a token under
+// HashedKey(nil, "Bearer <token>") and the token appears in no store, error, log or event.
+// KeyByHashedHeader hashes with a secret of the fleet's own.
 func KeyByHeader(name string, fallback KeyFunc) KeyFunc {
+	return keyByHeader(name, fallback, nil, credential.IsHeader(name))
+}
+
+// keyByHeader keys by header name, hashing its value with secret when hash is set.
+func keyByHeader(name string, fallback KeyFunc, secret []byte, hash bool) KeyFunc {
 	name = http.CanonicalHeaderKey(name)
 	if fallback == nil {
 		fallback = KeyByHost
 	}
 	return func(req *http.Request) string {
 		if v := req.Header[name]; len(v) > 0 && v[0] != "" {
+			if hash {
+				return credential.Hash(secret, v[0])
+			}
 			return v[0]
 		}
 		return fallback(req)
@@ -36,7 +52,7 @@ func KeyByHeader(name string, fallback KeyFunc) KeyFunc {
 type keyContext struct{}
 
 // WithKey returns a copy of ctx that makes a Transport count the request carrying it under key,
-// whatever its KeyFunc says.
+// whatever its KeyFunc says. key is used as it is: hash a credential first (HashedKey).
 func WithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyContext{}, key)
 }

@@ -31,14 +31,33 @@ type pacerShard struct {
 	queues map[string]*queue
 }
 
-// queue is one key's waiters; waiters[0] is the head, the only one that asks the store.
+// queue is one key's waiters, in arrival order; the head, one of them, is the only one that
+// asks the store. Without priorities the head is always waiters[0].
 type queue struct {
 	waiters []*waiter
+	head    *waiter // nil only when waiters is empty
 }
 
 type waiter struct {
-	n    int
-	turn chan struct{} // closed when the waiter becomes the head
+	n         int
+	prio      Priority      // from the caller's context (WithPriority)
+	overtaken int           // waiters that arrived later and got the turn first (MaxOvertakes)
+	turn      chan struct{} // closed when the waiter becomes the head
+}
+
+// handOn gives the turn to the waiter pick chooses, counting it as passing every older waiter.
+// q.head must have left.
+func (q *queue) handOn() {
+	q.head = nil
+	if len(q.waiters) == 0 {
+		return
+	}
+	i := pick(q.waiters)
+	for _, o := range q.waiters[:i] {
+		o.overtaken++
+	}
+	q.head = q.waiters[i]
+	close(q.head.turn)
 }
 
 func (p *pacer) shard(key string) *pacerShard {
@@ -222,10 +241,12 @@ func (t *Transport) waitKey(ctx context.Context, key string, n int, lim limits) 
 // request key of the same name.
 const appQueue = "\x00app\x00"
 
-// join queues a waiter for n on queue qkey and waits for its turn. When others are ahead, check
-// is called first with the requests they hold, to refuse at once a wait that cannot end before
-// the deadline. The returned func takes the waiter out and hands the turn on; it must be called
-// once the waiter is done, and is already called when join fails.
+// join queues a waiter for n on queue qkey, at ctx's priority, and waits for its turn. When
+// others are ahead and ctx has a deadline, check is called first with the requests held by
+// the waiters that would get their turn before this one (servedBefore), to refuse at once a
+// wait that cannot end before the deadline. The returned func takes the waiter out and hands
+// the turn on; it must be called once the waiter is done, and is already called when join
+// fails.
 func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahead int) error) (func(), error) {
 	sh := t.pacer.shard(qkey)
 	sh.mu.Lock()
@@ -237,21 +258,24 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 		q = &queue{}
 		sh.queues[qkey] = q
 	}
-	w := &waiter{n: n, turn: make(chan struct{})}
-	ahead := 0
-	for _, o := range q.waiters {
-		ahead += o.n
-	}
+	w := &waiter{n: n, prio: PriorityFrom(ctx), turn: make(chan struct{})}
 	q.waiters = append(q.waiters, w)
-	if len(q.waiters) == 1 {
+	first := q.head == nil
+	ahead := 0
+	if first {
+		q.head = w
 		close(w.turn)
+	} else if _, ok := ctx.Deadline(); ok {
+		ahead = servedBefore(q.waiters, q.head, w)
 	}
 	sh.mu.Unlock()
 	leave := func() { t.leave(sh, qkey, q, w) }
-	if ahead > 0 {
-		if err := check(ahead); err != nil {
-			leave()
-			return nil, err
+	if !first {
+		if ahead > 0 {
+			if err := check(ahead); err != nil {
+				leave()
+				return nil, err
+			}
 		}
 		select {
 		case <-w.turn:
@@ -263,15 +287,15 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 	return leave, nil
 }
 
-// leave takes w out of its queue and hands the turn to the next waiter.
+// leave takes w out of its queue and, when it had the turn, hands the turn on.
 func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for i, o := range q.waiters {
 		if o == w {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
-			if i == 0 && len(q.waiters) > 0 {
-				close(q.waiters[0].turn)
+			if q.head == w {
+				q.handOn()
 			}
 			break
 		}

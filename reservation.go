@@ -35,10 +35,12 @@ type Reservation struct {
 // spend its slots instead of being recorded (or paced) again.
 //
 // Fairness: within one Transport, callers waiting on a key — Reserve and paced RoundTrips alike
-// — are served strictly in the order they started waiting, one at a time; a newcomer never
-// takes a slot while an earlier caller waits on that key, and a caller that gives up leaves
-// its place to the next. A caller arriving when nobody waits tries the store at once. Waiters
-// in other Transports or processes sharing the store are not ordered with these.
+// — are served one at a time, by priority (WithPriority on ctx; see Priority and its bound
+// MaxOvertakes) and, within a priority, strictly in the order they started waiting; a newcomer
+// never takes a slot while an earlier caller of its priority or a higher one waits on that key,
+// and a caller that gives up leaves its place to the next. Without priorities the order is
+// arrival order. A caller arriving when nobody waits tries the store at once. Waiters in other
+// Transports or processes sharing the store are not ordered with these.
 //
 // Errors: strategy.ErrInvalidBurst or one wrapping strategy.ErrBurstTooLarge for a burst that
 // can never fit; a *DeadlineError (wrapping context.DeadlineExceeded), at once, when the wait would pass the

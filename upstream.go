@@ -11,6 +11,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/credential"
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -273,7 +274,7 @@ func (t *Transport) dateSkewed(req *http.Request, key string, ra headers.RetryAf
 	level, suppressed := t.warnLevel(t.sync.dateWarn)
 	t.logger.LogAttrs(req.Context(), level,
 		"ratemonitor: the upstream's Date is more than "+headers.MaxDateSkew.String()+" from our clock; its Retry-After is measured from our clock instead. Check the upstream's clock (or ours)",
-		slog.String("key", key), slog.String("request", req.Method+" "+req.URL.Redacted()),
+		slog.String("key", key), slog.String("request", req.Method+" "+credential.URL(req.URL)),
 		slog.String("date", ra.Date.UTC().Format(time.RFC3339)), slog.Duration("skew", skew),
 		slog.Duration("retry_after", ra.Wait), slog.Int64("suppressed", suppressed))
 	if t.obs != nil {
@@ -318,7 +319,7 @@ func (t *Transport) addReport(reports []strategy.Report, s *strategy.Strategy, s
 func (t *Transport) syncFailed(req *http.Request, key string, err error) {
 	level, suppressed := t.warnLevel(&t.syncWarn)
 	t.logger.LogAttrs(req.Context(), level, "ratemonitor: could not store what the upstream said",
-		slog.String("key", key), slog.String("request", req.Method+" "+req.URL.Redacted()), slog.Any("error", err),
+		slog.String("key", key), slog.String("request", req.Method+" "+credential.URL(req.URL)), slog.Any("error", err),
 		slog.Int64("suppressed", suppressed))
 	if t.onError != nil {
 		t.onError(req, key, err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/realclientip/realclientip-go"
+
+	"github.com/ratemonitor/ratemonitor/internal/credential"
 )
 
 // ErrNoKey is wrapped by the error passed to the error handler when a request's key cannot be
@@ -25,6 +27,8 @@ const (
 type keyer struct {
 	custom   KeyFunc
 	header   string // canonical; "" when unset
+	hash     bool   // hash header values with secret (credential.Hash)
+	secret   []byte
 	ipv6Bits int
 	trusted  []net.IPNet
 	proxies  realclientip.Strategy // nil when no proxy is trusted
@@ -35,11 +39,18 @@ func newKeyer(c *config) (*keyer, error) {
 	if c.keyHeaderSet && !isToken(c.keyHeader) {
 		return nil, fmt.Errorf("ratemonitor: middleware: WithKeyHeader(%q): not a header field name", c.keyHeader)
 	}
-	if c.keyFunc != nil && (c.keyHeaderSet || c.ipv6BitsSet || c.trustedCalled) {
-		return nil, errors.New("ratemonitor: middleware: WithKeyFunc cannot be combined with WithKeyHeader, WithIPv6Prefix or WithTrustedProxies")
+	if c.keyFunc != nil && (c.keyHeaderSet || c.ipv6BitsSet || c.trustedCalled || c.keySecretSet) {
+		return nil, errors.New("ratemonitor: middleware: WithKeyFunc cannot be combined with WithKeyHeader, WithKeySecret, WithIPv6Prefix or WithTrustedProxies (wrap the KeyFunc in HashKey to hash its keys)")
+	}
+	if c.keySecretSet && len(c.keySecret) == 0 {
+		return nil, errors.New("ratemonitor: middleware: WithKeySecret: the secret is empty; give the fleet's secret, or omit WithKeySecret to hash credential headers with the public default")
+	}
+	if c.keySecretSet && !c.keyHeaderSet {
+		return nil, errors.New("ratemonitor: middleware: WithKeySecret needs WithKeyHeader: it hashes that header's values")
 	}
 	if c.keyHeader != "" {
 		k.header = http.CanonicalHeaderKey(c.keyHeader)
+		k.hash, k.secret = c.keySecretSet || credential.IsHeader(c.keyHeader), c.keySecret
 	}
 	if c.ipv6BitsSet {
 		if c.ipv6Bits < 1 || c.ipv6Bits > 128 {
@@ -78,6 +89,9 @@ func (k *keyer) key(r *http.Request) (string, error) {
 	}
 	if k.header != "" {
 		if v := r.Header.Get(k.header); v != "" {
+			if k.hash {
+				return prefixKey + credential.Hash(k.secret, v), nil
+			}
 			return prefixKey + v, nil
 		}
 	}
@@ -164,4 +178,22 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// HashKey returns a KeyFunc that counts a request under the hash of f's key (see
+// ratemonitor.HashedKey; secret empty or nil: ratemonitor.DefaultKeySecret; the secret is
+// copied). f's errors and empty keys are passed on as they are, so they are still answered
+// 500. nil f gives a KeyFunc that always fails.
+func HashKey(f KeyFunc, secret []byte) KeyFunc {
+	secret = append([]byte(nil), secret...)
+	return func(r *http.Request) (string, error) {
+		if f == nil {
+			return "", errors.New("ratemonitor: middleware: HashKey(nil): no key function to hash")
+		}
+		key, err := f(r)
+		if err != nil || key == "" {
+			return key, err
+		}
+		return credential.Hash(secret, key), nil
+	}
 }

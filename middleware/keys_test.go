@@ -61,6 +61,13 @@ func TestKeys(t *testing.T) {
 		{"header key", []Option{WithKeyHeader("X-Client-Key")}, "192.0.2.1:1", map[string]string{"X-Client-Key": "abc"}, "key:abc"},
 		{"header key fallback", []Option{WithKeyHeader("x-client-key")}, "192.0.2.1:1", nil, "ip:192.0.2.1"},
 		{"header key looks like ip", []Option{WithKeyHeader("X-Client-Key")}, "192.0.2.1:1", map[string]string{"X-Client-Key": "192.0.2.9"}, "key:192.0.2.9"},
+		// Credential headers are hashed (the values: printf %s abc | openssl dgst -sha256 -hmac
+		// "<ratemonitor.DefaultKeySecret>", first 32 hex digits).
+		{"credential header hashed", []Option{WithKeyHeader("X-Api-Key")}, "192.0.2.1:1", map[string]string{"X-Api-Key": "abc"}, "key:hmac:ac56855adaf0710b49c1f35de74369d7"},
+		{"credential header fallback", []Option{WithKeyHeader("authorization")}, "192.0.2.1:1", nil, "ip:192.0.2.1"},
+		{"credential like an ip", []Option{WithKeyHeader("Authorization")}, "192.0.2.1:1", map[string]string{"Authorization": "192.0.2.9"}, "key:hmac:2a0c39aed74c9823de2ec06671ab2d0d"},
+		{"secret hashes any header", []Option{WithKeyHeader("Xero-Tenant-Id"), WithKeySecret([]byte("fleet-secret"))}, "192.0.2.1:1", map[string]string{"Xero-Tenant-Id": "t1"}, "key:hmac:d57236b52ca0457077a0e59b053e815f"},
+		{"hashed key func", []Option{WithKeyFunc(HashKey(func(*http.Request) (string, error) { return "t1", nil }, []byte("fleet-secret")))}, "192.0.2.1:1", nil, "hmac:d57236b52ca0457077a0e59b053e815f"},
 		{"xff ignored without trusted proxies", nil, "10.0.0.5:1", map[string]string{xff: "203.0.113.7"}, "ip:10.0.0.5"},
 		{"xff via trusted proxy", []Option{WithTrustedProxies(xff, "10.0.0.0/8")}, "10.0.0.5:1", map[string]string{xff: "203.0.113.7"}, "ip:203.0.113.7"},
 		{"xff spoofed leftmost", []Option{WithTrustedProxies(xff, "10.0.0.0/8")}, "10.0.0.5:1", map[string]string{xff: "198.51.100.66, 203.0.113.7"}, "ip:203.0.113.7"},

@@ -30,6 +30,8 @@ type config struct {
 	keyFunc       KeyFunc
 	keyHeader     string
 	keyHeaderSet  bool
+	keySecret     []byte
+	keySecretSet  bool
 	ipv6Bits      int
 	proxyHeader   string
 	proxyRanges   []string
@@ -54,8 +56,23 @@ func WithKeyFunc(f KeyFunc) Option { return func(c *config) { c.keyFunc = f } }
 //
 // The header's value is taken as the client sends it: unless something in front of the
 // handler authenticates it, a client can change its key by changing the header.
+//
+// A header that holds a credential (Authorization, Cookie, X-Api-Key and the like:
+// ratemonitor.IsCredentialHeader says which) is never a key as it is: the key is "key:"
+// followed by the value's hash (ratemonitor.HashedKey, with ratemonitor.DefaultKeySecret or
+// WithKeySecret's secret), so the credential appears in no store, error, log, event or
+// Admission. Other headers' values are used as they are, unless WithKeySecret is given.
 func WithKeyHeader(name string) Option {
 	return func(c *config) { c.keyHeader, c.keyHeaderSet = name, true }
+}
+
+// WithKeySecret makes WithKeyHeader hash the header's value with secret, whatever the header
+// (see ratemonitor.HashedKey): a secret shared by the servers that share the store stops a
+// dictionary attack on hashed keys, which the public default secret does not. New fails when
+// secret is empty (a secret meant to come from configuration that is missing) or WithKeyHeader
+// is not given; for WithKeyFunc, wrap the function in HashKey instead.
+func WithKeySecret(secret []byte) Option {
+	return func(c *config) { c.keySecret, c.keySecretSet = append([]byte(nil), secret...), true }
 }
 
 // WithIPv6Prefix counts IPv6 clients by the first bits bits of their address (1 to 128). The

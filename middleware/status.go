@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/ratemonitor/ratemonitor/internal/credential"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -29,9 +30,20 @@ func FromContext(ctx context.Context) (Admission, bool) {
 func (l *Limiter) Key(r *http.Request) (string, error) { return l.keys.key(r) }
 
 // HeaderKey returns the key a request is counted under when its key header (WithKeyHeader)
-// has the value v: "key:" + v. Keys from addresses start with "ip:", so a header value can
-// never take an address's allocation.
+// has the value v and is not hashed: "key:" + v. Keys from addresses start with "ip:", so a
+// header value can never take an address's allocation. For a header that is hashed (a
+// credential header, or WithKeySecret), use Limiter.HeaderKey.
 func HeaderKey(v string) string { return prefixKey + v }
+
+// HeaderKey returns the key a request is counted under by l when its key header
+// (WithKeyHeader) has the value v: "key:" + v, or "key:" + the hash of v when l hashes the
+// header's values (a credential header, or WithKeySecret).
+func (l *Limiter) HeaderKey(v string) string {
+	if l.keys.hash {
+		return prefixKey + credential.Hash(l.keys.secret, v)
+	}
+	return prefixKey + v
+}
 
 // Status returns key's usage per rule, in rule order, and in Snapshot.Wait how long until one
 // more request would be admitted, without counting anything: the store's Peek. Errors are the

@@ -20,15 +20,13 @@
 // those arguments are returned by ratemonitor.New, naming the profile.
 //
 // Keys built from a credential (GitHub, HubSpot, Stripe, Slack: the token is the account)
-// are a SHA-256 digest of the Authorization header, never the token itself, so that no
-// credential reaches a store's keys or an error message.
+// are a keyed hash of the Authorization header (ratemonitor.KeyByHeader: HMAC-SHA-256 under
+// ratemonitor.DefaultKeySecret, or a fleet's own secret with KeyByHashedHeader), never the
+// token itself, so that no credential reaches a store's keys or an error message.
 package profiles
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"net/http"
 
 	"github.com/ratemonitor/ratemonitor"
 )
@@ -39,14 +37,9 @@ func failed(format string, args ...any) []ratemonitor.Option {
 	return []ratemonitor.Option{func(*ratemonitor.Transport) error { return err }}
 }
 
-// byCredential keys a request by a digest of its Authorization header ("cred:" and 32 hex
-// digits of its SHA-256), and a request without one by its host: the account a token belongs
-// to is what these upstreams count under, and the token itself must not be a key.
-func byCredential(req *http.Request) string {
-	v := req.Header.Get("Authorization")
-	if v == "" {
-		return ratemonitor.KeyByHost(req)
-	}
-	sum := sha256.Sum256([]byte(v))
-	return "cred:" + hex.EncodeToString(sum[:16])
-}
+// byCredential keys a request by its Authorization header, hashed (ratemonitor.KeyByHeader:
+// an HMAC-SHA-256 under ratemonitor.DefaultKeySecret, "hmac:" and 32 hex digits), and a
+// request without one by its host: the account a token belongs to is what these upstreams
+// count under, and the token itself must never be a key. A fleet with a secret of its own
+// appends ratemonitor.WithKeyFunc(ratemonitor.KeyByHashedHeader("Authorization", secret, nil)).
+var byCredential = ratemonitor.KeyByHeader("Authorization", nil)

@@ -24,12 +24,15 @@ import (
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/credential"
 )
 
 // NewClient returns a retryablehttp client with retryablehttp's defaults (4 retries, waits of
 // 1 s to 30 s, DefaultRetryPolicy: connection errors, 429 and 5xx other than 501) except:
 // HTTPClient sends through t, Backoff is Backoff(t, Exponential), CheckRetry is CheckRetry(t,
-// retryablehttp.DefaultRetryPolicy), and Logger is nil (quiet; set one to see each retry).
+// retryablehttp.DefaultRetryPolicy), ErrorHandler is GiveUp (whose errors show no query values),
+// and Logger is nil (quiet; set one to see each retry, but retryablehttp logs URLs with their
+// queries).
 // Fields may be changed before the first request, as with any retryablehttp.Client; wrap
 // replacements with Backoff and CheckRetry to keep the monitor's waits.
 func NewClient(t *ratemonitor.Transport) *retryablehttp.Client {
@@ -38,6 +41,7 @@ func NewClient(t *ratemonitor.Transport) *retryablehttp.Client {
 	c.Logger = nil
 	c.Backoff = Backoff(t, Exponential)
 	c.CheckRetry = CheckRetry(t, retryablehttp.DefaultRetryPolicy)
+	c.ErrorHandler = GiveUp
 	return c
 }
 
@@ -105,7 +109,7 @@ func CheckRetry(t *ratemonitor.Transport, base retryablehttp.CheckRetry) retryab
 		if d := floor(t, resp, time.Now()); time.Until(dl) < d {
 			what := "the request"
 			if req := resp.Request; req != nil && req.URL != nil {
-				what = req.Method + " " + req.URL.Redacted()
+				what = req.Method + " " + credential.URL(req.URL)
 			}
 			return false, fmt.Errorf("ratemonitor/retry: not retrying %s: the upstream or the monitor asks for a wait of %v, past the context's deadline: %w",
 				what, d.Round(time.Millisecond), context.DeadlineExceeded)

@@ -278,7 +278,7 @@ type ruleStatus struct {
 }
 
 func (srv *server) status(w http.ResponseWriter, r *http.Request) {
-	key := middleware.HeaderKey(r.URL.Query().Get("key"))
+	key := srv.limiter.HeaderKey(r.URL.Query().Get("key"))
 	if !r.URL.Query().Has("key") {
 		var err error
 		if key, err = srv.limiter.Key(r); err != nil {

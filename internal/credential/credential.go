@@ -1,0 +1,73 @@
+// Package credential keeps credentials out of rate-limit keys, errors and logs: it hashes keys
+// with HMAC-SHA-256, tells credential header names from others, and redacts URLs for logs.
+package credential
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/url"
+	"strings"
+)
+
+// Prefix starts every hashed key.
+const Prefix = "hmac:"
+
+// DefaultSecret is the HMAC key used when none is given. It is public: it keeps credentials
+// out of logs and stores, but anyone can test a guessed credential against a hashed key.
+const DefaultSecret = "github.com/ratemonitor/ratemonitor key hash v1 (public default)"
+
+// SumBytes is how many bytes of the HMAC-SHA-256 a hashed key keeps (128 bits), written as
+// 2·SumBytes lowercase hexadecimal digits.
+const SumBytes = 16
+
+// Hash returns Prefix followed by the first SumBytes of HMAC-SHA-256(secret, key) in lowercase
+// hexadecimal ([0-9a-f]); an empty secret means DefaultSecret.
+func Hash(secret []byte, key string) string {
+	if len(secret) == 0 {
+		secret = []byte(DefaultSecret)
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(key))
+	var buf [sha256.Size]byte
+	sum := m.Sum(buf[:0])
+	return Prefix + hex.EncodeToString(sum[:SumBytes])
+}
+
+// words mark a header name as naming a credential wherever they appear in it.
+var words = []string{"auth", "token", "secret", "password", "passwd", "cookie", "session",
+	"signature", "credential", "apikey", "api-key", "api_key", "subscription-key"}
+
+// IsHeader reports whether the header field name (any case) names a credential: it contains,
+// ignoring case, one of "auth", "token", "secret", "password", "passwd", "cookie", "session",
+// "signature", "credential", "apikey", "api-key", "api_key" or "subscription-key".
+func IsHeader(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range words {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// URL returns u for a log line or an error: u.Redacted() (the password in the user info
+// replaced) with the value of every query parameter replaced by "xxxxx", since APIs take
+// tokens there too (access_token=, key=, a presigned URL's signature).
+func URL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	if u.RawQuery == "" {
+		return u.Redacted()
+	}
+	c := *u
+	parts := strings.Split(c.RawQuery, "&")
+	for i, p := range parts {
+		if name, _, ok := strings.Cut(p, "="); ok {
+			parts[i] = name + "=xxxxx"
+		}
+	}
+	c.RawQuery = strings.Join(parts, "&")
+	return c.Redacted()
+}

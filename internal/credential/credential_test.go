@@ -1,0 +1,64 @@
+package credential
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/url"
+	"testing"
+)
+
+func TestHash(t *testing.T) {
+	// Computed independently: the documented construction, by hand.
+	m := hmac.New(sha256.New, []byte("s3cret"))
+	m.Write([]byte("Bearer abc"))
+	want := "hmac:" + hex.EncodeToString(m.Sum(nil)[:16])
+	if got := Hash([]byte("s3cret"), "Bearer abc"); got != want || len(got) != len("hmac:")+32 {
+		t.Errorf("Hash = %q, want %q", got, want)
+	}
+	if Hash(nil, "x") != Hash([]byte(DefaultSecret), "x") || Hash(nil, "x") == Hash([]byte("other"), "x") {
+		t.Error("an empty secret must mean DefaultSecret, and another secret another hash")
+	}
+	// A fixed value: a change of the construction changes every key in every store.
+	if got := Hash(nil, "Bearer ghp_example"); got != golden {
+		t.Errorf("Hash(default, %q) = %q, want %q", "Bearer ghp_example", got, golden)
+	}
+}
+
+// golden is the first 32 hex digits of `printf %s "Bearer ghp_example" | openssl dgst -sha256 -hmac "<DefaultSecret>"`.
+const golden = "hmac:43a38baf36ee2a499a83cfe4fb6e5a6b"
+
+func TestIsHeader(t *testing.T) {
+	for _, name := range []string{"Authorization", "proxy-authorization", "Cookie", "X-Api-Key", "Api-Key", "apikey",
+		"X-Auth-Token", "X-Access-Token", "Private-Token", "X-Shopify-Access-Token", "X-Amz-Security-Token",
+		"X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "X-Session-Id", "X-Hub-Signature-256",
+		"X-Client-Secret", "X-Password", "Api_Key"} {
+		if !IsHeader(name) {
+			t.Errorf("IsHeader(%q) = false", name)
+		}
+	}
+	for _, name := range []string{"Xero-Tenant-Id", "X-Tenant", "Host", "User-Agent", "Shopify-Shop", "X-Keyboard", "Accept", "X-Client-Key", "Idempotency-Key", "X-Client-Id"} {
+		if IsHeader(name) {
+			t.Errorf("IsHeader(%q) = true", name)
+		}
+	}
+}
+
+func TestURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://api.example.com/v1/x":                                   "https://api.example.com/v1/x",
+		"https://u:pw@api.example.com/v1/x?access_token=tok&page=2&flag": "https://u:xxxxx@api.example.com/v1/x?access_token=xxxxx&page=xxxxx&flag",
+		"http://h/p?key=AIza&key=AIzb":                                   "http://h/p?key=xxxxx&key=xxxxx",
+	} {
+		u, err := url.Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := URL(u); got != want {
+			t.Errorf("URL(%s) = %s, want %s", in, got, want)
+		}
+	}
+	if URL(nil) != "" {
+		t.Error("URL(nil) must be empty")
+	}
+}

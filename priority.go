@@ -1,0 +1,123 @@
+package ratemonitor
+
+import (
+	"context"
+	"fmt"
+)
+
+// Priority orders the requests and reservations waiting on one key of a Transport (pacing
+// mode, Reserve) and at its app key (WithAppRules): when a turn is free it goes to the waiter
+// of the highest priority, and among waiters of one priority to the one that started waiting
+// first. Any int8 is a priority; higher is served first. The zero value is PriorityNormal, the
+// priority of every request whose context carries none, so a Transport whose requests carry
+// no priority serves them strictly in arrival order, as it always has.
+//
+// Priorities reorder only waiters: a caller arriving when nobody waits on its key tries the
+// store at once whatever its priority, and the waiter whose turn it is (asleep until its slot
+// is free) keeps it when a higher priority arrives. Waiters in other Transports or processes
+// sharing the store are not ordered with these.
+//
+// No starvation: a waiter is passed by at most MaxOvertakes waiters that started waiting after
+// it. Every waiter served before it either started waiting before it or is one of those
+// MaxOvertakes; so under a steady stream of interactive requests a batch waiter at the front
+// of the queue gets the turn after at most MaxOvertakes of them.
+type Priority int8
+
+// The named priorities. Values between and beyond them are valid too.
+const (
+	PriorityBatch       Priority = -1 // background work: served after the others
+	PriorityNormal      Priority = 0  // the zero value and the default
+	PriorityInteractive Priority = 1  // a user is waiting: served before the others
+)
+
+// MaxOvertakes is the most waiters that started waiting on a key after a given waiter and get
+// their turn before it (see Priority). When the longest-waiting waiter has been passed this
+// many times, the next turn is its, whatever the priorities of the others.
+const MaxOvertakes = 8
+
+// String returns "batch", "normal", "interactive", or "Priority(n)" for other values.
+func (p Priority) String() string {
+	switch p {
+	case PriorityBatch:
+		return "batch"
+	case PriorityNormal:
+		return "normal"
+	case PriorityInteractive:
+		return "interactive"
+	}
+	return fmt.Sprintf("Priority(%d)", int(p))
+}
+
+type priorityContext struct{}
+
+// WithPriority returns a copy of ctx that gives the requests, Reserve and Wait calls carrying
+// it priority p in the Transport's queues (see Priority).
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	return context.WithValue(ctx, priorityContext{}, p)
+}
+
+// PriorityFrom returns the priority set by WithPriority on ctx, and PriorityNormal when none
+// is set.
+func PriorityFrom(ctx context.Context) Priority {
+	p, _ := ctx.Value(priorityContext{}).(Priority)
+	return p
+}
+
+// pick returns the index in ws (waiters in arrival order, the head not among them) of the
+// waiter whose turn comes next: the oldest when it has been passed MaxOvertakes times, and
+// otherwise the first of the highest priority. The oldest is always the most passed: whoever
+// passes a waiter passes every older one still waiting too, so a waiter younger than the
+// oldest is never passed beyond MaxOvertakes either (the oldest goes before it first).
+func pick(ws []*waiter) int {
+	if len(ws) == 0 || ws[0].overtaken >= MaxOvertakes {
+		return 0
+	}
+	best := 0
+	for i, w := range ws[1:] {
+		if w.prio > ws[best].prio {
+			best = i + 1
+		}
+	}
+	return best
+}
+
+// servedBefore returns how many requests the waiters that get their turn before w hold, if
+// nobody else arrives: the head's and those pick would choose before w. ws is the queue in
+// arrival order, head included, w last. It only reads ws; the copies it replays pick on are
+// told from one another by their turn channels, which are unique.
+func servedBefore(ws []*waiter, head, w *waiter) int {
+	ahead, mixed := 0, false
+	for _, o := range ws[:len(ws)-1] {
+		ahead += o.n
+		mixed = mixed || (o != head && o.prio != w.prio)
+	}
+	if !mixed {
+		return ahead // one priority: arrival order, everyone before w (in O(len(ws)))
+	}
+	// Mixed priorities: replay pick on a copy (O(len(ws)²), for the queues that have them).
+	ahead = 0
+	rest := make([]waiter, 0, len(ws))
+	for _, o := range ws {
+		if o == head {
+			ahead += o.n
+			continue
+		}
+		rest = append(rest, waiter{n: o.n, prio: o.prio, overtaken: o.overtaken, turn: o.turn})
+	}
+	ptrs := make([]*waiter, len(rest))
+	for i := range rest {
+		ptrs[i] = &rest[i]
+	}
+	for len(ptrs) > 0 {
+		i := pick(ptrs)
+		if ptrs[i].turn == w.turn {
+			return ahead
+		}
+		ahead += ptrs[i].n
+		for _, o := range ptrs[:i] {
+			o.overtaken++
+		}
+		ptrs = append(ptrs[:i], ptrs[i+1:]...)
+	}
+	return ahead
+}
