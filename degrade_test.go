@@ -34,7 +34,13 @@ func (f fleetStore) Processes() int { return f.n }
 
 func newRedisStore(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	t.Helper()
-	st, err := redisstore.New(srv.Client(), redisstore.Options{})
+	return newRedisStoreWith(t, srv, redisstore.Options{})
+}
+
+// newRedisStoreWith is newRedisStore with options.
+func newRedisStoreWith(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
+	st, err := redisstore.New(srv.Client(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +239,11 @@ func TestDegradeFleetOutage(t *testing.T) {
 	base := &okBase{}
 	for range 4 {
 		rec := &observe.Recorder{}
-		tr := newTransport(t, base, WithRules(rule), WithStore(fleetStore{newRedisStore(t, srv), 4}), WithPacing(),
+		// A 1 s timeout: on a loaded machine the default 100 ms ran out now and then with
+		// Redis up, which is an outage of its own (a second degraded/recovered pair). The
+		// outage here is a stopped server, refused at once, whatever the timeout.
+		st := newRedisStoreWith(t, srv, redisstore.Options{Timeout: time.Second})
+		tr := newTransport(t, base, WithRules(rule), WithStore(fleetStore{st, 4}), WithPacing(),
 			WithObserver(rec), WithLogger(discard))
 		tr.ops = atLog{Store: tr.ops, mu: &mu, ats: &ats}
 		trs, recs = append(trs, tr), append(recs, rec)
