@@ -44,8 +44,10 @@ type inflightConfig struct {
 //
 // A request whose key has n in flight waits for a slot, under WithPacing and in monitoring
 // mode alike (a concurrency limit is not a count that can be recorded after the fact: without
-// the wait it would not limit anything), in arrival order within this Transport (a FIFO per
-// key). A slot this Transport frees wakes the next waiter at once; slots freed elsewhere are
+// the wait it would not limit anything), in the order of the per-key queue of pacing: by
+// priority (WithPriority), first come first served within one, no waiter passed by more than
+// MaxOvertakes later ones. A waiter holding an in-flight slot while it waits for a rate slot
+// keeps it meanwhile, so a higher-priority request that arrives then waits for both. A slot this Transport frees wakes the next waiter at once; slots freed elsewhere are
 // found by asking the store at least every InFlightPoll. The wait ends with the context's
 // error when the context ends; under WithPacing, a wait for a slot while the key's rate
 // limits already need a wait past the deadline fails at once with a *DeadlineError (the
