@@ -10,6 +10,8 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/credential"
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // WithCost makes each request count as f(req) requests instead of one: the points a GraphQL
@@ -74,12 +76,17 @@ type charge struct {
 }
 
 // requestCost returns the cost of req (1 without WithCost), or the error RoundTrip returns for a
-// cost that can never fit lim.
-func (t *Transport) requestCost(req *http.Request, key string, lim limits) (int, error) {
+// cost that can never fit lim, or for a cost function that panicked.
+func (t *Transport) requestCost(req *http.Request, key string, lim limits) (n int, err error) {
 	if t.cost == nil {
 		return 1, nil
 	}
-	n := t.cost(req)
+	defer func() {
+		if p := recover(); p != nil {
+			n, err = 0, fmt.Errorf("ratemonitor: WithCost: not sent: the cost function panicked on %s %s: %v", req.Method, credential.URL(req.URL), p)
+		}
+	}()
+	n = t.cost(req)
 	if lim.strat != nil {
 		if err := lim.strat.CheckBurst(n); err != nil {
 			return 0, fmt.Errorf("ratemonitor: WithCost: not sent: request cost %d on key %q: %w", n, key, err)
@@ -93,14 +100,81 @@ func (t *Transport) requestCost(req *http.Request, key string, lim limits) (int,
 	return n, nil
 }
 
-// costed reads resp's cost, corrects the charge ch (when the attempt was charged here), and
-// returns the figures the reader gave, for WithSync.
+// costed reads resp's cost and corrects the charge ch (when the attempt was charged here), and
+// returns the figures the header gave, for WithSync. A cost.BodyReader's body is not read here:
+// resp's body is watched, and the charge corrected (and its figures learnt) once the caller has
+// read it to its end.
 func (t *Transport) costed(req *http.Request, key string, resp *http.Response, ch *charge) []headers.Signal {
-	rep := t.costReport.ReadCost(resp, t.headerNow(t.clock.Now()))
-	if ch != nil && rep.Cost >= 0 && rep.Cost != ch.n {
-		t.correct(req, key, ch, rep.Cost)
+	br, ok := t.costReport.(cost.BodyReader)
+	if !ok {
+		rep := t.costReport.ReadCost(resp, t.headerNow(t.clock.Now()))
+		t.corrected(req, key, ch, rep.Cost)
+		return rep.Signals
+	}
+	rep := br.ReadHead(resp, t.headerNow(t.clock.Now()))
+	t.corrected(req, key, ch, rep.Cost)
+	if rep.Cost == cost.Unknown && cost.Wants(resp) && (ch != nil || t.sync != nil) {
+		cost.Watch(resp, func(b cost.Body) {
+			body := br.ReadBody(resp, b, t.headerNow(t.clock.Now()))
+			t.corrected(req, key, ch, body.Cost)
+			if t.sync != nil && len(body.Signals) > 0 {
+				t.learnSignals(req, key, body.Signals)
+			}
+		})
 	}
 	return rep.Signals
+}
+
+// corrected moves the charge ch (nil: not charged here) to real, when real is known and
+// differs. A real cost no rule could ever allow (above a rule's Limit − Headroom: a garbled
+// body, another server's figure) is not believed: it is reported as a sync error and the
+// charge stands, so that one answer cannot stop the key for longer than its longest window.
+func (t *Transport) corrected(req *http.Request, key string, ch *charge, real int) {
+	if ch == nil || real < 0 || real == ch.n {
+		return
+	}
+	for _, s := range []*strategy.Strategy{ch.lim.strat, ch.lim.appStrat()} {
+		if s == nil {
+			continue
+		}
+		if err := s.CheckBurst(max(real, 1)); err != nil {
+			t.syncFailed(req, key, fmt.Errorf("ratemonitor: WithCostReport: the upstream says the request cost %d, more than a rule allows per window; the charge of %d stands: %w", real, ch.n, err))
+			return
+		}
+	}
+	t.correct(req, key, ch, real)
+}
+
+// learnSignals applies figures read from a response's body after RoundTrip returned (a
+// cost.BodyReader's), as learn applies the header's: each to the rule of its window, a
+// remaining of 0 pausing the key until its reset.
+func (t *Transport) learnSignals(req *http.Request, key string, sigs []headers.Signal) {
+	var keyUp, appUp strategy.Update
+	for _, sig := range sigs {
+		up, s := &keyUp, t.strat
+		if sig.App {
+			if t.app == nil {
+				continue
+			}
+			up, s = &appUp, t.app.strat
+		}
+		up.Reports = t.addReport(up.Reports, s, sig)
+		if sig.Remaining == 0 && sig.Reset > 0 {
+			up.Pause = max(up.Pause, min(sig.Reset, t.sync.MaxPause))
+		}
+	}
+	syncer := t.store.(cache.Syncer)
+	ctx := context.WithoutCancel(req.Context())
+	if keyUp.Pause > 0 || len(keyUp.Reports) > 0 {
+		if err := syncer.Sync(ctx, t.strat, key, keyUp); err != nil {
+			t.syncFailed(req, key, err)
+		}
+	}
+	if t.app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0) {
+		if err := syncer.Sync(ctx, t.app.strat, t.app.key, appUp); err != nil {
+			t.syncFailed(req, t.app.key, err)
+		}
+	}
 }
 
 // correct moves the charge ch of req on key to real.
@@ -131,4 +205,35 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 			t.syncFailed(req, ch.lim.app.key, err)
 		}
 	}
+}
+
+// slotCharge is the charge of a request sent on a Reservation's slot, for WithCostReport: one,
+// on the counters left to count (lim), at no instant (so never given back).
+func (t *Transport) slotCharge(lim limits) *charge {
+	if t.costReport == nil {
+		return nil
+	}
+	return &charge{n: 1, lim: lim, gen: t.gen()}
+}
+
+// outerCharge is the charge a Transport wrapping this one over the same store made for an
+// attempt it counted in all of this one's counters (its mark m), for WithCostReport: its cost,
+// on this one's counters, at no instant (the give-back needs the instant the outer reserved
+// at: a lower real cost is not given back, an over-count). nil when the outer did not charge.
+func (t *Transport) outerCharge(m *countMark) *charge {
+	if t.costReport == nil || m == nil || m.cost < 1 {
+		return nil
+	}
+	return &charge{n: m.cost, lim: t.allLimits(), gen: t.gen()}
+}
+
+// costMarked records in out's mark, when marked made one for req, the cost n the attempt was
+// charged, for outerCharge.
+func (t *Transport) costMarked(out, req *http.Request, n int) *http.Request {
+	if out != req {
+		if m := markFrom(out.Context()); m != nil {
+			m.cost = n
+		}
+	}
+	return out
 }
