@@ -299,8 +299,12 @@ func (t *Transport) addReport(reports []strategy.Report, s *strategy.Strategy, s
 		if r.Window != sig.Window {
 			continue
 		}
+		// Used is counted from the larger of the two limits: a larger upstream limit (a plan
+		// above the rule's) keeps the upstream's usage; a smaller one (Shopify lowering a
+		// bucket, an unauthenticated GitHub caller's 60) leaves us exactly the upstream's
+		// remaining, not its usage counted against our larger rule.
 		limit := r.Limit
-		if sig.Limit != headers.Unknown {
+		if sig.Limit != headers.Unknown && sig.Limit > limit {
 			limit = sig.Limit
 		}
 		rep := strategy.Report{Rule: i, Remaining: min(sig.Remaining, 1<<31), Used: min(max(0, limit-sig.Remaining), 1<<31)}
