@@ -23,10 +23,11 @@ import (
 // A cost below 1, or above what a rule allows per window (its Limit − Headroom, the largest
 // burst that can ever fit, on the request's key or the app key), is an error RoundTrip
 // returns at once, sending and recording nothing; it names the cost and the rule, and wraps
-// strategy.ErrInvalidBurst or strategy.ErrBurstTooLarge. f must be safe for concurrent use, and
-// must not read the request body (the transport would send it consumed). A request that spends
+// strategy.ErrInvalidBurst or strategy.ErrBurstTooLarge; so is a panic of f (recovered, and
+// named in the error). f must be safe for concurrent use, and must not read the request body
+// (the transport would send it consumed). A request that spends
 // a Reservation's slot (Reservation.Context) spends one slot whatever its cost: reserve its
-// cost with Reserve. Without WithCost every request costs 1.
+// cost with Reserve (WithCostReport records a higher real cost on top). Without WithCost every request costs 1.
 func WithCost(f func(*http.Request) int) Option {
 	return func(t *Transport) error {
 		if f == nil {
@@ -42,8 +43,25 @@ func WithCost(f func(*http.Request) int) Option {
 // cost.GitHubGraphQL), and correct the charge: a higher real cost is recorded on top (on the
 // request's key and on the app key, the counters the request was charged in), and a lower one
 // is given back (the store's Release at the instant the charge was reserved, so the slots given
-// back are the request's own). A response that does not say (cost.Unknown) leaves the charge as
-// it was.
+// back are the request's own; a token bucket gives back only what its refill since that
+// instant has not already paid, see tokenbucket.Bucket.Remove). A response that does not say
+// (cost.Unknown) leaves the charge as it was, and so does a real cost no rule could ever allow
+// (above a rule's Limit − Headroom: a garbled body, another server's figure), which is reported
+// to the error handler and the logger instead of stopping the key for years.
+//
+// A cost.BodyReader (the readers of package cost are) is not given the body before RoundTrip
+// returns: RoundTrip returns at the header, as net/http's Transport does, and the body the
+// caller gets yields the same bytes and, once read to its end (io.EOF), hands them to the
+// reader and corrects the charge, in that last Read, before an in-flight slot (WithInFlight)
+// is freed. A body closed before its end leaves the charge as it was. Responses to HEAD
+// requests, 1xx (a 101's upgraded connection), 204 and 304 responses, bodies that are not JSON
+// (an absent Content-Type may be) and encodings other than gzip are left alone. Another Reader
+// is called before RoundTrip returns.
+//
+// A request sent on a Reservation's slot was charged one slot: a higher real cost is recorded
+// on top, a lower one not given back (a spent slot never is). An attempt a Transport wrapping
+// this one counted in all of this one's counters (stacked over one store) was charged there:
+// its cost is corrected up here likewise, never down.
 //
 // In monitoring mode a lower cost is not given back: the store does not say at which instant it
 // recorded the charge, and a Release elsewhere could free other requests' slots early; the
@@ -51,7 +69,8 @@ func WithCost(f func(*http.Request) int) Option {
 // given back after the Transport switched stores (ErrorPolicy Degrade) since it was made.
 //
 // The remaining points the reader gives (cost.Report.Signals) go, with WithSync, to the rule
-// whose window they name, as the header readers' figures do. A reader that declares its windows
+// whose window they name, as the header readers' figures do; without WithSync they are not
+// used (only the cost is). A reader that declares its windows
 // (cost.Declared) must name windows the rules have: New fails otherwise, naming the window and
 // the rules. A store error while correcting does not fail the response: it goes to the error
 // handler and the logger, as WithSync's do. r must be safe for concurrent use.
