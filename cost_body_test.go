@@ -5,12 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cost"
+	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -133,5 +135,74 @@ func TestCostReportWithInFlight(t *testing.T) {
 	resp2.Body.Close()
 	if u := used(t, tr, "k"); u != 14 {
 		t.Errorf("used %d after two queries of cost 7, want 14", u)
+	}
+}
+
+// TestCostReportBodyFiguresLearnt: with WithSync, the remaining points of the body's rateLimit
+// (4993 of 5000) are applied once the body has been read: used 7, the cost and the figure
+// agreeing.
+func TestCostReportBodyFiguresLearnt(t *testing.T) {
+	tr, url := bodyCostTransport(t, http.StatusOK, ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{}}))
+	req, _ := http.NewRequest(http.MethodPost, url, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	st, err := tr.Status(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := st.Rules[0]; r.Used != 7 || r.Reported != 4993 {
+		t.Errorf("after the body: %+v, want used 7 and reported 4993", r)
+	}
+}
+
+// TestCostReportImpossibleCostReported: a real cost above the rule's limit is not recorded:
+// the charge (1) stands, and the error handler hears of it, naming WithCostReport.
+func TestCostReportImpossibleCostReported(t *testing.T) {
+	var got []string
+	tr, _ := bodyCostTransport(t, http.StatusOK,
+		ratemonitor.WithErrorHandler(func(_ *http.Request, key string, err error) { got = append(got, key+": "+err.Error()) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"data":{"rateLimit":{"cost":6000}}}`))
+	}))
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if u := used(t, tr, "k"); u != 1 || len(got) != 1 || !strings.Contains(got[0], "WithCostReport") || !strings.Contains(got[0], "cost 6000") {
+		t.Errorf("used %d, reports %q; want 1 and one report naming WithCostReport and cost 6000", u, got)
+	}
+}
+
+// TestSmallerReportedLimitLeavesUpstreamRemaining: an upstream that reports a limit of 10 with
+// 4 remaining, against a rule of 100, leaves exactly 4: used is raised to 96.
+func TestSmallerReportedLimitLeavesUpstreamRemaining(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "10")
+		w.Header().Set("X-RateLimit-Remaining", "4")
+	}))
+	defer srv.Close()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	tr, err := ratemonitor.New(srv.Client().Transport, ratemonitor.WithClock(clk),
+		ratemonitor.WithRules(strategy.Rule{Limit: 100, Window: time.Minute}),
+		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
+		ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XRateLimitReader(time.Minute, headers.ResetDelta)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := send(tr, srv.URL, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if u := used(t, tr, "k"); u != 96 {
+		t.Errorf("used %d after remaining 4 of a reported 10, want 96 (100 − 4)", u)
 	}
 }
