@@ -40,7 +40,8 @@ const githubUnauthenticatedCost = (GitHubHourLimit + GitHubUnauthenticatedHourLi
 //
 // It reads X-RateLimit-Limit, -Remaining and -Reset (epoch seconds) on every response whose
 // X-RateLimit-Resource is core (or absent): the search, code_search, graphql and other
-// resources have limits of their own, which the fields then describe, and are not read. A
+// resources have limits of their own, which the fields then describe, and are not read (a
+// refusal of one of those still pauses the token, for the fallback minute at most). A
 // limit reported below the rule's (GITHUB_TOKEN's 1000, a token GitHub has lowered) raises the
 // count to the rule's limit less the remaining. GitHub refuses with a 403 or a 429 (its page
 // above): with X-RateLimit-Remaining 0 for the primary limit, which pauses the token until
