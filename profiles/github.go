@@ -28,8 +28,8 @@ const GitHubUnauthenticatedHourLimit = 60
 const GitHubMaxPause = time.Hour + time.Minute
 
 // githubUnauthenticatedCost is what an unauthenticated request is charged against the 5000 an
-// hour rule, so that at most 59 fit in an hour (59 × 85 ≤ 5000 < 60 × 85 would be 58; 84
-// gives 59: 59 × 84 = 4956 ≤ 5000 < 5040), never more than GitHub's 60.
+// hour rule: ⌈5000 / 60⌉ = 84, so that 59 fit in an hour (59 × 84 = 4956 ≤ 5000 < 60 × 84),
+// never more than GitHub's 60. The figures of its responses are scaled by the same factor.
 const githubUnauthenticatedCost = (GitHubHourLimit + GitHubUnauthenticatedHourLimit - 1) / GitHubUnauthenticatedHourLimit
 
 // GitHubREST paces a GitHub REST API client: requests are keyed by their token (a keyed hash of
