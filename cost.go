@@ -12,6 +12,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/credential"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // WithCost makes each request count as f(req) requests instead of one: the points a GraphQL
@@ -43,8 +44,8 @@ func WithCost(f func(*http.Request) int) Option {
 // cost.GitHubGraphQL), and correct the charge: a higher real cost is recorded on top (on the
 // request's key and on the app key, the counters the request was charged in), and a lower one
 // is given back (the store's Release at the instant the charge was reserved, so the slots given
-// back are the request's own; a token bucket gives back only what its refill since that
-// instant has not already paid, see tokenbucket.Bucket.Remove). A response that does not say
+// back are the request's own; a token bucket gets back only what its refill since that
+// instant has not already paid, for the tokens it refilled may have been those: see owedBack). A response that does not say
 // (cost.Unknown) leaves the charge as it was, and so does a real cost no rule could ever allow
 // (above a rule's Limit − Headroom: a garbled body, another server's figure), which is reported
 // to the error handler and the logger instead of stopping the key for years.
@@ -214,16 +215,51 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 		return
 	}
 	back := ch.n - real
+	now := t.clock.Now()
 	if ch.lim.strat != nil && !ch.at.IsZero() {
-		if err := t.releaseIn(ctx, ch.gen, ch.lim.strat, key, ch.at, back); err != nil {
-			t.syncFailed(req, key, err)
+		if k := owedBack(ch.lim.strat, ch.at, now, back); k > 0 {
+			if err := t.releaseIn(ctx, ch.gen, ch.lim.strat, key, ch.at, k); err != nil {
+				t.syncFailed(req, key, err)
+			}
 		}
 	}
 	if ch.lim.app != nil && !ch.appAt.IsZero() {
-		if err := t.releaseIn(ctx, ch.gen, ch.lim.app.strat, ch.lim.app.key, ch.appAt, back); err != nil {
-			t.syncFailed(req, ch.lim.app.key, err)
+		if k := owedBack(ch.lim.app.strat, ch.appAt, now, back); k > 0 {
+			if err := t.releaseIn(ctx, ch.gen, ch.lim.app.strat, ch.lim.app.key, ch.appAt, k); err != nil {
+				t.syncFailed(req, ch.lim.app.key, err)
+			}
 		}
 	}
+}
+
+// owedBack returns how many of back tokens, given back for a charge reserved at at, s may
+// still owe at now. A rolling or fixed window removes the charge's own slots at at: all of
+// back. A token bucket does not know which of its tokens were the charge's: the refill since
+// at pays the oldest debt first, and may have paid the tokens given back already (a bucket full
+// again since at owes none of them); giving them back then would let the bucket hold tokens
+// the upstream's does not. So it is back less the tokens each bucket refilled since at
+// (rounded up), at least 0: an over-count at worst, never an under-count. Computed here, at
+// the instant of the correction, so that every store gives back the same. at is the store's
+// instant and now the Transport's clock: a store clock behind ours gives back less.
+func owedBack(s *strategy.Strategy, at, now time.Time, back int) int {
+	if s.Name() != (tokenbucket.Algorithm{}).Name() {
+		return back
+	}
+	e := now.Sub(at)
+	if e <= 0 {
+		return back
+	}
+	for i := range s.NumRules() {
+		r := s.Rule(i)
+		w := r.EffectiveWindow()
+		if e >= w {
+			return 0 // refilled to full since: nothing owed
+		}
+		// e < w and Limit × w ≤ tokenbucket.MaxProduct, so e × Limit fits
+		refill := (int64(e)*int64(r.Limit) + int64(w) - 1) / int64(w)
+		back = int(max(0, int64(back)-refill))
+	}
+	return back
 }
 
 // slotCharge is the charge of a request sent on a Reservation's slot, for WithCostReport: one,

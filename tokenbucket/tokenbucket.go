@@ -166,32 +166,14 @@ func (b *Bucket) maxDebt() int64 {
 	return b.capacity * int64(strategy.MaxWindow)
 }
 
-// Remove gives back up to n tokens spent at instant at (a reservation not used, a cost
-// corrected down), never filling past the capacity, less the refill since at: n − (the tokens
-// refilled from at to the latest instant seen), 0 when that is n or more. The bucket does not
-// know what else it owed at at; the refill may have paid the given-back tokens already (a
-// bucket full again since at owes none of them), and giving them back then would let the
-// bucket hold tokens the upstream's does not. So it gives back what is surely still owed: an
-// over-count at worst, never an under-count. A zero at, or one at or after the latest instant
-// seen, gives back all n (a reservation cancelled before its instant).
+// Remove gives back up to n tokens (a reservation not used), never filling past the capacity.
 func (b *Bucket) Remove(at time.Time, n int) {
-	if n <= 0 {
-		return
-	}
-	give := satAdd(0, int64(n), b.window)
-	if b.seen && !at.IsZero() {
-		if e := b.hw - at.UnixNano(); e > 0 {
-			if e >= ceilDiv(give, b.capacity) {
-				return
-			}
-			give -= e * b.capacity
-		}
-	}
-	if give >= b.debt {
+	b.refill(b.hw)
+	if int64(n) >= ceilDiv(b.debt, b.window) {
 		b.debt = 0
 		return
 	}
-	b.debt -= give
+	b.debt -= int64(n) * b.window
 }
 
 // Used returns the tokens missing from a full bucket at now, rounded up: Limit − Used tokens

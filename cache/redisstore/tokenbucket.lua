@@ -275,40 +275,16 @@ end
 
 if op == 5 then -- release
   settle()
-  local at = h[4]
   for j = 1, NS do
     local s = st[j]
     if s.existed then
-      -- Bucket.Remove: n tokens spent at at owe at most n − (refill since at), the refill
-      -- paying the oldest debt first; give = n·W − e·C (µs·tokens), e = hw − at, as q, r
-      local w, c = W[j], C[j]
-      local gq, gr = n, 0
-      local e = 0
-      if at ~= 0 and s.hw ~= nil and s.hw > at then e = s.hw - at end
-      if e > 0 then
-        -- e·C = pq·W + pr, exactly as refill computes it
-        local e0 = math.fmod(e, w)
-        local x = e0 * c
-        local pr = math.fmod(x, w)
-        local pq = (e - e0) / w * c + (x - pr) / w
-        if pq > n or pq == n then
-          gq, gr = -1, 0 -- the refill covered the spend: nothing owed
-        elseif pr == 0 then
-          gq = n - pq
-        else
-          gq, gr = n - pq - 1, w - pr
-        end
-      end
-      if gq >= 0 then
-        -- all of it when give ≥ debt (1000·(q·W + r) + s), else debt − give
-        if s.q < gq or s.q == gq and (s.r < gr or s.r == gr and s.s == 0) then
-          s.q, s.r, s.s = 0, 0, 0
-        else
-          s.q, s.r = s.q - gq, s.r - gr
-          if s.r < 0 then
-            s.q, s.r = s.q - 1, s.r + w
-          end
-        end
+      -- Bucket.Remove: all of it when n ≥ ceil(debt / W ns), uncapped
+      local u = s.q
+      if s.r > 0 or s.s > 0 then u = u + 1 end
+      if n >= u then
+        s.q, s.r, s.s = 0, 0, 0
+      else
+        s.q = s.q - n
       end
     end
   end
