@@ -453,13 +453,15 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 	lim, outer := t.uncounted(markFrom(ctx), key)
 	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
 		t.unreserveCounted(ctx, r, lim, outer)
-		return t.send(base, t.marked(base, req, key, outer, true), key, nil)
+		// The slot is one of the request's cost: a higher real cost is recorded on top; none
+		// is given back (a spent slot never is).
+		return t.send(base, t.marked(base, req, key, outer, true), key, t.slotCharge(lim))
 	}
 	if lim.none() {
 		// A Transport wrapping this one, over the same store, counted this attempt in every
 		// counter this one keeps: counting it again would count it twice. The mark is passed
-		// on: this attempt took it.
-		return t.send(base, t.marked(base, req, key, outer, true), key, nil)
+		// on: this attempt took it. Its charge can be corrected up here (costMark).
+		return t.send(base, t.marked(base, req, key, outer, true), key, t.outerCharge(markFrom(ctx)))
 	}
 	n, err := t.requestCost(req, key, lim)
 	if err != nil {
@@ -494,7 +496,7 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		// those counted further out).
 		return t.send(base, t.marked(base, req, key, outer, false), key, nil)
 	}
-	return t.send(base, t.marked(base, req, key, outer, true), key, ch)
+	return t.send(base, t.costMarked(t.marked(base, req, key, outer, true), req, n), key, ch)
 }
 
 // record counts a request of cost n on key and, with WithAppRules, on the app key, and returns the

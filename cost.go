@@ -10,6 +10,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/credential"
+	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // WithCost makes each request count as f(req) requests instead of one: the points a GraphQL
@@ -21,10 +24,11 @@ import (
 // A cost below 1, or above what a rule allows per window (its Limit − Headroom, the largest
 // burst that can ever fit, on the request's key or the app key), is an error RoundTrip
 // returns at once, sending and recording nothing; it names the cost and the rule, and wraps
-// strategy.ErrInvalidBurst or strategy.ErrBurstTooLarge. f must be safe for concurrent use, and
-// must not read the request body (the transport would send it consumed). A request that spends
+// strategy.ErrInvalidBurst or strategy.ErrBurstTooLarge; so is a panic of f (recovered, and
+// named in the error). f must be safe for concurrent use, and must not read the request body
+// (the transport would send it consumed). A request that spends
 // a Reservation's slot (Reservation.Context) spends one slot whatever its cost: reserve its
-// cost with Reserve. Without WithCost every request costs 1.
+// cost with Reserve (WithCostReport records a higher real cost on top). Without WithCost every request costs 1.
 func WithCost(f func(*http.Request) int) Option {
 	return func(t *Transport) error {
 		if f == nil {
@@ -40,8 +44,25 @@ func WithCost(f func(*http.Request) int) Option {
 // cost.GitHubGraphQL), and correct the charge: a higher real cost is recorded on top (on the
 // request's key and on the app key, the counters the request was charged in), and a lower one
 // is given back (the store's Release at the instant the charge was reserved, so the slots given
-// back are the request's own). A response that does not say (cost.Unknown) leaves the charge as
-// it was.
+// back are the request's own; a token bucket gets back only what its refill since that
+// instant has not already paid, for the tokens it refilled may have been those: see owedBack). A response that does not say
+// (cost.Unknown) leaves the charge as it was, and so does a real cost no rule could ever allow
+// (above a rule's Limit − Headroom: a garbled body, another server's figure), which is reported
+// to the error handler and the logger instead of stopping the key for years.
+//
+// A cost.BodyReader (the readers of package cost are) is not given the body before RoundTrip
+// returns: RoundTrip returns at the header, as net/http's Transport does, and the body the
+// caller gets yields the same bytes and, once read to its end (io.EOF), hands them to the
+// reader and corrects the charge, in that last Read, before an in-flight slot (WithInFlight)
+// is freed. A body closed before its end leaves the charge as it was. Responses to HEAD
+// requests, 1xx (a 101's upgraded connection), 204 and 304 responses, bodies that are not JSON
+// (an absent Content-Type may be) and encodings other than gzip are left alone. Another Reader
+// is called before RoundTrip returns.
+//
+// A request sent on a Reservation's slot was charged one slot: a higher real cost is recorded
+// on top, a lower one not given back (a spent slot never is). An attempt a Transport wrapping
+// this one counted in all of this one's counters (stacked over one store) was charged there:
+// its cost is corrected up here likewise, never down.
 //
 // In monitoring mode a lower cost is not given back: the store does not say at which instant it
 // recorded the charge, and a Release elsewhere could free other requests' slots early; the
@@ -49,7 +70,8 @@ func WithCost(f func(*http.Request) int) Option {
 // given back after the Transport switched stores (ErrorPolicy Degrade) since it was made.
 //
 // The remaining points the reader gives (cost.Report.Signals) go, with WithSync, to the rule
-// whose window they name, as the header readers' figures do. A reader that declares its windows
+// whose window they name, as the header readers' figures do; without WithSync they are not
+// used (only the cost is). A reader that declares its windows
 // (cost.Declared) must name windows the rules have: New fails otherwise, naming the window and
 // the rules. A store error while correcting does not fail the response: it goes to the error
 // handler and the logger, as WithSync's do. r must be safe for concurrent use.
@@ -74,12 +96,17 @@ type charge struct {
 }
 
 // requestCost returns the cost of req (1 without WithCost), or the error RoundTrip returns for a
-// cost that can never fit lim.
-func (t *Transport) requestCost(req *http.Request, key string, lim limits) (int, error) {
+// cost that can never fit lim, or for a cost function that panicked.
+func (t *Transport) requestCost(req *http.Request, key string, lim limits) (n int, err error) {
 	if t.cost == nil {
 		return 1, nil
 	}
-	n := t.cost(req)
+	defer func() {
+		if p := recover(); p != nil {
+			n, err = 0, fmt.Errorf("ratemonitor: WithCost: not sent: the cost function panicked on %s %s: %v", req.Method, credential.URL(req.URL), p)
+		}
+	}()
+	n = t.cost(req)
 	if lim.strat != nil {
 		if err := lim.strat.CheckBurst(n); err != nil {
 			return 0, fmt.Errorf("ratemonitor: WithCost: not sent: request cost %d on key %q: %w", n, key, err)
@@ -93,14 +120,81 @@ func (t *Transport) requestCost(req *http.Request, key string, lim limits) (int,
 	return n, nil
 }
 
-// costed reads resp's cost, corrects the charge ch (when the attempt was charged here), and
-// returns the figures the reader gave, for WithSync.
+// costed reads resp's cost and corrects the charge ch (when the attempt was charged here), and
+// returns the figures the header gave, for WithSync. A cost.BodyReader's body is not read here:
+// resp's body is watched, and the charge corrected (and its figures learnt) once the caller has
+// read it to its end.
 func (t *Transport) costed(req *http.Request, key string, resp *http.Response, ch *charge) []headers.Signal {
-	rep := t.costReport.ReadCost(resp, t.headerNow(t.clock.Now()))
-	if ch != nil && rep.Cost >= 0 && rep.Cost != ch.n {
-		t.correct(req, key, ch, rep.Cost)
+	br, ok := t.costReport.(cost.BodyReader)
+	if !ok {
+		rep := t.costReport.ReadCost(resp, t.headerNow(t.clock.Now()))
+		t.corrected(req, key, ch, rep.Cost)
+		return rep.Signals
+	}
+	rep := br.ReadHead(resp, t.headerNow(t.clock.Now()))
+	t.corrected(req, key, ch, rep.Cost)
+	if rep.Cost == cost.Unknown && cost.Wants(resp) && (ch != nil || t.sync != nil) {
+		cost.Watch(resp, func(b cost.Body) {
+			body := br.ReadBody(resp, b, t.headerNow(t.clock.Now()))
+			t.corrected(req, key, ch, body.Cost)
+			if t.sync != nil && len(body.Signals) > 0 {
+				t.learnSignals(req, key, body.Signals)
+			}
+		})
 	}
 	return rep.Signals
+}
+
+// corrected moves the charge ch (nil: not charged here) to real, when real is known and
+// differs. A real cost no rule could ever allow (above a rule's Limit − Headroom: a garbled
+// body, another server's figure) is not believed: it is reported as a sync error and the
+// charge stands, so that one answer cannot stop the key for longer than its longest window.
+func (t *Transport) corrected(req *http.Request, key string, ch *charge, real int) {
+	if ch == nil || real < 0 || real == ch.n {
+		return
+	}
+	for _, s := range []*strategy.Strategy{ch.lim.strat, ch.lim.appStrat()} {
+		if s == nil {
+			continue
+		}
+		if err := s.CheckBurst(max(real, 1)); err != nil {
+			t.syncFailed(req, key, fmt.Errorf("ratemonitor: WithCostReport: the upstream says the request cost %d, more than a rule allows per window; the charge of %d stands: %w", real, ch.n, err))
+			return
+		}
+	}
+	t.correct(req, key, ch, real)
+}
+
+// learnSignals applies figures read from a response's body after RoundTrip returned (a
+// cost.BodyReader's), as learn applies the header's: each to the rule of its window, a
+// remaining of 0 pausing the key until its reset.
+func (t *Transport) learnSignals(req *http.Request, key string, sigs []headers.Signal) {
+	var keyUp, appUp strategy.Update
+	for _, sig := range sigs {
+		up, s := &keyUp, t.strat
+		if sig.App {
+			if t.app == nil {
+				continue
+			}
+			up, s = &appUp, t.app.strat
+		}
+		up.Reports = t.addReport(up.Reports, s, sig)
+		if sig.Remaining == 0 && sig.Reset > 0 {
+			up.Pause = max(up.Pause, min(sig.Reset, t.sync.MaxPause))
+		}
+	}
+	syncer := t.store.(cache.Syncer)
+	ctx := context.WithoutCancel(req.Context())
+	if keyUp.Pause > 0 || len(keyUp.Reports) > 0 {
+		if err := syncer.Sync(ctx, t.strat, key, keyUp); err != nil {
+			t.syncFailed(req, key, err)
+		}
+	}
+	if t.app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0) {
+		if err := syncer.Sync(ctx, t.app.strat, t.app.key, appUp); err != nil {
+			t.syncFailed(req, t.app.key, err)
+		}
+	}
 }
 
 // correct moves the charge ch of req on key to real.
@@ -121,14 +215,80 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 		return
 	}
 	back := ch.n - real
+	now := t.clock.Now()
 	if ch.lim.strat != nil && !ch.at.IsZero() {
-		if err := t.releaseIn(ctx, ch.gen, ch.lim.strat, key, ch.at, back); err != nil {
-			t.syncFailed(req, key, err)
+		if k := owedBack(ch.lim.strat, ch.at, now, back); k > 0 {
+			if err := t.releaseIn(ctx, ch.gen, ch.lim.strat, key, ch.at, k); err != nil {
+				t.syncFailed(req, key, err)
+			}
 		}
 	}
 	if ch.lim.app != nil && !ch.appAt.IsZero() {
-		if err := t.releaseIn(ctx, ch.gen, ch.lim.app.strat, ch.lim.app.key, ch.appAt, back); err != nil {
-			t.syncFailed(req, ch.lim.app.key, err)
+		if k := owedBack(ch.lim.app.strat, ch.appAt, now, back); k > 0 {
+			if err := t.releaseIn(ctx, ch.gen, ch.lim.app.strat, ch.lim.app.key, ch.appAt, k); err != nil {
+				t.syncFailed(req, ch.lim.app.key, err)
+			}
 		}
 	}
+}
+
+// owedBack returns how many of back tokens, given back for a charge reserved at at, s may
+// still owe at now. A rolling or fixed window removes the charge's own slots at at: all of
+// back. A token bucket does not know which of its tokens were the charge's: the refill since
+// at pays the oldest debt first, and may have paid the tokens given back already (a bucket full
+// again since at owes none of them); giving them back then would let the bucket hold tokens
+// the upstream's does not. So it is back less the tokens each bucket refilled since at
+// (rounded up), at least 0: an over-count at worst, never an under-count. Computed here, at
+// the instant of the correction, so that every store gives back the same. at is the store's
+// instant and now the Transport's clock: a store clock behind ours gives back less.
+func owedBack(s *strategy.Strategy, at, now time.Time, back int) int {
+	if s.Name() != (tokenbucket.Algorithm{}).Name() {
+		return back
+	}
+	e := now.Sub(at)
+	if e <= 0 {
+		return back
+	}
+	for i := range s.NumRules() {
+		r := s.Rule(i)
+		w := r.EffectiveWindow()
+		if e >= w {
+			return 0 // refilled to full since: nothing owed
+		}
+		// e < w and Limit × w ≤ tokenbucket.MaxProduct, so e × Limit fits
+		refill := (int64(e)*int64(r.Limit) + int64(w) - 1) / int64(w)
+		back = int(max(0, int64(back)-refill))
+	}
+	return back
+}
+
+// slotCharge is the charge of a request sent on a Reservation's slot, for WithCostReport: one,
+// on the counters left to count (lim), at no instant (so never given back).
+func (t *Transport) slotCharge(lim limits) *charge {
+	if t.costReport == nil {
+		return nil
+	}
+	return &charge{n: 1, lim: lim, gen: t.gen()}
+}
+
+// outerCharge is the charge a Transport wrapping this one over the same store made for an
+// attempt it counted in all of this one's counters (its mark m), for WithCostReport: its cost,
+// on this one's counters, at no instant (the give-back needs the instant the outer reserved
+// at: a lower real cost is not given back, an over-count). nil when the outer did not charge.
+func (t *Transport) outerCharge(m *countMark) *charge {
+	if t.costReport == nil || m == nil || m.cost < 1 {
+		return nil
+	}
+	return &charge{n: m.cost, lim: t.allLimits(), gen: t.gen()}
+}
+
+// costMarked records in out's mark, when marked made one for req, the cost n the attempt was
+// charged, for outerCharge.
+func (t *Transport) costMarked(out, req *http.Request, n int) *http.Request {
+	if out != req {
+		if m := markFrom(out.Context()); m != nil {
+			m.cost = n
+		}
+	}
+	return out
 }

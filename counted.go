@@ -19,6 +19,14 @@ type limits struct {
 
 func (t *Transport) allLimits() limits { return limits{strat: t.strat, app: t.app} }
 
+// appStrat returns the app rules' strategy, or nil.
+func (l limits) appStrat() *strategy.Strategy {
+	if l.app == nil {
+		return nil
+	}
+	return l.app.strat
+}
+
 // none reports whether nothing is left to count.
 func (l limits) none() bool { return l.strat == nil && l.app == nil }
 
@@ -40,9 +48,13 @@ type countMark struct {
 
 	store   cache.Store
 	counted counters
-	parent  *countMark  // the mark of a Transport further out, over another store
-	taken   atomic.Bool // an attempt through a Transport inside has taken the counters
-	inline  [2]countedOn
+	// cost is what the marking Transport charged the attempt in the counters it counted it in
+	// (0: not charged there, as a Reservation's slot), so that a Transport inside with
+	// WithCostReport can correct that charge when it finds all its counters counted.
+	cost   int
+	parent *countMark  // the mark of a Transport further out, over another store
+	taken  atomic.Bool // an attempt through a Transport inside has taken the counters
+	inline [2]countedOn
 }
 
 // Value returns the mark itself for countedContext, and otherwise what the attempt's context

@@ -19,7 +19,11 @@ func (t *Transport) checkReaders() error {
 			if !t.sync.checked[i] {
 				continue
 			}
-			if err := t.checkWindows(fmt.Sprintf("WithSync: reader %d", i), r); err != nil {
+			what := fmt.Sprintf("WithSync: reader %d", i)
+			if i == t.sync.xrlAt-1 {
+				what = fmt.Sprintf("WithSync: SyncConfig.XRateLimitWindow %v", t.sync.XRateLimitWindow)
+			}
+			if err := t.checkWindows(what, r); err != nil {
 				return err
 			}
 		}
@@ -42,13 +46,16 @@ func (t *Transport) checkWindows(what string, r any) error {
 		s, whose := t.strat, "the request's key"
 		if win.App {
 			whose = "the app key"
+			if t.app == nil && win.Optional {
+				continue // its figures are dropped (learn)
+			}
 			if t.app == nil {
 				return fmt.Errorf("ratemonitor: %s (%v) reads figures of the app key's %v window, and there are no app rules (the rules are %s): add WithAppRules with a rule of that window, or give a reader without app figures",
 					what, r, win.Window, ruleList(t.strat))
 			}
 			s = t.app.strat
 		}
-		if !hasWindow(s, win.Window) {
+		if !hasWindow(s, win.Window) && !win.Optional {
 			app := "none"
 			if t.app != nil {
 				app = ruleList(t.app.strat)

@@ -37,7 +37,8 @@ type SyncConfig struct {
 	// and -Reset fields are about (they do not say it): an hour at GitHub. Set, it adds
 	// headers.XRateLimitReader to the default readers, and New fails unless a rule of the
 	// request's key has that window. Zero (the default) reads no X-RateLimit-* fields, unless
-	// Readers has a reader of them. Ignored when Readers is given.
+	// Readers has a reader of them. With Readers given, New fails when it is set: list
+	// headers.XRateLimitReader among the Readers instead.
 	XRateLimitWindow time.Duration
 	// XRateLimitReset says how X-RateLimit-Reset is written (default headers.ResetAuto; GitHub
 	// writes epoch seconds: headers.ResetEpoch).
@@ -51,6 +52,8 @@ type SyncConfig struct {
 
 	// checked says, per reader, whether New checks its declared windows against the rules.
 	checked []bool
+	// xrlAt is 1 + the index of the reader XRateLimitWindow added (0: none), for errors.
+	xrlAt int
 
 	// dateWarn rate-limits the warnings about an implausible Date (one per Transport: WithSync
 	// makes it). A pointer, so that SyncConfig stays a plain value to copy.
@@ -106,12 +109,17 @@ func WithSync(cfg SyncConfig) Option {
 		if cfg.XRateLimitWindow < 0 {
 			return fmt.Errorf("ratemonitor: WithSync: XRateLimitWindow %v is negative", cfg.XRateLimitWindow)
 		}
+		if cfg.Readers != nil && cfg.XRateLimitWindow > 0 {
+			return fmt.Errorf("ratemonitor: WithSync: XRateLimitWindow %v is only read with the default readers, and Readers is given: add headers.XRateLimitReader(%v, mode) to Readers instead",
+				cfg.XRateLimitWindow, cfg.XRateLimitWindow)
+		}
 		if cfg.Readers == nil {
 			cfg.Readers = []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour), headers.IETFReader}
 			cfg.checked = []bool{false, false}
 			if cfg.XRateLimitWindow > 0 {
 				cfg.Readers = append(cfg.Readers, headers.XRateLimitReader(cfg.XRateLimitWindow, cfg.XRateLimitReset))
 				cfg.checked = append(cfg.checked, true)
+				cfg.xrlAt = len(cfg.Readers)
 			}
 		} else {
 			cfg.Readers = append([]headers.Reader(nil), cfg.Readers...)
@@ -291,8 +299,12 @@ func (t *Transport) addReport(reports []strategy.Report, s *strategy.Strategy, s
 		if r.Window != sig.Window {
 			continue
 		}
+		// Used is counted from the larger of the two limits: a larger upstream limit (a plan
+		// above the rule's) keeps the upstream's usage; a smaller one (Shopify lowering a
+		// bucket, an unauthenticated GitHub caller's 60) leaves us exactly the upstream's
+		// remaining, not its usage counted against our larger rule.
 		limit := r.Limit
-		if sig.Limit != headers.Unknown {
+		if sig.Limit != headers.Unknown && sig.Limit > limit {
 			limit = sig.Limit
 		}
 		rep := strategy.Report{Rule: i, Remaining: min(sig.Remaining, 1<<31), Used: min(max(0, limit-sig.Remaining), 1<<31)}

@@ -22,9 +22,12 @@ import (
 // Unknown is the Cost of a response that did not say what its request cost.
 const Unknown = -1
 
-// MaxBody is the most bytes of a response body a Reader of this package reads to find the
-// cost: 1 MiB. A longer body is not parsed (its cost is Unknown, so the charge made before the
-// send stands), and is passed to the caller whole all the same.
+// MaxBody is the most bytes of a response body a Reader of this package parses whole to find
+// the cost: 1 MiB. Of a longer body, Watch keeps the first MaxBody and the last TailBytes
+// bytes, and the readers look for their member there (Shopify's extensions in the tail,
+// GitHub's rateLimit in either); ReadCost, which reads before returning, does not parse one.
+// Of a gzip'd body, MaxBody compressed bytes at most are kept. The caller always gets the body
+// whole.
 const MaxBody = 1 << 20
 
 // Report is what one response says about the cost of its request.
@@ -53,19 +56,58 @@ func (f ReaderFunc) ReadCost(resp *http.Response, now time.Time) Report { return
 
 // Declared is a Reader that declares the windows its signals name (as headers.Windowed does),
 // so that ratemonitor.New refuses one whose window no rule has. The readers of this package
-// return one.
+// return one; it is a BodyReader.
 type Declared struct {
 	name    string
-	read    ReaderFunc
+	head    ReaderFunc
+	body    func(resp *http.Response, body Body, now time.Time) Report
 	windows []headers.Window
 }
 
-// ReadCost calls the reader; the zero Declared reports Unknown.
-func (d Declared) ReadCost(resp *http.Response, now time.Time) Report {
-	if d.read == nil {
+// ReadHead reads what resp's header says; the zero Declared reports Unknown.
+func (d Declared) ReadHead(resp *http.Response, now time.Time) Report {
+	if d.head == nil {
 		return Report{Cost: Unknown}
 	}
-	return d.read(resp, now)
+	return d.head(resp, now)
+}
+
+// ReadBody reads what body (what the caller read of resp's body) says; the zero Declared
+// reports Unknown.
+func (d Declared) ReadBody(resp *http.Response, body Body, now time.Time) Report {
+	if d.body == nil {
+		return Report{Cost: Unknown}
+	}
+	return d.body(resp, body, now)
+}
+
+// ReadCost reads the header and, when Wants(resp), the body at once: it reads up to MaxBody
+// bytes of it before returning (PeekBody), and puts back a body that yields every byte. The
+// body's figures win over the header's. ratemonitor.WithCostReport does not call it: it
+// calls ReadHead and ReadBody, so as not to wait for the body.
+func (d Declared) ReadCost(resp *http.Response, now time.Time) Report {
+	rep := d.ReadHead(resp, now)
+	if d.body == nil || !Wants(resp) {
+		return rep
+	}
+	gz := isGzip(resp)
+	b, whole := PeekBody(resp, MaxBody)
+	if !whole {
+		return rep
+	}
+	c := capture{head: b}
+	body := c.body(gz)
+	if body.Head == nil && gz {
+		return rep
+	}
+	br := d.ReadBody(resp, body, now)
+	if br.Cost != Unknown {
+		rep.Cost = br.Cost
+	}
+	if len(br.Signals) > 0 {
+		rep.Signals = br.Signals
+	}
+	return rep
 }
 
 // Windows returns a copy of the declared windows.
@@ -118,19 +160,6 @@ func isJSON(resp *http.Response) bool {
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
-// jsonBody returns resp's body when it is JSON of at most MaxBody bytes, and nil otherwise,
-// leaving the body readable for the caller.
-func jsonBody(resp *http.Response) []byte {
-	if !isJSON(resp) {
-		return nil
-	}
-	b, whole := PeekBody(resp, MaxBody)
-	if !whole {
-		return nil
-	}
-	return b
-}
-
 // points rounds a number of points the upstream wrote as a JSON number up to a whole count,
 // refusing negative, fractional-beyond-range and absurd values (Unknown).
 func points(v *float64) int {
@@ -144,6 +173,6 @@ func points(v *float64) int {
 	return n
 }
 
-func declare(name string, read ReaderFunc, windows ...headers.Window) Declared {
-	return Declared{name: name, read: read, windows: windows}
+func declare(name string, head ReaderFunc, body func(*http.Response, Body, time.Time) Report, windows ...headers.Window) Declared {
+	return Declared{name: name, head: head, body: body, windows: windows}
 }

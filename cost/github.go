@@ -39,28 +39,41 @@ func ParseGitHubRateLimit(body []byte) (r GitHubRateLimit, ok bool) {
 // GitHubGraphQL returns a Reader of GitHub's GraphQL cost for a key whose rule has the given
 // window (an hour at GitHub). The cost is data.rateLimit.cost when the query asked for it, and
 // Unknown otherwise (the headers do not say one query's cost). The remaining points come from
-// data.rateLimit (remaining, limit, resetAt) when the body has it, and else from the
-// X-RateLimit-* fields (reset in epoch seconds). It reads at most MaxBody bytes of a JSON
-// body, and leaves the body whole for the caller. It declares that one window.
+// the X-RateLimit-* fields (reset in epoch seconds) when the header arrives, and from
+// data.rateLimit (remaining, limit, resetAt) once the body has been read, when it has it. Of a
+// body longer than MaxBody, the last "rateLimit" member in its first MaxBody or last
+// TailBytes bytes is read. It declares that one window.
 func GitHubGraphQL(window time.Duration) Declared {
 	fields := headers.XRateLimitReader(window, headers.ResetEpoch)
-	read := func(resp *http.Response, now time.Time) Report {
+	head := func(resp *http.Response, now time.Time) Report {
+		return Report{Cost: Unknown, Signals: fields.Read(resp.Header, now).Signals}
+	}
+	body := func(_ *http.Response, b Body, now time.Time) Report {
 		rep := Report{Cost: Unknown}
-		if body := jsonBody(resp); body != nil {
-			if rl, ok := ParseGitHubRateLimit(body); ok {
-				rep.Cost = points(rl.Cost)
-				if rem := points(rl.Remaining); rem != Unknown && rl.Remaining != nil && float64(rem) == *rl.Remaining {
-					sig := headers.Signal{Window: window, Remaining: rem, Limit: points(rl.Limit), Reset: headers.Unknown}
-					if !rl.ResetAt.IsZero() {
-						sig.Reset = max(0, rl.ResetAt.Sub(now))
-					}
-					rep.Signals = []headers.Signal{sig}
-					return rep
-				}
-			}
+		rl, ok := githubBody(b)
+		if !ok {
+			return rep
 		}
-		rep.Signals = fields.Read(resp.Header, now).Signals
+		rep.Cost = points(rl.Cost)
+		if rem := points(rl.Remaining); rem != Unknown && rl.Remaining != nil && float64(rem) == *rl.Remaining {
+			sig := headers.Signal{Window: window, Remaining: rem, Limit: points(rl.Limit), Reset: headers.Unknown}
+			if !rl.ResetAt.IsZero() {
+				sig.Reset = max(0, rl.ResetAt.Sub(now))
+			}
+			rep.Signals = []headers.Signal{sig}
+		}
 		return rep
 	}
-	return declare(fmt.Sprintf("cost.GitHubGraphQL(%v)", window), read, headers.Window{Window: window})
+	return declare(fmt.Sprintf("cost.GitHubGraphQL(%v)", window), head, body, headers.Window{Window: window})
+}
+
+func githubBody(b Body) (GitHubRateLimit, bool) {
+	if b.Whole {
+		return ParseGitHubRateLimit(b.Head)
+	}
+	var rl GitHubRateLimit
+	if member(b.Tail, "rateLimit", &rl) || member(b.Head, "rateLimit", &rl) {
+		return rl, true
+	}
+	return GitHubRateLimit{}, false
 }

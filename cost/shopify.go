@@ -43,17 +43,14 @@ func ParseShopifyCost(body []byte) (c ShopifyCost, ok bool) {
 // bucket, with the given window (tokenbucket.Rule(bucket, restoreRate) gives it: the time an
 // empty bucket takes to fill). The cost is actualQueryCost, rounded up; a throttled query
 // (actualQueryCost null) reports Unknown, and its charge stands. throttleStatus gives the
-// remaining points (currentlyAvailable, rounded down) of a bucket of maximumAvailable. It reads
-// at most MaxBody bytes of a JSON body, and leaves the body whole for the caller. It declares
-// that one window.
+// remaining points (currentlyAvailable, rounded down) of a bucket of maximumAvailable. The
+// header says nothing: all comes from the body, once read. Of a body longer than MaxBody,
+// the last "extensions" member in its last TailBytes bytes is read. It declares that one
+// window.
 func ShopifyGraphQL(window time.Duration) Declared {
-	read := func(resp *http.Response, _ time.Time) Report {
+	body := func(_ *http.Response, b Body, _ time.Time) Report {
 		rep := Report{Cost: Unknown}
-		body := jsonBody(resp)
-		if body == nil {
-			return rep
-		}
-		c, ok := ParseShopifyCost(body)
+		c, ok := shopifyBody(b)
 		if !ok {
 			return rep
 		}
@@ -67,5 +64,18 @@ func ShopifyGraphQL(window time.Duration) Declared {
 		}
 		return rep
 	}
-	return declare(fmt.Sprintf("cost.ShopifyGraphQL(%v)", window), read, headers.Window{Window: window})
+	return declare(fmt.Sprintf("cost.ShopifyGraphQL(%v)", window), nil, body, headers.Window{Window: window})
+}
+
+func shopifyBody(b Body) (ShopifyCost, bool) {
+	if b.Whole {
+		return ParseShopifyCost(b.Head)
+	}
+	var ext struct {
+		Cost *ShopifyCost `json:"cost"`
+	}
+	if member(b.Tail, "extensions", &ext) && ext.Cost != nil {
+		return *ext.Cost, true
+	}
+	return ShopifyCost{}, false
 }

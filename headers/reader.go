@@ -24,17 +24,28 @@ func (f ReaderFunc) Read(h http.Header, now time.Time) Report { return f(h, now)
 
 // Window names a rule a reader's figures can be about: the first rule whose Window equals
 // Window, of the request's key, or with App set, of the app key (ratemonitor.WithAppRules).
+// Optional marks figures a Transport may lack the rules for (Xero's app-wide minute, for a
+// client without app rules): ratemonitor.New does not refuse a reader for such a window, and
+// its figures are dropped.
 type Window struct {
-	Window time.Duration
-	App    bool
+	Window   time.Duration
+	App      bool
+	Optional bool
 }
 
-// String formats w as "1m0s" or "1m0s (app)".
+// String formats w as "1m0s", "1m0s (app)" or "1m0s (app, optional)".
 func (w Window) String() string {
+	var tags []string
 	if w.App {
-		return w.Window.String() + " (app)"
+		tags = append(tags, "app")
 	}
-	return w.Window.String()
+	if w.Optional {
+		tags = append(tags, "optional")
+	}
+	if len(tags) == 0 {
+		return w.Window.String()
+	}
+	return w.Window.String() + " (" + strings.Join(tags, ", ") + ")"
 }
 
 // Windowed is implemented by readers that know, before any response, every window their

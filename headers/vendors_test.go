@@ -67,7 +67,7 @@ func TestDeclaredWindows(t *testing.T) {
 	var _ Windowed = XeroReader(time.Minute, time.Hour)
 	var _ Reader = IETFReader
 	x := XeroReader(time.Minute, 24*time.Hour).Windows()
-	want := []Window{{Window: time.Minute}, {Window: 24 * time.Hour}, {Window: time.Minute, App: true}}
+	want := []Window{{Window: time.Minute}, {Window: 24 * time.Hour}, {Window: time.Minute, App: true, Optional: true}}
 	if len(x) != 3 || x[0] != want[0] || x[1] != want[1] || x[2] != want[2] {
 		t.Fatalf("XeroReader windows %v, want %v", x, want)
 	}

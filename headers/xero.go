@@ -77,7 +77,8 @@ func ParseXero(h http.Header) Xero {
 // as used up (remaining 0) until the response's Retry-After (Signal.Reset): "minute" and
 // "day" the key's, "appminute" the app's, which also sets Report.App.
 //
-// It declares the windows minute and day of the request's key and minute of the app key.
+// It declares the windows minute and day of the request's key and minute of the app key, that
+// last one optional: without app rules (ratemonitor.WithAppRules) the app figure is dropped.
 func XeroReader(minute, day time.Duration) Declared {
 	read := func(h http.Header, now time.Time) Report {
 		x := ParseXero(h)
@@ -108,5 +109,5 @@ func XeroReader(minute, day time.Duration) Declared {
 		return r
 	}
 	return Declare(fmt.Sprintf("headers.XeroReader(%v, %v)", minute, day), read,
-		Window{Window: minute}, Window{Window: day}, Window{Window: minute, App: true})
+		Window{Window: minute}, Window{Window: day}, Window{Window: minute, App: true, Optional: true})
 }

@@ -17,39 +17,98 @@ import (
 // https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api.
 const GitHubHourLimit = 5000
 
-// GitHubREST paces a GitHub REST API client: requests are keyed by their token (a digest of
-// the Authorization header; an unauthenticated request by host), each held to 5000 an hour
-// with a 1 s margin.
+// GitHubUnauthenticatedHourLimit is GitHub's primary limit for unauthenticated REST requests:
+// 60 an hour per IP address (the REST page above: "The primary rate limit for unauthenticated
+// requests is 60 requests per hour").
+const GitHubUnauthenticatedHourLimit = 60
+
+// GitHubMaxPause is the longest pause the GitHub profiles take (SyncConfig.MaxPause): GitHub's
+// limits reset within the hour, so a reset or Retry-After further away (a garbled value) is
+// cut to an hour and a minute.
+const GitHubMaxPause = time.Hour + time.Minute
+
+// githubUnauthenticatedCost is what an unauthenticated request is charged against the 5000 an
+// hour rule: ⌈5000 / 60⌉ = 84, so that 59 fit in an hour (59 × 84 = 4956 ≤ 5000 < 60 × 84),
+// never more than GitHub's 60. The figures of its responses are scaled by the same factor.
+const githubUnauthenticatedCost = (GitHubHourLimit + GitHubUnauthenticatedHourLimit - 1) / GitHubUnauthenticatedHourLimit
+
+// GitHubREST paces a GitHub REST API client: requests are keyed by their token (a keyed hash of
+// the Authorization header, under "github-rest:"), each held to 5000 an hour with a 1 s margin.
+// Unauthenticated requests (no Authorization header) are keyed by host under
+// "github-rest-unauthenticated:" and charged 84 each against that hour, so that at most 59 go
+// in an hour: GitHub allows 60 per IP address.
 //
-// It reads X-RateLimit-Limit, -Remaining and -Reset (epoch seconds) on every response. GitHub
-// refuses with a 403 or a 429 (its page above): with X-RateLimit-Remaining 0 for the primary
-// limit, which pauses the token until X-RateLimit-Reset; with Retry-After for a secondary
-// limit, which pauses it that long; and when neither says, GitHub asks for at least a minute,
-// which is the pause (SyncConfig.Fallback). Package retry retries such a 403 after the pause.
+// It reads X-RateLimit-Limit, -Remaining and -Reset (epoch seconds) on every response whose
+// X-RateLimit-Resource is core (or absent): the search, code_search, graphql and other
+// resources have limits of their own, which the fields then describe, and are not read (a
+// refusal of one of those still pauses the token, for the fallback minute at most). A
+// limit reported below the rule's (GITHUB_TOKEN's 1000, a token GitHub has lowered) raises the
+// count to the rule's limit less the remaining. GitHub refuses with a 403 or a 429 (its page
+// above): with X-RateLimit-Remaining 0 for the primary limit, which pauses the token until
+// X-RateLimit-Reset; with Retry-After for a secondary limit, which pauses it that long; and
+// when neither says, GitHub asks for at least a minute, which is the pause
+// (SyncConfig.Fallback), for a 429 and for a 403 whose JSON message names the secondary rate
+// limit (the first 4 KiB of such a body are read before RoundTrip returns). A reset or pause
+// beyond GitHubMaxPause is cut to it. Package retry retries such a 403 after the pause.
 func GitHubREST() []ratemonitor.Option {
+	r := githubReader{resource: "core", name: "profiles.GitHubREST"}
 	return []ratemonitor.Option{
 		ratemonitor.WithRules(strategy.Rule{Limit: GitHubHourLimit, Window: time.Hour, Margin: time.Second}),
-		ratemonitor.WithKeyFunc(byCredential),
-		ratemonitor.WithSync(ratemonitor.SyncConfig{
-			Readers:  []headers.Reader{headers.XRateLimitReader(time.Hour, headers.ResetEpoch)},
-			Fallback: time.Minute,
+		ratemonitor.WithKeyFunc(githubKey("github-rest")),
+		ratemonitor.WithCost(func(req *http.Request) int {
+			if req.Header.Get("Authorization") == "" {
+				return githubUnauthenticatedCost
+			}
+			return 1
 		}),
+		ratemonitor.WithCostReport(r),
+		githubSync(),
 		ratemonitor.WithPacing(),
 	}
 }
 
 // GitHubGraphQL paces a GitHub GraphQL API client in points: 5000 an hour per token, as
-// GitHubREST does requests. Each query is charged estimate(req) points before it is sent (nil:
-// 1, the least a query costs), and corrected to the cost GitHub reports when the query asks for
-// rateLimit { cost remaining resetAt } (cost.GitHubGraphQL); the remaining points, from that
-// object or else from the X-RateLimit-* fields, raise the count. An estimate below the real
-// cost lets a burst overshoot until the first answers arrive: ask for rateLimit, and estimate
-// from it.
+// GitHubREST does requests, on keys of their own ("github-graphql:"): GitHub counts GraphQL
+// points apart from REST requests, so the two profiles can share a store. Each query is
+// charged estimate(req) points before it is sent (nil: 1, the least a query costs), and
+// corrected to the cost GitHub reports when the query asks for rateLimit { cost remaining
+// resetAt } (cost.GitHubGraphQL), once the caller has read the response body to its end; the
+// remaining points, from the X-RateLimit-* fields of responses whose X-RateLimit-Resource is
+// graphql (or absent) and from that object, raise the count. An estimate below the real cost
+// lets a burst overshoot until the first answers arrive: ask for rateLimit, and estimate from
+// it. Refusals are read as GitHubREST reads them.
 func GitHubGraphQL(estimate func(*http.Request) int) []ratemonitor.Option {
-	opts := GitHubREST()
-	opts = append(opts, ratemonitor.WithCostReport(cost.GitHubGraphQL(time.Hour)))
+	r := githubReader{resource: "graphql", name: "profiles.GitHubGraphQL", body: cost.GitHubGraphQL(time.Hour), hasBody: true}
+	opts := []ratemonitor.Option{
+		ratemonitor.WithRules(strategy.Rule{Limit: GitHubHourLimit, Window: time.Hour, Margin: time.Second}),
+		ratemonitor.WithKeyFunc(githubKey("github-graphql")),
+		ratemonitor.WithCostReport(githubBodyReader{r}),
+		githubSync(),
+		ratemonitor.WithPacing(),
+	}
 	if estimate != nil {
 		opts = append(opts, ratemonitor.WithCost(estimate))
 	}
 	return opts
+}
+
+// githubSync is the GitHub profiles' WithSync: the figures come from the profile's cost
+// reader (githubReader), which sees the request; the pauses from the refusals.
+func githubSync() ratemonitor.Option {
+	return ratemonitor.WithSync(ratemonitor.SyncConfig{
+		Readers:  []headers.Reader{},
+		Fallback: time.Minute,
+		MaxPause: GitHubMaxPause,
+	})
+}
+
+// githubKey keys a request by its token under prefix (byCredential), and an unauthenticated
+// one by host under prefix + "-unauthenticated:", a limit of its own.
+func githubKey(prefix string) ratemonitor.KeyFunc {
+	return func(req *http.Request) string {
+		if req.Header.Get("Authorization") == "" {
+			return prefix + "-unauthenticated:" + ratemonitor.KeyByHost(req)
+		}
+		return prefix + ":" + byCredential(req)
+	}
 }

@@ -23,8 +23,12 @@ const (
 //
 // It reads X-HubSpot-RateLimit-Max and -Remaining for the 10 s rule and
 // X-HubSpot-RateLimit-Daily and -Daily-Remaining for the day rule (headers.HubSpotReader).
-// HubSpot's 429 names the limit in its JSON body (policyName) and sends no Retry-After: the
-// pause is then the fallback, 10 s, one interval.
+// HubSpot's 429 names the limit in its JSON body (policyName); when it sends no Retry-After,
+// the pause is the fallback, 10 s, one interval. HubSpot resets the day at midnight in the
+// account's time zone; the day rule here is a rolling 24 h, which is stricter, except on a
+// 25-hour day (daylight saving ends), when two bursts 24 h apart can fall in one HubSpot day. HubSpot
+// counts per account: two tokens of one account are counted apart here, so give them one key
+// (WithKeyFunc) if you use several.
 func HubSpot() []ratemonitor.Option {
 	return []ratemonitor.Option{
 		ratemonitor.WithRules(

@@ -26,9 +26,10 @@ const (
 // request and Shopify counting it.
 //
 // It reads X-Shopify-Shop-Api-Call-Limit ("32/40": the bucket's level and size) on every
-// response (headers.ShopifyReader), raising the count to the bucket's level. Shopify's 429
-// carries Retry-After: 2.0, a fraction that RFC 9110 does not allow and the monitor does not
-// read; the pause is then the fallback, 2 s, the time the bucket takes to leak a few requests.
+// response (headers.ShopifyReader), raising the count to the bucket's level; a bucket Shopify
+// reports smaller than 40 leaves exactly its free room ("10/10": the bucket is full). If a
+// 429's Retry-After is a fraction ("2.0"), which RFC 9110 does not allow and the monitor does
+// not read, the pause is the fallback, 2 s, the time the bucket takes to leak a few requests.
 func ShopifyREST() []ratemonitor.Option {
 	rule, err := tokenbucket.Rule(ShopifyRESTBucket, ShopifyRESTLeakRate)
 	if err != nil {

@@ -22,7 +22,12 @@ var SlackTierLimits = [5]int{0, 1, 20, 50, 100}
 //
 // Slack's 429 carries Retry-After in seconds, which pauses that method's key; a 429 without
 // it pauses for a minute. Methods of other tiers, and the special tier of chat.postMessage (1
-// message a second per channel), need a Transport of their own. A tier outside 1 to 4 makes
+// message a second per channel), need a Transport of their own. An app not approved for the
+// Slack Marketplace gets Tier 1 (1 a minute) on conversations.history and
+// conversations.replies (Slack, "Rate limit changes for non-Marketplace apps",
+// https://api.slack.com/changelog/2025-05-terms-rate-limit-update-and-faq): use Slack(1) for
+// those. Two tokens of one workspace and app are counted apart here, though Slack counts them
+// together: give them one key (WithKeyFunc) if you use several. A tier outside 1 to 4 makes
 // New fail.
 func Slack(tier int) []ratemonitor.Option {
 	if tier < 1 || tier > 4 {

@@ -19,7 +19,9 @@ const StripeLiveLimit = 100
 //
 // Stripe's limits come without rate-limit header fields: a 429 pauses the key for its
 // Retry-After if it has one, and else for the fallback, 1 s, one window. Stricter limits of
-// single endpoints (25 a second by default, on the same page) are not paced here.
+// single endpoints (25 a second by default, on the same page) are not paced here. Two secret
+// keys of one account (restricted keys) are counted apart here, though Stripe counts them
+// together: give them one key (WithKeyFunc) if you use several.
 func Stripe() []ratemonitor.Option {
 	return []ratemonitor.Option{
 		ratemonitor.WithRules(strategy.Rule{Limit: StripeLiveLimit, Window: time.Second, Granularity: 10 * time.Millisecond, Margin: 20 * time.Millisecond}),

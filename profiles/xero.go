@@ -10,8 +10,10 @@ import (
 
 // Xero's limits. Source: Xero, "OAuth 2.0 API limits",
 // https://developer.xero.com/documentation/guides/oauth2/limits/#api-rate-limits: per tenant
-// (organisation) 60 calls in a rolling minute, 5000 in a rolling day and 5 in progress at once;
-// per app 10 000 calls a minute across all tenants.
+// (organisation) 60 calls a minute, 5000 a day and 5 in progress at once; per app 10 000 calls a
+// minute across all tenants. Xero counts the day in "a fixed window which will reset at
+// different times for each tenant" (its page); the rules here are rolling windows, which never
+// allow more than a fixed window of the same length does in any span of that length.
 const (
 	XeroMinuteLimit    = 60
 	XeroDayLimit       = 5000
@@ -29,10 +31,15 @@ const (
 // every response (headers.XeroReader), and a 429's Retry-After with X-Rate-Limit-Problem
 // (minute, day, appminute, compared case-insensitively) pauses the tenant, or the app key.
 // Xero's third limit, 5 calls in progress per tenant, is held too (ratemonitor.WithInFlight):
-// a sixth call waits until one of the five has its response closed. In-flight slots are
+// a sixth call waits until one of the five has its response closed. A 429 without Retry-After
+// (Xero's concurrent limit, when another client of the tenant has calls in progress) pauses
+// the tenant for 1 s (SyncConfig.Fallback). In-flight slots are
 // leases in the store, so the store must hold them (cache.Leaser: the memory and Redis
 // stores); New refuses the profile over the SQLite and DynamoDB stores.
 func Xero(appKey string) []ratemonitor.Option {
+	if appKey == "" {
+		return failed(`Xero(""): the app key must not be empty: give one no tenant id can be, such as "xero-app:<client id>"`)
+	}
 	return []ratemonitor.Option{
 		ratemonitor.WithRules(
 			strategy.Rule{Limit: XeroMinuteLimit, Window: time.Minute, Margin: time.Second},
@@ -40,7 +47,10 @@ func Xero(appKey string) []ratemonitor.Option {
 		ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)),
 		ratemonitor.WithAppRules(appKey, strategy.Rule{Limit: XeroAppMinuteLimit, Window: time.Minute, Margin: time.Second}),
 		ratemonitor.WithInFlight(XeroInFlight),
-		ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour)}}),
+		// Fallback: Xero sends Retry-After with its minute and day 429s; the one without is
+		// the concurrent limit's (X-Rate-Limit-Problem: concurrent), where a slot frees as soon
+		// as a call in progress ends: a second, not the default minute.
+		ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour)}, Fallback: time.Second}),
 		ratemonitor.WithPacing(),
 	}
 }

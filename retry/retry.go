@@ -79,7 +79,10 @@ func Backoff(t *ratemonitor.Transport, base retryablehttp.Backoff) retryablehttp
 
 // CheckRetry returns a retryablehttp.CheckRetry that asks base, except that it retries a 403
 // that is about a rate limit (headers.Refused: X-RateLimit-Remaining: 0, or a Retry-After, as
-// GitHub sends for its primary and secondary limits) as it would a 429, that it never retries
+// GitHub sends for its primary and secondary limits; or headers.GitHubSecondary: a JSON message
+// naming a secondary rate limit, of which it reads the first 4 KiB) as it would a 429 when base
+// says no without an error of its own (a base that must never retry a 403 should be wrapped to
+// refuse after CheckRetry, not before), that it never retries
 // when the Transport refused to wait past the deadline (a *ratemonitor.DeadlineError: a retry
 // would only meet the same wait), and that when base would retry but the least wait before the
 // retry (Retry-After, and t's wait for the key) would pass ctx's deadline, it gives up at once
@@ -91,9 +94,11 @@ func CheckRetry(t *ratemonitor.Transport, base retryablehttp.CheckRetry) retryab
 			return false, err
 		}
 		retry, cerr := base(ctx, resp, err)
-		if !retry && err == nil && resp != nil && resp.StatusCode == http.StatusForbidden && headers.Refused(resp.StatusCode, resp.Header) {
+		if !retry && cerr == nil && err == nil && resp != nil && resp.StatusCode == http.StatusForbidden &&
+			(headers.Refused(resp.StatusCode, resp.Header) || headers.GitHubSecondary(resp)) {
 			// A rate limit's 403 (GitHub's primary limit says X-RateLimit-Remaining: 0, a
-			// secondary one a Retry-After): retry it after the pause, as a 429.
+			// secondary one a Retry-After, or only its message): retry it after the pause, as
+			// a 429. A base that gave an error of its own is not overridden.
 			if cerr := ctx.Err(); cerr != nil {
 				return false, cerr
 			}
@@ -120,7 +125,8 @@ func CheckRetry(t *ratemonitor.Transport, base retryablehttp.CheckRetry) retryab
 
 // floor is the least wait before retrying resp's request, at now (the local wall clock, which
 // the request context's deadline is on too): its Retry-After, and on a refusal whose
-// X-RateLimit-Remaining is 0 its X-RateLimit-Reset, each capped at t.MaxPause(), and the
+// X-RateLimit-Remaining is 0 its X-RateLimit-Reset, a minute for a GitHub secondary limit's
+// refusal that gives no wait (headers.GitHubSecondary), each capped at t.MaxPause(), and the
 // monitor's wait for one more request on its key. A monitor error (a store that is down) adds
 // nothing: the Transport's ErrorPolicy decides what happens to the retry itself. An
 // implausible Date is reported by the Transport (WithSync), which sees the same response.
@@ -134,6 +140,10 @@ func floor(t *ratemonitor.Transport, resp *http.Response, now time.Time) time.Du
 		if x := headers.ParseXRateLimit(resp.Header, now, headers.ResetAuto); x.Remaining == 0 && x.Reset > 0 {
 			d = max(d, min(x.Reset, t.MaxPause()))
 		}
+	}
+	if headers.GitHubSecondary(resp) {
+		// GitHub: without retry-after, "wait for at least one minute before retrying"
+		d = max(d, min(time.Minute, t.MaxPause()))
 	}
 	if req := resp.Request; req != nil {
 		if w, err := t.WaitTime(req.Context(), t.Key(req), 1); err == nil {

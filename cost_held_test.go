@@ -1,0 +1,199 @@
+package ratemonitor_test
+
+// Adversarial review of issue 15, item 2: attacks on the cost correction that the code
+// withstood (main at 6db666f). Kept as regression tests.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/cost"
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// headerCost reads the cost an upstream reports from X-Real-Cost.
+var headerCost = cost.ReaderFunc(func(resp *http.Response, _ time.Time) cost.Report {
+	n, err := strconv.Atoi(resp.Header.Get("X-Real-Cost"))
+	if err != nil {
+		return cost.Report{Cost: cost.Unknown}
+	}
+	return cost.Report{Cost: n}
+})
+
+func costUpstream(t *testing.T, real string, hits *atomic.Int64) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("X-Real-Cost", real)
+		w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func used(t *testing.T, tr *ratemonitor.Transport, key string) int {
+	t.Helper()
+	u, err := tr.AllocationUsed(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u[0].Used
+}
+
+func send(tr http.RoundTripper, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// TestCostCorrectionRaceRedis: two Transports (two processes) over one Redis store, 40
+// goroutines, each request charged 5 and reported at 1, on a rule of 10 a minute: the
+// upstream never receives more than 10 in the minute, and after all the store counts exactly
+// what reached the upstream (every give-back took the request's own slots, none twice).
+func TestCostCorrectionRaceRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	store, err := redisstore.New(srv.Client(), redisstore.Options{Prefix: "review-cost-race:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var hits atomic.Int64
+	up := costUpstream(t, "1", &hits)
+	var trs []*ratemonitor.Transport
+	for range 2 {
+		tr, err := ratemonitor.New(up.Client().Transport, ratemonitor.WithStore(store), ratemonitor.WithPacing(),
+			ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
+			ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
+			ratemonitor.WithCost(func(*http.Request) int { return 5 }), ratemonitor.WithCostReport(headerCost))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		trs = append(trs, tr)
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := send(trs[i%2], up.URL, 10*time.Second) // a wait of ~1 min fails at once (DeadlineError)
+			var de *ratemonitor.DeadlineError
+			if err != nil && !errors.As(err, &de) && !errors.Is(err, context.DeadlineExceeded) {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := hits.Load(); n > 10 || n < 2 {
+		t.Errorf("upstream received %d in the minute, want 2 to 10", n)
+	}
+	if u := used(t, trs[0], "k"); u != int(hits.Load()) {
+		t.Errorf("store counts %d after %d requests of real cost 1", u, hits.Load())
+	}
+}
+
+// TestCostStackedCountedOnce: two Transports stacked on one store, both with WithCost and
+// WithCostReport: the request is charged once (5) and corrected once (to 2).
+func TestCostStackedCountedOnce(t *testing.T) {
+	var hits atomic.Int64
+	up := costUpstream(t, "2", &hits)
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	store, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	opts := []ratemonitor.Option{ratemonitor.WithStore(store), ratemonitor.WithPacing(),
+		ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
+		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
+		ratemonitor.WithCost(func(*http.Request) int { return 5 }), ratemonitor.WithCostReport(headerCost)}
+	inner, err := ratemonitor.New(up.Client().Transport, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	outer, err := ratemonitor.New(inner, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outer.Close()
+	if err := send(outer, up.URL, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if u := used(t, outer, "k"); u != 2 {
+		t.Errorf("stacked: used %d, want 2", u)
+	}
+}
+
+// TestCostMonitoringAndPause: in monitoring mode a higher real cost is recorded on top
+// and a lower one kept; a give-back under pacing after the key was paused (a 429 of another
+// request) leaves the pause in place.
+func TestCostMonitoringAndPause(t *testing.T) {
+	var hits atomic.Int64
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	up7 := costUpstream(t, "7", &hits)
+	mon, err := ratemonitor.New(up7.Client().Transport, ratemonitor.WithClock(clk),
+		ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
+		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
+		ratemonitor.WithCost(func(*http.Request) int { return 3 }), ratemonitor.WithCostReport(headerCost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Close()
+	send(mon, up7.URL, time.Second)
+	send(mon, up7.URL, time.Second) // 14: over the limit, recorded in monitoring mode
+	if u := used(t, mon, "k"); u != 14 {
+		t.Errorf("monitoring: used %d, want 14", u)
+	}
+
+	var n atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Real-Cost", "1")
+		if n.Add(1) == 1 {
+			// the first answer waits until the second request has been refused
+			time.Sleep(100 * time.Millisecond)
+			return
+		}
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer up.Close()
+	paced, err := ratemonitor.New(up.Client().Transport, ratemonitor.WithClock(clk), ratemonitor.WithPacing(),
+		ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
+		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
+		ratemonitor.WithSync(ratemonitor.SyncConfig{}),
+		ratemonitor.WithCost(func(*http.Request) int { return 4 }), ratemonitor.WithCostReport(headerCost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer paced.Close()
+	done := make(chan error)
+	go func() { done <- send(paced, up.URL, time.Second) }()
+	for n.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	send(paced, up.URL, time.Second) // the 429: pauses k for 30 s
+	<-done                           // then the first request's 4 is corrected to 1
+	w, err := paced.WaitTime(context.Background(), "k", 1)
+	if err != nil || w < 29*time.Second {
+		t.Errorf("after a give-back on a paused key: wait %v (%v), want the pause's 30 s", w, err)
+	}
+}
