@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/profiles"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // The README's first snippets, compiled here; TestREADMEUsageSnippets keeps them the same.
@@ -66,7 +68,39 @@ func syncInvoices(ctx context.Context, tr *ratemonitor.Transport, client *http.C
 
 // end
 
+// README: Request cost
+func shopifyCost(estimate func(*http.Request) int) error {
+	// import "github.com/ratemonitor/ratemonitor/cost" and ".../tokenbucket"
+	rule, err := tokenbucket.Rule(1000, 50) // your plan's bucket (points) and restore rate (points a second)
+	if err != nil {
+		return err
+	}
+	bucket, err := tokenbucket.New(rule)
+	if err != nil {
+		return err
+	}
+	tr, err := ratemonitor.New(http.DefaultTransport,
+		ratemonitor.WithStrategy(bucket),
+		ratemonitor.WithKeyFunc(ratemonitor.KeyByHost), // one bucket per shop
+		ratemonitor.WithPacing(),
+		ratemonitor.WithSync(ratemonitor.SyncConfig{}),               // takes the points Shopify says remain
+		ratemonitor.WithCost(estimate),                               // func(*http.Request) int: your estimate
+		ratemonitor.WithCostReport(cost.ShopifyGraphQL(rule.Window))) // then Shopify's word
+	// end
+	if err != nil {
+		return err
+	}
+	return tr.Close()
+}
+
 var _, _ = paceXero, syncInvoices
+
+// TestREADMECostSnippet: the Request cost snippet makes a Transport.
+func TestREADMECostSnippet(t *testing.T) {
+	if err := shopifyCost(func(*http.Request) int { return 10 }); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestREADMEUsageSnippets: the Go blocks of the README's first two Usage subsections are, line
 // for line (tabs and gofmt's alignment aside), the code above, which the compiler checks.
@@ -81,7 +115,7 @@ func TestREADMEUsageSnippets(t *testing.T) {
 	}
 	norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
 	src := norm(string(self))
-	for _, heading := range []string{"### Pace a Xero client in three lines", "### Rules of your own"} {
+	for _, heading := range []string{"### Pace a Xero client in three lines", "### Rules of your own", "### Request cost"} {
 		i := strings.Index(string(readme), heading)
 		if i < 0 {
 			t.Fatalf("README has no %q", heading)
