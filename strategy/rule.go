@@ -56,8 +56,8 @@ func (r Rule) Validate() error {
 	case r.Window < g:
 		return fmt.Errorf("%w %s: window %v is shorter than the granularity %v", ErrInvalidRule, r, r.Window, g)
 	case r.EffectiveWindow()%g != 0:
-		return fmt.Errorf("%w %s: window+margin %v is not a whole multiple of the granularity %v",
-			ErrInvalidRule, r, r.EffectiveWindow(), g)
+		return fmt.Errorf("%w %s: window+margin %v is not a whole multiple of the granularity %v: set Granularity to a divisor of it (such as %v)",
+			ErrInvalidRule, r, r.EffectiveWindow(), g, gcdDuration(r.EffectiveWindow(), g))
 	}
 	return nil
 }
@@ -136,4 +136,13 @@ func ParseRule(s string) (Rule, error) {
 	}
 	r := Rule{Limit: n, Window: w}
 	return r, r.Validate()
+}
+
+// gcdDuration is the greatest common divisor of a and b (both > 0): the coarsest granularity
+// that divides both the window and the one asked for.
+func gcdDuration(a, b time.Duration) time.Duration {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
