@@ -60,7 +60,8 @@ type inflightConfig struct {
 // meanwhile. Store errors follow the ErrorPolicy: under FailOpen the request is sent without
 // a slot (and reported), under FailClosed it is refused with a *StoreError, and under Degrade,
 // while the shared store is unreachable, slots are counted in this process at its share of n
-// (at least 1; see DegradedConfig.Share), and slots taken so are not known to the shared
+// (at least 1; see DegradedConfig.Share), the slots it still holds in the store counted
+// against that share, and slots taken so are not known to the shared
 // store when it returns. Transport.InFlight reports the slots held. Transports stacked over
 // one store (one the base of the other, not through an *http.Transport) hold one slot of a key
 // per request, the outermost's, however many of them have WithInFlight.

@@ -187,12 +187,14 @@ func (f *inflight) try(ctx context.Context, key, queue string, n int) (*slot, ti
 }
 
 // tryLocal counts a slot in this process while the shared store is out, at this process's
-// share of n (at least 1).
+// share of n (at least 1). The share bounds every slot of key this Transport holds, the ones
+// still leased in the store before it went out included: those requests are still in flight
+// upstream, so counting only the slots taken while degraded would let share·n more go.
 func (f *inflight) tryLocal(key, queue string, n int) (*slot, time.Duration, error) {
 	limit := max(1, int(float64(n)*f.t.deg.episodeShare()))
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.local[key] >= limit {
+	if f.held[key] >= limit {
 		return nil, InFlightPoll, nil
 	}
 	f.local[key]++
