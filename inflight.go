@@ -32,7 +32,8 @@ type inflightConfig struct {
 // WithInFlight lets at most n requests of one key be in flight at once (n ≥ 1): Xero's 5
 // calls in progress per tenant, say (https://developer.xero.com/documentation/guides/oauth2/limits/#api-rate-limits).
 // A request holds a slot of its key from just before it is sent until its response body is
-// closed or read to EOF, or until the base RoundTripper returns an error; a response without a
+// closed or read to EOF, or until the base RoundTripper returns an error or panics (the panic
+// goes on up, the slot freed); a response without a
 // body (nil or http.NoBody) frees its slot at once. So close every response body, as net/http
 // asks: a body never closed holds its slot for as long as the process lives.
 //

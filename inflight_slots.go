@@ -57,7 +57,16 @@ func (t *Transport) roundTripInFlight(base http.RoundTripper, req *http.Request,
 		}
 		return nil, err
 	}
+	// A panic in base (a bug in a wrapped RoundTripper, recovered further up as net/http's
+	// server does) would otherwise keep the slots, renewed, for as long as the process lives.
+	sent := false
+	defer func() {
+		if !sent {
+			h.release()
+		}
+	}()
 	resp, err := t.roundTrip(base, h.markHeld(base, req), key)
+	sent = true
 	if err != nil || resp == nil {
 		h.release()
 		return resp, err
