@@ -95,7 +95,12 @@ func WithAppInFlight(n int) Option {
 // Transport renews every lease it holds each ttl/4 (one goroutine per Transport, only while
 // it holds leases, stopped by Close), so a lease is at most ttl/2 old when it is renewed. A
 // renewal that fails (the store unreachable for longer than ttl/2) is logged, and the slot
-// may then free in the store while its request is still in flight. After Close nothing is
+// may then free in the store while its request is still in flight. A renewal that finds its
+// lease gone (expired meanwhile, or lost: a Redis restart, FLUSHALL or eviction) takes the
+// slot again under a new lease when the key has room, and reports the loss either way
+// (observe.StateLost, Op "lease", and a log line); when the key is full, because other
+// processes took the freed slots meanwhile, it has more than n in flight until requests end
+// (the renewal keeps trying to take the slot again, reporting it once). After Close nothing is
 // renewed: slots still held then free at their leases' expiry. On a clock.Manual with Auto
 // set (simulated time, for tests) nothing is renewed either.
 func WithInFlightLease(ttl time.Duration) Option {
