@@ -51,23 +51,31 @@ func IsHeader(name string) bool {
 	return false
 }
 
-// URL returns u for a log line or an error: u.Redacted() (the password in the user info
-// replaced) with the value of every query parameter replaced by "xxxxx", since APIs take
-// tokens there too (access_token=, key=, a presigned URL's signature).
+// URL returns u for a log line or an error with what may carry a credential replaced by
+// "xxxxx": the whole user info (net/http sends it as Basic credentials, and APIs take a key
+// as the user name: Stripe's secret key, "curl -u sk_test_...:",
+// https://docs.stripe.com/api/authentication; a GitHub token as token@host), the value of
+// every query parameter (access_token=, key=, a presigned URL's signature), and every query
+// part without "=" (a bare ?<token>). The path is kept: a token in it (Telegram's
+// /bot<token>/) still shows.
 func URL(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
-	if u.RawQuery == "" {
-		return u.Redacted()
-	}
 	c := *u
-	parts := strings.Split(c.RawQuery, "&")
-	for i, p := range parts {
-		if name, _, ok := strings.Cut(p, "="); ok {
-			parts[i] = name + "=xxxxx"
-		}
+	if c.User != nil {
+		c.User = url.User("xxxxx")
 	}
-	c.RawQuery = strings.Join(parts, "&")
-	return c.Redacted()
+	if c.RawQuery != "" {
+		parts := strings.Split(c.RawQuery, "&")
+		for i, p := range parts {
+			if name, _, ok := strings.Cut(p, "="); ok {
+				parts[i] = name + "=xxxxx"
+			} else if p != "" {
+				parts[i] = "xxxxx"
+			}
+		}
+		c.RawQuery = strings.Join(parts, "&")
+	}
+	return c.String()
 }
