@@ -307,16 +307,26 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 
 // queueDeadlineCheck refuses at once a waiter that cannot get its turn before ctx's deadline:
 // the requests ahead of it and its own must all fit, which takes at least the wait for their
-// sum (capped at the smallest limit, the most a window can ever hold).
+// sum, or, when the sum is more than can ever go at once (MaxBurst), the wait for one plus
+// the least time the sum takes to go one after another (minSpan).
 func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead int, lim limits) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return nil
 	}
-	snap, err := t.ops.Peek(ctx, lim.strat, key, min(n+ahead, lim.strat.MaxBurst()))
+	k := n + ahead
+	m := min(k, lim.strat.MaxBurst())
+	snap, err := t.ops.Peek(ctx, lim.strat, key, m)
 	if err != nil {
 		return nil // the head's own reserve will report the store's state
 	}
 	wait := snap.Wait
+	if k > m {
+		// More than can ever go at once: the first goes no sooner than Peek(1) says, the
+		// last at least minSpan after it (pacing_bound.go).
+		if first, err := t.ops.Peek(ctx, lim.strat, key, 1); err == nil {
+			wait = max(wait, first.Wait+minSpan(lim.strat, k))
+		}
+	}
 	if lim.app != nil {
 		// The app key must have room for this burst too, whatever other keys take meanwhile.
 		if app, err := t.ops.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
