@@ -54,6 +54,8 @@ const (
 // roundTripInFlight is RoundTrip with in-flight slots: taken before the rate slot, held until
 // the response body is done.
 func (t *Transport) roundTripInFlight(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
+	// The passes taken in the in-flight queues count in the rate queues too (MaxOvertakes).
+	req = req.WithContext(withPasses(req.Context()))
 	h, err := t.inflight.take(req, key)
 	if err != nil {
 		if req.Body != nil {

@@ -102,6 +102,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 	if err := ctx.Err(); err != nil {
 		return at, appAt, local, err
 	}
+	ctx = withPasses(ctx) // MaxOvertakes across the key's queue and the app key's
 	// reserve asks the store once for both keys. The key's slots are never held while waiting
 	// for the app key's: a slot is counted from the instant it is recorded, so one held for a
 	// while before the send would free early by as much. A refusal whose wait would pass the
@@ -258,7 +259,11 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 		q = &queue{}
 		sh.queues[qkey] = q
 	}
+	carried := passesFrom(ctx)
 	w := &waiter{n: n, prio: PriorityFrom(ctx), turn: make(chan struct{})}
+	if carried != nil {
+		w.overtaken = int(carried.n.Load()) // passes taken in the request's earlier queue (priority.go)
+	}
 	q.waiters = append(q.waiters, w)
 	first := q.head == nil
 	ahead := 0
@@ -282,6 +287,11 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 		case <-ctx.Done():
 			leave()
 			return nil, ctx.Err()
+		}
+		if carried != nil {
+			sh.mu.Lock() // the head is passed no more: its count is final
+			carried.n.Store(int64(w.overtaken))
+			sh.mu.Unlock()
 		}
 	}
 	return leave, nil
