@@ -50,8 +50,9 @@ func KeyByHashedHeader(name string, secret []byte, fallback KeyFunc) KeyFunc {
 
 // IsCredentialHeader reports whether KeyByHeader hashes the values of header name: when name,
 // ignoring case, contains "auth", "token", "secret", "password", "passwd", "cookie",
-// "session", "signature", "credential", "apikey", "api-key", "api_key" or
-// "subscription-key". So Authorization, Proxy-Authorization, Cookie, X-Api-Key, Api-Key,
+// "session", "signature", "credential", "apikey", "api-key", "api_key", "subscription-key",
+// "functions-key", "jfrog-art-api", "aio-key", "apisports-key", "access-key", "private-key"
+// or "master-key". So Authorization, Proxy-Authorization, Cookie, X-Api-Key, Api-Key,
 // X-Auth-Token, X-Access-Token, Private-Token, X-Shopify-Access-Token, X-Amz-Security-Token,
 // X-Goog-Api-Key and Ocp-Apim-Subscription-Key do; Xero-Tenant-Id and X-Client-Id do not,
 // nor does X-Client-Key (a name, not a secret, by this rule): hash such a header with

@@ -41,12 +41,12 @@ func TestLogRedactsUserInfoCredential(t *testing.T) {
 	}
 }
 
-// TestCredentialHeaderNamesEndingInKey: header names documented by popular APIs for their keys that
+// TestCredentialHeaderNamesOfPublicAPIs: header names documented by popular APIs for their keys that
 // IsCredentialHeader does not recognise, so KeyByHeader(name, nil) makes the raw key the
 // rate-limit key (in Redis and SQLite keys, errors, logs, events): Azure Functions'
 // x-functions-key (learn.microsoft.com, "Function access keys"), JFrog Artifactory's
 // X-JFrog-Art-Api, Adafruit IO's X-AIO-Key, API-Sports' x-apisports-key.
-func TestCredentialHeaderNamesEndingInKey(t *testing.T) {
+func TestCredentialHeaderNamesOfPublicAPIs(t *testing.T) {
 	const secret = "rev2-raw-api-key-value"
 	for _, name := range []string{"x-functions-key", "X-JFrog-Art-Api", "X-AIO-Key", "x-apisports-key"} {
 		req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)

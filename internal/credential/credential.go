@@ -34,13 +34,22 @@ func Hash(secret []byte, key string) string {
 	return Prefix + hex.EncodeToString(sum[:SumBytes])
 }
 
-// words mark a header name as naming a credential wherever they appear in it.
+// words mark a header name as naming a credential wherever they appear in it. Not every name
+// ending in "-key" does: X-Client-Key and Idempotency-Key name a client or a request, so the
+// key headers of public API documentation that say neither "api" nor another word here are
+// listed one by one: Azure Functions' x-functions-key
+// (https://learn.microsoft.com/azure/azure-functions/function-keys-how-to), JFrog
+// Artifactory's X-JFrog-Art-Api, Adafruit IO's X-AIO-Key, API-Sports' x-apisports-key, and
+// the access-, private- and master-key headers (X-Master-Key of JSONBin, say).
 var words = []string{"auth", "token", "secret", "password", "passwd", "cookie", "session",
-	"signature", "credential", "apikey", "api-key", "api_key", "subscription-key"}
+	"signature", "credential", "apikey", "api-key", "api_key", "subscription-key",
+	"functions-key", "jfrog-art-api", "aio-key", "apisports-key", "access-key", "private-key", "master-key"}
 
 // IsHeader reports whether the header field name (any case) names a credential: it contains,
 // ignoring case, one of "auth", "token", "secret", "password", "passwd", "cookie", "session",
-// "signature", "credential", "apikey", "api-key", "api_key" or "subscription-key".
+// "signature", "credential", "apikey", "api-key", "api_key", "subscription-key",
+// "functions-key", "jfrog-art-api", "aio-key", "apisports-key", "access-key", "private-key" or
+// "master-key".
 func IsHeader(name string) bool {
 	n := strings.ToLower(name)
 	for _, w := range words {

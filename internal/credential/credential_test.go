@@ -32,7 +32,8 @@ func TestIsHeader(t *testing.T) {
 	for _, name := range []string{"Authorization", "proxy-authorization", "Cookie", "X-Api-Key", "Api-Key", "apikey",
 		"X-Auth-Token", "X-Access-Token", "Private-Token", "X-Shopify-Access-Token", "X-Amz-Security-Token",
 		"X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "X-Session-Id", "X-Hub-Signature-256",
-		"X-Client-Secret", "X-Password", "Api_Key"} {
+		"X-Client-Secret", "X-Password", "Api_Key", "x-functions-key", "X-JFrog-Art-Api", "X-AIO-Key", "x-apisports-key",
+		"X-Master-Key", "X-Access-Key", "X-Private-Key"} {
 		if !IsHeader(name) {
 			t.Errorf("IsHeader(%q) = false", name)
 		}
