@@ -142,7 +142,7 @@ func (f *inflight) takeOne(ctx context.Context, key, queue string, n int, check 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if f.t.Queued(queue) == 0 {
+	if f.t.queued(queue) == 0 {
 		if s, _, err := f.try(ctx, key, queue, n); s != nil || err != nil {
 			return s, err
 		}

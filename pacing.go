@@ -65,8 +65,16 @@ func (p *pacer) shard(key string) *pacerShard {
 }
 
 // Queued returns how many requests and reservations are waiting for a slot on key in this
-// Transport (pacing mode and Reserve); 0 when none are.
+// Transport (pacing mode and Reserve), and, with WithInFlight, requests waiting for one of
+// key's in-flight slots (a request waits for one slot at a time, so none is counted twice); 0
+// when none are. Waiters at the app key of WithAppRules are not counted.
 func (t *Transport) Queued(key string) int {
+	return t.queued(key) + t.queued(inflightQueue+key)
+}
+
+// queued returns the length of the pacer queue qkey (a key's, or one named by a queue prefix).
+func (t *Transport) queued(qkey string) int {
+	key := qkey
 	sh := t.pacer.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -168,7 +176,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 	// key's turn. Not with app rules either: there a reserve holds the key's slot for a moment
 	// while it asks the app key, and a caller arriving together, refused by that slot, would be
 	// told to wait a whole window for it.
-	if !t.contends && lim.app == nil && t.Queued(key) == 0 {
+	if !t.contends && lim.app == nil && t.queued(key) == 0 {
 		if wait, err := reserve(); err != nil || wait == 0 {
 			return at, appAt, local, err
 		}

@@ -58,14 +58,14 @@ func TestPriorityOvertakesBoundAcrossInFlightQueue(t *testing.T) {
 		limit := time.Now().Add(3 * time.Second)
 		for !cond() {
 			if time.Now().After(limit) {
-				t.Fatalf("%s never queued (rate %d, in-flight %d)", name, tr.Queued("k"), tr.Queued(iq))
+				t.Fatalf("%s never queued (rate %d, in-flight %d)", name, tr.queued("k"), tr.Queued(iq))
 			}
 			time.Sleep(20 * time.Microsecond)
 		}
 	}
-	start("H1", PriorityNormal, func() bool { return tr.Queued("k") == 1 })
-	start("H2", PriorityNormal, func() bool { return tr.Queued("k") == 2 })
-	start("H3", PriorityNormal, func() bool { return tr.Queued("k") == 3 })
+	start("H1", PriorityNormal, func() bool { return tr.queued("k") == 1 })
+	start("H2", PriorityNormal, func() bool { return tr.queued("k") == 2 })
+	start("H3", PriorityNormal, func() bool { return tr.queued("k") == 3 })
 	start("X", PriorityNormal, func() bool { return tr.Queued(iq) == 1 })
 	start("B", PriorityBatch, func() bool { return tr.Queued(iq) == 2 })
 	for i := 1; i <= 20; i++ {
@@ -74,7 +74,7 @@ func TestPriorityOvertakesBoundAcrossInFlightQueue(t *testing.T) {
 	limit := time.Now().Add(4 * time.Second)
 	for done.Load() < int64(total) && time.Now().Before(limit) {
 		want := 0
-		if tr.Queued("k") > 0 {
+		if tr.queued("k") > 0 {
 			want++
 		}
 		if tr.Queued(iq) > 0 {
@@ -83,7 +83,7 @@ func TestPriorityOvertakesBoundAcrossInFlightQueue(t *testing.T) {
 		if tr.InFlight("k") > 0 {
 			want++ // the lease renewal loop
 		}
-		if int(done.Load())+tr.Queued("k")+tr.Queued(iq) == total && clk.Sleepers() == want && want > 0 {
+		if int(done.Load())+tr.queued("k")+tr.Queued(iq) == total && clk.Sleepers() == want && want > 0 {
 			if at, ok := clk.Next(); ok {
 				clk.Set(at)
 			}
