@@ -20,8 +20,10 @@ const DefaultLeaseTTL = 30 * time.Second
 // asked for at its expiry if that is sooner.
 const InFlightPoll = 50 * time.Millisecond
 
-// minLeaseTTL is the shortest lease WithInFlightLease takes: renewal runs every quarter of it.
-const minLeaseTTL = 10 * time.Millisecond
+// minLeaseTTL is the shortest lease WithInFlightLease takes: renewal runs every quarter of it,
+// and a renewal round must end within half of it, so a lease shorter than a few store round
+// trips (Redis: Options.Timeout, 100 ms by default) would expire under a slow round.
+const minLeaseTTL = 100 * time.Millisecond
 
 // inflightConfig is what the in-flight options asked for.
 type inflightConfig struct {
@@ -90,10 +92,13 @@ func WithAppInFlight(n int) Option {
 }
 
 // WithInFlightLease sets the lease of an in-flight slot (default DefaultLeaseTTL, at least
-// 10 ms): a slot held by a process that crashed frees at most ttl after its last renewal.
+// 100 ms): a slot held by a process that crashed frees at most ttl after its last renewal.
 // While the process lives and reaches the store, a request never outlives its lease: the
 // Transport renews every lease it holds each ttl/4 (one goroutine per Transport, only while
-// it holds leases, stopped by Close), so a lease is at most ttl/2 old when it is renewed. A
+// it holds leases, stopped by Close), so a lease is at most ttl/2 old when it is renewed,
+// provided a renewal round (one store round trip per lease due, one after another) takes less
+// than ttl/4: keep ttl well above the store's round trip times the leases a Transport holds
+// (1 s or more in production; short leases are for tests). A
 // renewal that fails (the store unreachable for longer than ttl/2) is logged, and the slot
 // may then free in the store while its request is still in flight. A renewal that finds its
 // lease gone (expired meanwhile, or lost: a Redis restart, FLUSHALL or eviction) takes the
