@@ -44,6 +44,11 @@ func HashKey(f KeyFunc, secret []byte) KeyFunc {
 // KeyByHashedHeader is KeyByHeader with the header's value hashed with secret (empty or nil:
 // DefaultKeySecret; the secret is copied), whatever the header. The fallback's keys (nil means
 // KeyByHost) are not hashed: wrap the fallback in HashKey for that.
+//
+// An empty secret is not an error here (a KeyFunc has no error to return): it silently means
+// the public DefaultKeySecret, as for HashKey. So check the fleet's secret where it is read,
+// say len(secret) >= 16 for one taken from the environment, where an unset variable gives an
+// empty one; the middleware's WithKeySecret refuses an empty secret for that reason.
 func KeyByHashedHeader(name string, secret []byte, fallback KeyFunc) KeyFunc {
 	return keyByHeader(name, fallback, append([]byte(nil), secret...), true)
 }
