@@ -1,5 +1,9 @@
 package ratemonitor
 
+// The tests of this file come from the adversarial review (rev2) of issue 15: each comment
+// describes the defect the reviewer found, as it was before its fix; the test asserts the
+// fixed behaviour.
+
 import (
 	"context"
 	"io"
@@ -9,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/observe"
 )
 
 // panicFirst panics on its first RoundTrip (a bug in a wrapped RoundTripper; net/http's
@@ -88,5 +95,73 @@ func TestQueuedCountsInFlightWaiters(t *testing.T) {
 	first.Body.Close()
 	if got != 3 {
 		t.Errorf("Queued(%q) = %d with 3 requests waiting for its in-flight slot, want 3", key, got)
+	}
+}
+
+// TestInFlightLostLeaseOnFullKeyReportedOnce: WithInFlight(1) on one memory store shared by
+// two Transports. a's request holds the slot when its lease vanishes from the store (as a
+// flush would do: released behind a's back), and b takes the freed slot. a's renewal then
+// finds its lease gone and the key full: it cannot take the slot again, and reports the loss
+// once (one observe.StateLost, Op "lease", saying the slots are all taken), though it keeps
+// trying every round; once b's request ends, a takes its slot again and the key is back to 1.
+func TestInFlightLostLeaseOnFullKeyReportedOnce(t *testing.T) {
+	up, _, _ := countingUpstream(t)
+	key := strings.TrimPrefix(up.URL, "http://")
+	const ttl = 100 * time.Millisecond
+	events := reviewEvents{make(chan observe.Event, 64)}
+	a := newTransport(t, nil, WithRules(minute), WithInFlight(1), WithInFlightLease(ttl), WithLogger(discard), WithObserver(events))
+	b := newTransport(t, nil, WithRules(minute), WithInFlight(1), WithInFlightLease(ttl), WithLogger(discard), WithStore(a.Store()))
+	ra, err := send(a, context.Background(), up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Body.Close()
+	leaser := a.Store().(cache.Leaser)
+	if err := leaser.ReleaseLease(context.Background(), key, "1"); err != nil { // the memory store's first lease id
+		t.Fatal(err)
+	}
+	rb, err := send(b, context.Background(), up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost []observe.Event
+	deadline := time.After(5 * time.Second)
+	for len(lost) == 0 {
+		select {
+		case e := <-events.ch:
+			if e.Kind == observe.StateLost {
+				lost = append(lost, e)
+			}
+		case <-deadline:
+			t.Fatal("no StateLost within 5 s of the lease's loss")
+		}
+	}
+	time.Sleep(3 * ttl) // a dozen more renewal rounds of a, each failing to take the slot again
+	for len(events.ch) > 0 {
+		if e := <-events.ch; e.Kind == observe.StateLost {
+			lost = append(lost, e)
+		}
+	}
+	if len(lost) != 1 || lost[0].Op != "lease" || lost[0].Key != key || lost[0].Err == nil ||
+		!strings.Contains(lost[0].Err.Error(), "all taken") {
+		t.Fatalf("StateLost events %+v, want exactly one, Op lease, on %q, saying the slots are all taken", lost, key)
+	}
+	rb.Body.Close()
+	// a's renewal takes the freed slot again: from then on no other lease can be taken.
+	for stop := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		l, err := leaser.AcquireLease(context.Background(), key, 1, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !l.Acquired() {
+			if l.Held != 1 {
+				t.Errorf("held %d, want 1 (a's restored lease)", l.Held)
+			}
+			break
+		}
+		leaser.ReleaseLease(context.Background(), key, l.ID)
+		if time.Now().After(stop) {
+			t.Fatal("5 s after b's request ended, a's request (still in flight) holds no slot again")
+		}
 	}
 }

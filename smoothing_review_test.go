@@ -1,5 +1,9 @@
 package ratemonitor
 
+// The tests of this file come from the adversarial review (rev2) of issue 15: each comment
+// describes the defect the reviewer found, as it was before its fix; the test asserts the
+// fixed behaviour.
+
 import (
 	"context"
 	"testing"
