@@ -20,8 +20,10 @@ const DefaultLeaseTTL = 30 * time.Second
 // asked for at its expiry if that is sooner.
 const InFlightPoll = 50 * time.Millisecond
 
-// minLeaseTTL is the shortest lease WithInFlightLease takes: renewal runs every quarter of it.
-const minLeaseTTL = 10 * time.Millisecond
+// minLeaseTTL is the shortest lease WithInFlightLease takes: renewal runs every quarter of it,
+// and a renewal round must end within half of it, so a lease shorter than a few store round
+// trips (Redis: Options.Timeout, 100 ms by default) would expire under a slow round.
+const minLeaseTTL = 100 * time.Millisecond
 
 // inflightConfig is what the in-flight options asked for.
 type inflightConfig struct {
@@ -32,7 +34,8 @@ type inflightConfig struct {
 // WithInFlight lets at most n requests of one key be in flight at once (n ≥ 1): Xero's 5
 // calls in progress per tenant, say (https://developer.xero.com/documentation/guides/oauth2/limits/#api-rate-limits).
 // A request holds a slot of its key from just before it is sent until its response body is
-// closed or read to EOF, or until the base RoundTripper returns an error; a response without a
+// closed or read to EOF, or until the base RoundTripper returns an error or panics (the panic
+// goes on up, the slot freed); a response without a
 // body (nil or http.NoBody) frees its slot at once. So close every response body, as net/http
 // asks: a body never closed holds its slot for as long as the process lives.
 //
@@ -60,7 +63,8 @@ type inflightConfig struct {
 // meanwhile. Store errors follow the ErrorPolicy: under FailOpen the request is sent without
 // a slot (and reported), under FailClosed it is refused with a *StoreError, and under Degrade,
 // while the shared store is unreachable, slots are counted in this process at its share of n
-// (at least 1; see DegradedConfig.Share), and slots taken so are not known to the shared
+// (at least 1; see DegradedConfig.Share), the slots it still holds in the store counted
+// against that share, and slots taken so are not known to the shared
 // store when it returns. Transport.InFlight reports the slots held. Transports stacked over
 // one store (one the base of the other, not through an *http.Transport) hold one slot of a key
 // per request, the outermost's, however many of them have WithInFlight.
@@ -88,12 +92,20 @@ func WithAppInFlight(n int) Option {
 }
 
 // WithInFlightLease sets the lease of an in-flight slot (default DefaultLeaseTTL, at least
-// 10 ms): a slot held by a process that crashed frees at most ttl after its last renewal.
+// 100 ms): a slot held by a process that crashed frees at most ttl after its last renewal.
 // While the process lives and reaches the store, a request never outlives its lease: the
 // Transport renews every lease it holds each ttl/4 (one goroutine per Transport, only while
-// it holds leases, stopped by Close), so a lease is at most ttl/2 old when it is renewed. A
+// it holds leases, stopped by Close), so a lease is at most ttl/2 old when it is renewed,
+// provided a renewal round (one store round trip per lease due, one after another) takes less
+// than ttl/4: keep ttl well above the store's round trip times the leases a Transport holds
+// (1 s or more in production; short leases are for tests). A
 // renewal that fails (the store unreachable for longer than ttl/2) is logged, and the slot
-// may then free in the store while its request is still in flight. After Close nothing is
+// may then free in the store while its request is still in flight. A renewal that finds its
+// lease gone (expired meanwhile, or lost: a Redis restart, FLUSHALL or eviction) takes the
+// slot again under a new lease when the key has room, and reports the loss either way
+// (observe.StateLost, Op "lease", and a log line); when the key is full, because other
+// processes took the freed slots meanwhile, it has more than n in flight until requests end
+// (the renewal keeps trying to take the slot again, reporting it once). After Close nothing is
 // renewed: slots still held then free at their leases' expiry. On a clock.Manual with Auto
 // set (simulated time, for tests) nothing is renewed either.
 func WithInFlightLease(ttl time.Duration) Option {

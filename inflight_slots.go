@@ -3,12 +3,14 @@ package ratemonitor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/observe"
 )
 
 // inflight holds a Transport's in-flight slots (WithInFlight, WithAppInFlight).
@@ -35,7 +37,9 @@ type inflight struct {
 type slot struct {
 	key     string
 	queue   string    // the pacer queue of its waiters
-	id      string    // the store lease; "" for a slot counted locally (Degrade)
+	id      string    // the store lease; "" for a slot counted locally (Degrade); under mu
+	limit   int       // the n it was taken under, to take it again if the store lost it
+	lost    bool      // its lease was lost and not taken again, reported once; under mu
 	renewed time.Time // when the lease was taken or last renewed (Transport's clock)
 }
 
@@ -50,6 +54,8 @@ const (
 // roundTripInFlight is RoundTrip with in-flight slots: taken before the rate slot, held until
 // the response body is done.
 func (t *Transport) roundTripInFlight(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
+	// The passes taken in the in-flight queues count in the rate queues too (MaxOvertakes).
+	req = req.WithContext(withPasses(req.Context()))
 	h, err := t.inflight.take(req, key)
 	if err != nil {
 		if req.Body != nil {
@@ -57,7 +63,16 @@ func (t *Transport) roundTripInFlight(base http.RoundTripper, req *http.Request,
 		}
 		return nil, err
 	}
+	// A panic in base (a bug in a wrapped RoundTripper, recovered further up as net/http's
+	// server does) would otherwise keep the slots, renewed, for as long as the process lives.
+	sent := false
+	defer func() {
+		if !sent {
+			h.release()
+		}
+	}()
 	resp, err := t.roundTrip(base, h.markHeld(base, req), key)
+	sent = true
 	if err != nil || resp == nil {
 		h.release()
 		return resp, err
@@ -127,7 +142,7 @@ func (f *inflight) takeOne(ctx context.Context, key, queue string, n int, check 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if f.t.Queued(queue) == 0 {
+	if f.t.queued(queue) == 0 {
 		if s, _, err := f.try(ctx, key, queue, n); s != nil || err != nil {
 			return s, err
 		}
@@ -173,7 +188,7 @@ func (f *inflight) try(ctx context.Context, key, queue string, n int) (*slot, ti
 	if !l.Acquired() {
 		return nil, l.Wait, nil
 	}
-	s := &slot{key: key, queue: queue, id: l.ID, renewed: f.t.clock.Now()}
+	s := &slot{key: key, queue: queue, id: l.ID, limit: n, renewed: f.t.clock.Now()}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.held[key]++
@@ -187,12 +202,14 @@ func (f *inflight) try(ctx context.Context, key, queue string, n int) (*slot, ti
 }
 
 // tryLocal counts a slot in this process while the shared store is out, at this process's
-// share of n (at least 1).
+// share of n (at least 1). The share bounds every slot of key this Transport holds, the ones
+// still leased in the store before it went out included: those requests are still in flight
+// upstream, so counting only the slots taken while degraded would let share·n more go.
 func (f *inflight) tryLocal(key, queue string, n int) (*slot, time.Duration, error) {
 	limit := max(1, int(float64(n)*f.t.deg.episodeShare()))
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.local[key] >= limit {
+	if f.held[key] >= limit {
 		return nil, InFlightPoll, nil
 	}
 	f.local[key]++
@@ -226,9 +243,10 @@ func (f *inflight) sleep(ctx context.Context, queue string, seen uint64, d time.
 func (f *inflight) release(s *slot) {
 	f.mu.Lock()
 	delete(f.leases, s) // no renewal from now on
+	id := s.id
 	f.mu.Unlock()
-	if s.id != "" {
-		if err := f.leaser.ReleaseLease(context.Background(), s.key, s.id); err != nil {
+	if id != "" {
+		if err := f.leaser.ReleaseLease(context.Background(), s.key, id); err != nil {
 			// The lease is not renewed any more: it frees at its expiry.
 			f.t.logger.LogAttrs(context.Background(), slog.LevelDebug, "ratemonitor: in-flight slot not released; it frees when its lease expires",
 				slog.String("key", s.key), slog.Any("error", err))
@@ -236,7 +254,7 @@ func (f *inflight) release(s *slot) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if s.id == "" {
+	if id == "" {
 		if f.local[s.key]--; f.local[s.key] <= 0 {
 			delete(f.local, s.key)
 		}
@@ -273,7 +291,19 @@ func (f *inflight) renewLoop() {
 		}
 		f.mu.Unlock()
 		for _, s := range due {
-			ok, err := f.leaser.RenewLease(f.stopCtx, s.key, s.id, f.cfg.ttl)
+			f.mu.Lock()
+			id := s.id
+			f.mu.Unlock()
+			ok, err := f.leaser.RenewLease(f.stopCtx, s.key, id, f.cfg.ttl)
+			if err == nil && !ok {
+				ok, err = f.restore(s)
+				if f.stopCtx.Err() != nil {
+					return
+				}
+				if err == nil && !ok {
+					continue // reported by restore
+				}
+			}
 			f.mu.Lock()
 			_, still := f.leases[s]
 			if ok && err == nil {
@@ -283,17 +313,59 @@ func (f *inflight) renewLoop() {
 			if f.stopCtx.Err() != nil {
 				return
 			}
-			if still && (err != nil || !ok) {
-				why := "its lease had expired"
-				if err != nil {
-					why = err.Error()
-				}
+			if still && err != nil {
 				level, suppressed := f.t.warnLevel(&f.t.storeWarn)
 				f.t.logger.LogAttrs(context.Background(), level, "ratemonitor: in-flight lease not renewed; its slot may free while the request is in flight",
-					slog.String("key", s.key), slog.String("reason", why), slog.Int64("suppressed", suppressed))
+					slog.String("key", s.key), slog.String("reason", err.Error()), slog.Int64("suppressed", suppressed))
 			}
 		}
 	}
+}
+
+// restore takes again, under a new lease, the slot of s whose lease the store no longer holds
+// though its request is still in flight: the store lost it (a Redis restart, FLUSHALL or
+// eviction) or it expired (the store unreachable for longer than the TTL). It reports whether
+// the slot is held again. Either way the loss is reported (observe.StateLost, Op "lease") and
+// logged: until it was restored another process could take the slot, and when the key is full
+// (others took the freed slots) it cannot be, and the key has more than n in flight until
+// requests end.
+func (f *inflight) restore(s *slot) (bool, error) {
+	l, err := f.leaser.AcquireLease(f.stopCtx, s.key, s.limit, f.cfg.ttl)
+	if err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	_, still := f.leases[s]
+	if still && l.Acquired() {
+		s.id = l.ID
+	}
+	reported := s.lost
+	s.lost = still && !l.Acquired()
+	f.mu.Unlock()
+	if !still {
+		if l.Acquired() { // released meanwhile: give back the lease just taken
+			_ = f.leaser.ReleaseLease(context.Background(), s.key, l.ID)
+		}
+		return true, nil
+	}
+	what := "the store no longer held the lease of a request still in flight (a restart, a flush or an eviction lost it, or it expired while the store was unreachable)"
+	msg := "ratemonitor: in-flight lease lost and taken again"
+	if l.Acquired() {
+		what += "; it was taken again"
+	} else {
+		what += fmt.Sprintf(", and the key's %d slots are all taken again: more than the limit are in flight until requests end", s.limit)
+		msg = "ratemonitor: in-flight lease lost and not restored; its key may have more requests in flight than its limit"
+	}
+	if reported {
+		return l.Acquired(), nil // still lost (tried again each round): reported already
+	}
+	if f.t.obs != nil {
+		f.t.obs.Observe(observe.Event{Kind: observe.StateLost, Store: storeName(f.t.store), Op: "lease", Key: s.key, Err: errors.New(what)})
+	}
+	level, suppressed := f.t.warnLevel(&f.t.storeWarn)
+	f.t.logger.LogAttrs(context.Background(), level, msg,
+		slog.String("key", s.key), slog.Int("held", l.Held), slog.Int("limit", s.limit), slog.Int64("suppressed", suppressed))
+	return l.Acquired(), nil
 }
 
 // close stops the renewal goroutine and waits for it.

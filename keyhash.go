@@ -44,14 +44,20 @@ func HashKey(f KeyFunc, secret []byte) KeyFunc {
 // KeyByHashedHeader is KeyByHeader with the header's value hashed with secret (empty or nil:
 // DefaultKeySecret; the secret is copied), whatever the header. The fallback's keys (nil means
 // KeyByHost) are not hashed: wrap the fallback in HashKey for that.
+//
+// An empty secret is not an error here (a KeyFunc has no error to return): it silently means
+// the public DefaultKeySecret, as for HashKey. So check the fleet's secret where it is read,
+// say len(secret) >= 16 for one taken from the environment, where an unset variable gives an
+// empty one; the middleware's WithKeySecret refuses an empty secret for that reason.
 func KeyByHashedHeader(name string, secret []byte, fallback KeyFunc) KeyFunc {
 	return keyByHeader(name, fallback, append([]byte(nil), secret...), true)
 }
 
 // IsCredentialHeader reports whether KeyByHeader hashes the values of header name: when name,
 // ignoring case, contains "auth", "token", "secret", "password", "passwd", "cookie",
-// "session", "signature", "credential", "apikey", "api-key", "api_key" or
-// "subscription-key". So Authorization, Proxy-Authorization, Cookie, X-Api-Key, Api-Key,
+// "session", "signature", "credential", "apikey", "api-key", "api_key", "subscription-key",
+// "functions-key", "jfrog-art-api", "aio-key", "apisports-key", "access-key", "private-key"
+// or "master-key". So Authorization, Proxy-Authorization, Cookie, X-Api-Key, Api-Key,
 // X-Auth-Token, X-Access-Token, Private-Token, X-Shopify-Access-Token, X-Amz-Security-Token,
 // X-Goog-Api-Key and Ocp-Apim-Subscription-Key do; Xero-Tenant-Id and X-Client-Id do not,
 // nor does X-Client-Key (a name, not a secret, by this rule): hash such a header with

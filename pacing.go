@@ -65,8 +65,16 @@ func (p *pacer) shard(key string) *pacerShard {
 }
 
 // Queued returns how many requests and reservations are waiting for a slot on key in this
-// Transport (pacing mode and Reserve); 0 when none are.
+// Transport (pacing mode and Reserve), and, with WithInFlight, requests waiting for one of
+// key's in-flight slots (a request waits for one slot at a time, so none is counted twice); 0
+// when none are. Waiters at the app key of WithAppRules are not counted.
 func (t *Transport) Queued(key string) int {
+	return t.queued(key) + t.queued(inflightQueue+key)
+}
+
+// queued returns the length of the pacer queue qkey (a key's, or one named by a queue prefix).
+func (t *Transport) queued(qkey string) int {
+	key := qkey
 	sh := t.pacer.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -102,6 +110,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 	if err := ctx.Err(); err != nil {
 		return at, appAt, local, err
 	}
+	ctx = withPasses(ctx) // MaxOvertakes across the key's queue and the app key's
 	// reserve asks the store once for both keys. The key's slots are never held while waiting
 	// for the app key's: a slot is counted from the instant it is recorded, so one held for a
 	// while before the send would free early by as much. A refusal whose wait would pass the
@@ -167,7 +176,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 	// key's turn. Not with app rules either: there a reserve holds the key's slot for a moment
 	// while it asks the app key, and a caller arriving together, refused by that slot, would be
 	// told to wait a whole window for it.
-	if !t.contends && lim.app == nil && t.Queued(key) == 0 {
+	if !t.contends && lim.app == nil && t.queued(key) == 0 {
 		if wait, err := reserve(); err != nil || wait == 0 {
 			return at, appAt, local, err
 		}
@@ -258,7 +267,11 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 		q = &queue{}
 		sh.queues[qkey] = q
 	}
+	carried := passesFrom(ctx)
 	w := &waiter{n: n, prio: PriorityFrom(ctx), turn: make(chan struct{})}
+	if carried != nil {
+		w.overtaken = int(carried.n.Load()) // passes taken in the request's earlier queue (priority.go)
+	}
 	q.waiters = append(q.waiters, w)
 	first := q.head == nil
 	ahead := 0
@@ -282,6 +295,11 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 		case <-ctx.Done():
 			leave()
 			return nil, ctx.Err()
+		}
+		if carried != nil {
+			sh.mu.Lock() // the head is passed no more: its count is final
+			carried.n.Store(int64(w.overtaken))
+			sh.mu.Unlock()
 		}
 	}
 	return leave, nil
@@ -307,16 +325,26 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 
 // queueDeadlineCheck refuses at once a waiter that cannot get its turn before ctx's deadline:
 // the requests ahead of it and its own must all fit, which takes at least the wait for their
-// sum (capped at the smallest limit, the most a window can ever hold).
+// sum, or, when the sum is more than can ever go at once (MaxBurst), the wait for one plus
+// the least time the sum takes to go one after another (minSpan).
 func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead int, lim limits) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return nil
 	}
-	snap, err := t.ops.Peek(ctx, lim.strat, key, min(n+ahead, lim.strat.MaxBurst()))
+	k := n + ahead
+	m := min(k, lim.strat.MaxBurst())
+	snap, err := t.ops.Peek(ctx, lim.strat, key, m)
 	if err != nil {
 		return nil // the head's own reserve will report the store's state
 	}
 	wait := snap.Wait
+	if k > m {
+		// More than can ever go at once: the first goes no sooner than Peek(1) says, the
+		// last at least minSpan after it (pacing_bound.go).
+		if first, err := t.ops.Peek(ctx, lim.strat, key, 1); err == nil {
+			wait = max(wait, first.Wait+minSpan(lim.strat, k))
+		}
+	}
 	if lim.app != nil {
 		// The app key must have room for this burst too, whatever other keys take meanwhile.
 		if app, err := t.ops.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {

@@ -3,6 +3,7 @@ package ratemonitor
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
 // Priority orders the requests and reservations waiting on one key of a Transport (pacing
@@ -20,7 +21,11 @@ import (
 // No starvation: a waiter is passed by at most MaxOvertakes waiters that started waiting after
 // it. Every waiter served before it either started waiting before it or is one of those
 // MaxOvertakes; so under a steady stream of interactive requests a batch waiter at the front
-// of the queue gets the turn after at most MaxOvertakes of them.
+// of the queue gets the turn after at most MaxOvertakes of them. The bound holds per request,
+// not per queue: a request that waits in several queues one after another (WithInFlight's
+// queue, then its key's, then the app key's of WithAppRules) carries the passes it took in
+// one into the next, so at most MaxOvertakes requests that started waiting after it in a
+// queue are served before it across all of them.
 type Priority int8
 
 // The named priorities. Values between and beyond them are valid too.
@@ -68,8 +73,17 @@ func PriorityFrom(ctx context.Context) Priority {
 // otherwise the first of the highest priority. The oldest is always the most passed: whoever
 // passes a waiter passes every older one still waiting too, so a waiter younger than the
 // oldest is never passed beyond MaxOvertakes either (the oldest goes before it first).
+//
+// A waiter that came from an earlier queue of its request (passes) starts with the passes it
+// took there, so a younger waiter may have been passed more than an older one: the turn goes to
+// the oldest of those passed MaxOvertakes times, if any.
 func pick(ws []*waiter) int {
-	if len(ws) == 0 || ws[0].overtaken >= MaxOvertakes {
+	for i, w := range ws {
+		if w.overtaken >= MaxOvertakes {
+			return i
+		}
+	}
+	if len(ws) == 0 {
 		return 0
 	}
 	best := 0
@@ -120,4 +134,28 @@ func servedBefore(ws []*waiter, head, w *waiter) int {
 		ptrs = append(ptrs[:i], ptrs[i+1:]...)
 	}
 	return ahead
+}
+
+// passes carries the passes one request took in a queue (waiter.overtaken) into the next
+// queue it waits in, so that MaxOvertakes bounds them across all (see Priority). One request
+// joins its queues one after another; n is atomic all the same, for a base RoundTripper that
+// hands the request's context to several goroutines (Transports stacked under it).
+type passes struct{ n atomic.Int64 }
+
+type passesContext struct{}
+
+// withPasses returns ctx carrying a passes for one request: ctx itself when it carries one.
+// Every RoundTrip, Reserve and Wait gets its own (never the caller's context, which may be
+// shared by many calls).
+func withPasses(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(passesContext{}).(*passes); ok {
+		return ctx
+	}
+	return context.WithValue(ctx, passesContext{}, &passes{})
+}
+
+// passesFrom returns ctx's passes, or nil.
+func passesFrom(ctx context.Context) *passes {
+	p, _ := ctx.Value(passesContext{}).(*passes)
+	return p
 }

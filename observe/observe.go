@@ -83,7 +83,9 @@ const (
 	// StateLost: store Store found that state it kept may be gone, so that counts restart
 	// lower than they were: Op says how it knew ("restart": the server's run ID changed;
 	// "eviction": the server evicted N keys, some of which may be the store's; "corrupt": a
-	// key held a value the store could not read and was started afresh). Key is set when
+	// key held a value the store could not read and was started afresh; "lease": a
+	// Transport found the in-flight lease of a request still in flight gone from the store,
+	// and took it again or, the key full, could not). Key is set when
 	// one key is known; Err says what was seen, in words.
 	StateLost
 	// Degraded: the Transport could not reach its shared store Store (Err is the failure)

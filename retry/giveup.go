@@ -14,8 +14,10 @@ import (
 // GiveUp is a retryablehttp.ErrorHandler, the one NewClient sets: it ends the retries as
 // retryablehttp does by default (the response body drained and closed, no response, an error
 // "<method> <url> giving up after <n> attempt(s): <last error>"), except that URLs in the
-// message have every query parameter's value replaced by "xxxxx" and the user info's password
-// too, since APIs take tokens in the query (access_token=, key=). The last error is kept for
+// message have every query parameter's value, every query part without "=" and the whole
+// user info replaced by "xxxxx", since APIs take tokens in the query (access_token=, key=, a
+// bare ?<token>) and as the user name (Stripe's secret key, a GitHub token); a token in the
+// path (Telegram's /bot<token>/) is kept. The last error is kept for
 // errors.Is and errors.As; when it is a *url.Error (as http.Client returns), it is a copy
 // whose URL is redacted the same way.
 func GiveUp(resp *http.Response, err error, attempts int) (*http.Response, error) {

@@ -23,11 +23,16 @@ var leaseScript = redis.NewScript(leaseSource)
 // leaseMagic ends the Redis key of a logical key's leases (a sorted set, lease.lua).
 const leaseMagic = "if1"
 
+// leaseTombMagic ends, after leaseMagic, the key of the ids released before their acquire ran
+// (lease.lua op 4, lease_cutoff.go).
+const leaseTombMagic = "t"
+
 var _ cache.Leaser = (*Store)(nil)
 
 // LeaseKey returns the Redis key that holds key's in-flight leases: a sorted set (member the
 // lease id, score its expiry in µs of Redis TIME), "prefix:{k<base64url key>}:if1", in the
-// same hash tag as the key's rate-limit state, so on a Cluster both live on one node. For
+// same hash tag as the key's rate-limit state, so on a Cluster both live on one node; beside
+// it, LeaseKey+"t" holds for a TTL the ids of acquires released after they were cut off. For
 // inspection and tests.
 func (st *Store) LeaseKey(key string) string {
 	return st.opts.Prefix + ":{k" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}:" + leaseMagic
@@ -59,7 +64,8 @@ func (st *Store) lease(ctx context.Context, op, key string, code int, id string,
 	}
 	// ttl rounded up to whole µs: a lease never expires early.
 	ttlMicros := int64((ttl + time.Microsecond - 1) / time.Microsecond)
-	res, err := st.exec(ctx, op, key, leaseScript, []string{st.LeaseKey(key)},
+	lk := st.LeaseKey(key)
+	res, err := st.exec(ctx, op, key, leaseScript, []string{lk, lk + leaseTombMagic},
 		[]any{code, now, id, limit, ttlMicros, st.opts.Slack.Microseconds()})
 	if err != nil {
 		return nil, err
@@ -76,8 +82,11 @@ func (st *Store) lease(ctx context.Context, op, key string, code int, id string,
 // AcquireLease implements cache.Leaser: one round trip, on Redis TIME, so every process
 // sharing the server counts the same leases. A lease keeps its key's set alive for at least
 // ttl + Options.Slack. Errors: cache.ErrInvalidLease's, cache.ErrClosed after Close, and the
-// call's own failure as under Record. An AcquireLease cut off by a timeout may have taken a
-// lease: it is then held until its TTL passes.
+// call's own failure as under Record. An AcquireLease that fails may still have run on the
+// server (cut off by its context or the Timeout while the script was on the wire): the store
+// then releases that lease by itself, in the background, retrying until the TTL has passed,
+// and buries its id so that a script that runs only after the release takes nothing
+// (lease_cutoff.go); Close stops those releases, leaving such a lease to its expiry.
 func (st *Store) AcquireLease(ctx context.Context, key string, limit int, ttl time.Duration) (cache.Lease, error) {
 	if err := cache.CheckLease(limit, ttl); err != nil {
 		return cache.Lease{}, err
@@ -85,6 +94,7 @@ func (st *Store) AcquireLease(ctx context.Context, key string, limit int, ttl ti
 	id := st.leaseID()
 	r, err := st.lease(ctx, "acquire lease", key, 1, id, limit, ttl)
 	if err != nil {
+		st.releaseCutOff(key, id, ttl)
 		return cache.Lease{}, err
 	}
 	if r[0] != 1 {

@@ -2,7 +2,10 @@
 -- tag: member the lease id, score the lease's expiry (µs, Redis TIME unless the clock is
 -- overridden). A lease counts while now < expiry; expired ones are removed by every call.
 --
--- KEYS[1]: the set. ARGV: op (1 acquire, 2 renew, 3 release), clock override (µs, −1 for
+-- KEYS[1]: the set; KEYS[2]: the set's tombstones (member a lease id released before its
+-- acquire ran, score when the tombstone goes, µs). ARGV: op (1 acquire, 2 renew, 3 release,
+-- 4 release of an acquire cut off on the wire: it may not have run yet, so the id is also
+-- buried for ttl, and an acquire of a buried id takes nothing), clock override (µs, −1 for
 -- TIME), lease id, limit, ttl (µs), slack (µs).
 -- Returns {corrupt, ok, held, wait}: corrupt 1 when the key held another type (it is deleted
 -- and started afresh), ok 1 when the lease was taken (acquire) or is still held (renew,
@@ -36,6 +39,10 @@ local function extend()
 end
 
 if op == 1 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  if redis.call('ZSCORE', KEYS[2], id) then
+    return {corrupt, 0, held, 0} -- its caller gave up and released it already (op 4)
+  end
   if held < limit then
     redis.call('ZADD', k, now + ttl, id)
     extend()
@@ -51,5 +58,13 @@ elseif op == 2 then
   extend()
   return {corrupt, 1, held, 0}
 end
-held = held - redis.call('ZREM', k, id)
-return {corrupt, 1, held, 0}
+local removed = redis.call('ZREM', k, id)
+if op == 4 and removed == 0 then
+  local tomb = KEYS[2]
+  redis.call('ZADD', tomb, now + ttl, id)
+  local want = math.ceil((ttl + slack) / 1000)
+  if redis.call('PTTL', tomb) < want then
+    redis.call('PEXPIRE', tomb, want)
+  end
+end
+return {corrupt, 1, held - removed, 0}

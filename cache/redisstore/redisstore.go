@@ -170,6 +170,7 @@ type Store struct {
 	leaseOnce sync.Once
 	leaseTag  string
 	leaseSeq  atomic.Uint64
+	cutoffs   cutoffs // releases of leases whose acquire was cut off (lease_cutoff.go)
 }
 
 var (
@@ -632,6 +633,7 @@ func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u s
 // that a later store there starts afresh. The client stays open. Close always returns nil.
 func (st *Store) Close() error {
 	if !st.closed.Swap(true) {
+		st.closeCutOffs()
 		st.closeMonitor()
 		cache.ReleaseClaims(st)
 	}

@@ -17,7 +17,10 @@
 //
 // KEY is the raw store key: what a Transport's KeyFunc returns (a Xero tenant id, a host), or
 // the middleware's "key:V" (the key header's value V; --header-key V says the same) or
-// "ip:ADDRESS". The rules and the strategy must be those the key is counted under: counters
+// "ip:ADDRESS". A credential header's values are hashed by the middleware (key:hmac:…):
+// --header-key V --key-header NAME computes that key as Limiter.HeaderKey does, with the
+// secret of WithKeySecret read from the environment variable --key-secret-env names; only the
+// hashed key is printed. The rules and the strategy must be those the key is counted under: counters
 // are addressed by their window (with margin) and, for the rolling window, granularity.
 //
 // Exit status: 0 on success (and when watch is interrupted), 2 for a usage error (flags,

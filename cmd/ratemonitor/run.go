@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
-	"github.com/ratemonitor/ratemonitor/middleware"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
@@ -40,7 +39,9 @@ stores (--store):
                                                      (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)
 
 KEY is the raw store key: what a Transport's KeyFunc returns (a Xero tenant id, a host), or
-the middleware's "key:V" (--header-key V) or "ip:ADDRESS". Rules, margin and granularity must
+the middleware's "key:V" (--header-key V; with --key-header NAME for a credential header, or
+--key-secret-env VAR for WithKeySecret, the hashed key:hmac:… the middleware uses) or
+"ip:ADDRESS". Rules, margin and granularity must
 be those the key is counted under.
 
 rules: LIMIT/WINDOW[,granularity=D][,margin=D][,headroom=N], e.g. 60/1m or 5000/24h,granularity=10s
@@ -72,6 +73,8 @@ type config struct {
 	granularity time.Duration
 	margin      time.Duration
 	headroom    int
+	keyHeader   string // --key-header: the middleware's WithKeyHeader, for --header-key
+	secretEnv   string // --key-secret-env: the variable holding the middleware's WithKeySecret
 }
 
 // run is the command: args without the program name. It returns the exit status.
@@ -155,7 +158,13 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	case headerKey != "" && len(keys) > 0:
 		return nil, usagef("%s: give KEY or --header-key, not both", cfg.cmd)
 	case headerKey != "":
-		cfg.key = middleware.HeaderKey(headerKey)
+		key, err := headerStoreKey(headerKey, cfg.keyHeader, cfg.secretEnv)
+		if err != nil {
+			return nil, err
+		}
+		cfg.key = key
+	case cfg.keyHeader != "" || cfg.secretEnv != "":
+		return nil, usagef("%s: --key-header and --key-secret-env go with --header-key V", cfg.cmd)
 	case len(keys) == 0:
 		return nil, usagef("%s: missing KEY: the store key, e.g. tenant-1, key:alice or ip:203.0.113.7 (or --header-key V)", cfg.cmd)
 	case len(keys) > 1:
@@ -214,7 +223,9 @@ func newFlags(cfg *config, rules *[]string, strat, headerKey *string) *flag.Flag
 	fs.DurationVar(&cfg.margin, "margin", 0, "margin of every rule without its own (Rule.Margin)")
 	fs.IntVar(&cfg.headroom, "headroom", 0, "headroom of every rule without its own (Rule.Headroom)")
 	fs.StringVar(&cfg.prefix, "prefix", "", "Redis: the store's key prefix (default "+strconv.Quote("ratemonitor")+")")
-	fs.StringVar(headerKey, "header-key", "", "inspect the middleware's key for the key-header value `V` (middleware.HeaderKey: \"key:\"+V) instead of KEY")
+	fs.StringVar(headerKey, "header-key", "", "inspect the middleware's key for the key-header value `V` (\"key:\"+V, or \"key:\"+its hash with --key-header naming a credential header or --key-secret-env) instead of KEY")
+	fs.StringVar(&cfg.keyHeader, "key-header", "", "with --header-key: the middleware's key header `NAME` (WithKeyHeader); a credential header's values are hashed, as Limiter.HeaderKey does")
+	fs.StringVar(&cfg.secretEnv, "key-secret-env", "", "with --header-key: the environment `VARIABLE` holding the middleware's WithKeySecret (hashes any header's values; never give the secret on the command line)")
 	fs.BoolVar(&cfg.json, "json", false, "print JSON (watch: one object per line)")
 	fs.DurationVar(&cfg.interval, "interval", time.Second, "watch: time between refreshes")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Second, "bound on connecting and on each refresh")

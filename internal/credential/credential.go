@@ -34,13 +34,22 @@ func Hash(secret []byte, key string) string {
 	return Prefix + hex.EncodeToString(sum[:SumBytes])
 }
 
-// words mark a header name as naming a credential wherever they appear in it.
+// words mark a header name as naming a credential wherever they appear in it. Not every name
+// ending in "-key" does: X-Client-Key and Idempotency-Key name a client or a request, so the
+// key headers of public API documentation that say neither "api" nor another word here are
+// listed one by one: Azure Functions' x-functions-key
+// (https://learn.microsoft.com/azure/azure-functions/function-keys-how-to), JFrog
+// Artifactory's X-JFrog-Art-Api, Adafruit IO's X-AIO-Key, API-Sports' x-apisports-key, and
+// the access-, private- and master-key headers (X-Master-Key of JSONBin, say).
 var words = []string{"auth", "token", "secret", "password", "passwd", "cookie", "session",
-	"signature", "credential", "apikey", "api-key", "api_key", "subscription-key"}
+	"signature", "credential", "apikey", "api-key", "api_key", "subscription-key",
+	"functions-key", "jfrog-art-api", "aio-key", "apisports-key", "access-key", "private-key", "master-key"}
 
 // IsHeader reports whether the header field name (any case) names a credential: it contains,
 // ignoring case, one of "auth", "token", "secret", "password", "passwd", "cookie", "session",
-// "signature", "credential", "apikey", "api-key", "api_key" or "subscription-key".
+// "signature", "credential", "apikey", "api-key", "api_key", "subscription-key",
+// "functions-key", "jfrog-art-api", "aio-key", "apisports-key", "access-key", "private-key" or
+// "master-key".
 func IsHeader(name string) bool {
 	n := strings.ToLower(name)
 	for _, w := range words {
@@ -51,23 +60,31 @@ func IsHeader(name string) bool {
 	return false
 }
 
-// URL returns u for a log line or an error: u.Redacted() (the password in the user info
-// replaced) with the value of every query parameter replaced by "xxxxx", since APIs take
-// tokens there too (access_token=, key=, a presigned URL's signature).
+// URL returns u for a log line or an error with what may carry a credential replaced by
+// "xxxxx": the whole user info (net/http sends it as Basic credentials, and APIs take a key
+// as the user name: Stripe's secret key, "curl -u sk_test_...:",
+// https://docs.stripe.com/api/authentication; a GitHub token as token@host), the value of
+// every query parameter (access_token=, key=, a presigned URL's signature), and every query
+// part without "=" (a bare ?<token>). The path is kept: a token in it (Telegram's
+// /bot<token>/) still shows.
 func URL(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
-	if u.RawQuery == "" {
-		return u.Redacted()
-	}
 	c := *u
-	parts := strings.Split(c.RawQuery, "&")
-	for i, p := range parts {
-		if name, _, ok := strings.Cut(p, "="); ok {
-			parts[i] = name + "=xxxxx"
-		}
+	if c.User != nil {
+		c.User = url.User("xxxxx")
 	}
-	c.RawQuery = strings.Join(parts, "&")
-	return c.Redacted()
+	if c.RawQuery != "" {
+		parts := strings.Split(c.RawQuery, "&")
+		for i, p := range parts {
+			if name, _, ok := strings.Cut(p, "="); ok {
+				parts[i] = name + "=xxxxx"
+			} else if p != "" {
+				parts[i] = "xxxxx"
+			}
+		}
+		c.RawQuery = strings.Join(parts, "&")
+	}
+	return c.String()
 }

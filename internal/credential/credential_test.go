@@ -32,7 +32,8 @@ func TestIsHeader(t *testing.T) {
 	for _, name := range []string{"Authorization", "proxy-authorization", "Cookie", "X-Api-Key", "Api-Key", "apikey",
 		"X-Auth-Token", "X-Access-Token", "Private-Token", "X-Shopify-Access-Token", "X-Amz-Security-Token",
 		"X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "X-Session-Id", "X-Hub-Signature-256",
-		"X-Client-Secret", "X-Password", "Api_Key"} {
+		"X-Client-Secret", "X-Password", "Api_Key", "x-functions-key", "X-JFrog-Art-Api", "X-AIO-Key", "x-apisports-key",
+		"X-Master-Key", "X-Access-Key", "X-Private-Key"} {
 		if !IsHeader(name) {
 			t.Errorf("IsHeader(%q) = false", name)
 		}
@@ -47,7 +48,10 @@ func TestIsHeader(t *testing.T) {
 func TestURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://api.example.com/v1/x":                                   "https://api.example.com/v1/x",
-		"https://u:pw@api.example.com/v1/x?access_token=tok&page=2&flag": "https://u:xxxxx@api.example.com/v1/x?access_token=xxxxx&page=xxxxx&flag",
+		"https://u:pw@api.example.com/v1/x?access_token=tok&page=2&flag": "https://xxxxx@api.example.com/v1/x?access_token=xxxxx&page=xxxxx&xxxxx",
+		"https://sk_test_abc:@api.stripe.com/v1/charges":                 "https://xxxxx@api.stripe.com/v1/charges",
+		"https://ghp_tok@api.github.com/user":                            "https://xxxxx@api.github.com/user",
+		"https://hooks.example.com/in?sigABC&&a=":                        "https://hooks.example.com/in?xxxxx&&a=xxxxx",
 		"http://h/p?key=AIza&key=AIzb":                                   "http://h/p?key=xxxxx&key=xxxxx",
 	} {
 		u, err := url.Parse(in)

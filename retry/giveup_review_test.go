@@ -1,0 +1,51 @@
+package retry
+
+// The tests of this file come from the adversarial review (rev2) of issue 15: each comment
+// describes the defect the reviewer found, as it was before its fix; the test asserts the
+// fixed behaviour.
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// TestGiveUpRedactsUserInfoCredential: Stripe documents its secret key as the Basic user
+// name (curl -u sk_test_...:), and GitHub and GitLab accept a token as the URL's user name;
+// net/http sends the URL's user info as Basic credentials. GiveUp redacts only the user
+// info's password (url.URL.Redacted), so the key reaches the error text.
+func TestGiveUpRedactsUserInfoCredential(t *testing.T) {
+	const key = "sk_test_rev2SECRETkey"
+	for _, raw := range []string{
+		"https://" + key + ":@api.stripe.com/v1/charges", // curl -u key:
+		"https://" + key + "@api.github.com/user",        // token as the user name
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := &http.Response{StatusCode: 503, Body: http.NoBody, Request: &http.Request{Method: "GET", URL: u}}
+		_, gerr := GiveUp(resp, errors.New("503"), 3)
+		if strings.Contains(gerr.Error(), key) {
+			t.Errorf("GiveUp for %s: %q shows the credential", u.Host, gerr)
+		}
+		_, gerr = GiveUp(nil, &url.Error{Op: "Get", URL: raw, Err: errors.New("connection refused")}, 3)
+		if strings.Contains(gerr.Error(), key) {
+			t.Errorf("GiveUp (url.Error) for %s: %q shows the credential", u.Host, gerr)
+		}
+	}
+}
+
+// TestGiveUpRedactsBareQuery: a query part without "=" (?<token>, as some webhook URLs
+// carry a signature) is kept as it is by the redaction that replaces every value.
+func TestGiveUpRedactsBareQuery(t *testing.T) {
+	const tok = "ghp_rev2BareQueryToken"
+	u, _ := url.Parse("https://hooks.example.com/in?" + tok)
+	resp := &http.Response{StatusCode: 503, Body: http.NoBody, Request: &http.Request{Method: "POST", URL: u}}
+	_, err := GiveUp(resp, errors.New("503"), 2)
+	if strings.Contains(err.Error(), tok) {
+		t.Errorf("GiveUp: %q shows the bare query", err)
+	}
+}
