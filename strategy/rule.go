@@ -97,7 +97,7 @@ func (r Rule) EffectiveWindow() time.Duration { return r.Window + r.Margin }
 // EffectiveLimit is how many requests the monitor lets into one window: Limit − Headroom.
 func (r Rule) EffectiveLimit() int { return r.Limit - r.Headroom }
 
-// String formats r as "limit/window", the form ParseRule reads, e.g. "60/1m0s", followed by
+// String formats r as "limit/window", e.g. "60/1m0s" (a form ParseRule reads), followed by
 // any granularity, margin and headroom that differ from the defaults:
 // "60/1m0s (granularity 100ms, margin 1s, headroom 5)".
 func (r Rule) String() string {
@@ -118,24 +118,75 @@ func (r Rule) String() string {
 	return s
 }
 
-// ParseRule reads "LIMIT/WINDOW", where WINDOW is a time.ParseDuration string ("60/1m",
-// "5000/24h", "10/90s"). The rule it returns has the default granularity (1 s, so the window
-// must be whole seconds), no margin and no headroom; the error wraps ErrInvalidRule.
+// ParseRule reads a rule written as "LIMIT/WINDOW[,granularity=D][,margin=D][,headroom=N]",
+// the syntax of cmd/ratemonitor's --rule flag: LIMIT and N are whole numbers, WINDOW and D
+// time.ParseDuration strings, e.g. "60/1m", "5000/24h,granularity=10s" or
+// "60/1m,margin=500ms,granularity=500ms,headroom=5". Spaces around the parts are ignored; each
+// option may be given once; an option not given is zero in the Rule (the defaults: 1 s
+// granularity, no margin, no headroom).
+//
+// Every error wraps ErrInvalidRule and says what was wrong: the syntax, an unknown or repeated
+// option, or a value Validate refuses whatever the algorithm (a limit below 1, a window that is
+// not positive, a negative granularity or margin, headroom not below the limit, a window over
+// MaxWindow). Whether Window+Margin is a whole multiple of the granularity matters only to the
+// algorithms that use buckets, so New checks it with the algorithm (Rule.Validate checks it
+// always): ParseRule("10/1500ms") is a token-bucket rule the rolling window refuses.
 func ParseRule(s string) (Rule, error) {
-	limit, window, ok := strings.Cut(strings.TrimSpace(s), "/")
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w %q: "+format, append([]any{ErrInvalidRule, s}, a...)...)
+	}
+	const syntax = "want LIMIT/WINDOW[,granularity=D][,margin=D][,headroom=N], e.g. 60/1m or 5000/24h,granularity=10s"
+	parts := strings.Split(s, ",")
+	limit, window, ok := strings.Cut(strings.TrimSpace(parts[0]), "/")
 	if !ok {
-		return Rule{}, fmt.Errorf("%w %q: want LIMIT/WINDOW, e.g. 60/1m", ErrInvalidRule, s)
+		return Rule{}, bad("%s", syntax)
 	}
 	n, err := strconv.Atoi(limit)
 	if err != nil {
-		return Rule{}, fmt.Errorf("%w %q: limit %q is not a whole number", ErrInvalidRule, s, limit)
+		return Rule{}, bad("limit %q is not a whole number; %s", limit, syntax)
 	}
 	w, err := time.ParseDuration(window)
 	if err != nil {
-		return Rule{}, fmt.Errorf("%w %q: window %q is not a duration such as 1m or 24h", ErrInvalidRule, s, window)
+		return Rule{}, bad("window %q is not a duration such as 1m or 24h; %s", window, syntax)
 	}
 	r := Rule{Limit: n, Window: w}
-	return r, r.Validate()
+	seen := map[string]bool{}
+	for _, p := range parts[1:] {
+		name, v, hasValue := strings.Cut(strings.TrimSpace(p), "=")
+		switch name {
+		case "granularity", "margin", "headroom":
+		default:
+			return Rule{}, bad("unknown option %q: want granularity=D, margin=D or headroom=N", strings.TrimSpace(p))
+		}
+		if !hasValue {
+			return Rule{}, bad("option %q has no value: write %s=VALUE", name, name)
+		}
+		if seen[name] {
+			return Rule{}, bad("%s is given twice", name)
+		}
+		seen[name] = true
+		if name == "headroom" {
+			h, err := strconv.Atoi(v)
+			if err != nil {
+				return Rule{}, bad("headroom %q is not a whole number", v)
+			}
+			r.Headroom = h
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return Rule{}, bad("%s %q is not a duration such as 10s or 500ms", name, v)
+		}
+		if name == "margin" {
+			r.Margin = d
+		} else {
+			r.Granularity = d
+		}
+	}
+	if err := r.validateBase(); err != nil {
+		return Rule{}, err
+	}
+	return r, nil
 }
 
 // gcdDuration is the greatest common divisor of a and b (both > 0): the coarsest granularity

@@ -127,6 +127,9 @@ func status(ctx context.Context, cfg *config, st *store, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if empty(rep) {
+		return nothingFound(cfg, st)
+	}
 	if cfg.json {
 		return writeJSON(w, rep)
 	}

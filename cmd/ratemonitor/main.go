@@ -23,8 +23,13 @@
 // hashed key is printed. The rules and the strategy must be those the key is counted under: counters
 // are addressed by their window (with margin) and, for the rolling window, granularity.
 //
+// The Redis key prefixes (--prefix) of this repository's programs: xero_example writes under
+// "xero_example"; cmd/ratelimitd and examples/redisworker under the default "ratemonitor".
+//
 // Exit status: 0 on success (and when watch is interrupted), 2 for a usage error (flags,
-// rules, a strategy the store cannot hold), 1 when the store fails.
+// rules, a strategy the store cannot hold), 1 when the store fails, 3 when status finds
+// nothing recorded for KEY under the rules (no counter, or all its requests expired; it says
+// which prefix, key and rules it looked under).
 package main
 
 import (

@@ -87,10 +87,11 @@ all rules: wait 0s for 1 more; not paused
 			t.Errorf("%q: exit %d\n%s\nwant\n%s\nstderr: %s", args, code, out, want, errs)
 		}
 	}
-	// A key with nothing recorded.
-	code, out, _ := runCmd(t, context.Background(), "status", "--store", url, "--rule", "60/1h", "key:bob")
-	if want := fmt.Sprintf("key \"key:bob\", rollingwindow, %s\nRULE       USED  REMAINING  WAIT FOR 1\n60/1h0m0s  0     60         0s\nall rules: wait 0s for 1 more; not paused\n", url); code != 0 || out != want {
-		t.Errorf("exit %d\n%s\nwant\n%s", code, out, want)
+	// A key with nothing recorded: said so, exit 3, no table of zeros.
+	code, out, errs := runCmd(t, context.Background(), "status", "--store", url, "--rule", "60/1h", "key:bob")
+	if want := fmt.Sprintf("ratemonitor: status: nothing recorded for key \"key:bob\" in %s under the rules 60/1h0m0s (rollingwindow): "+
+		"no counter exists, or all its requests have expired; check the KEY, --rule and --strategy the key is counted under\n", url); code != 3 || out != "" || errs != want {
+		t.Errorf("exit %d\nstdout %q\nstderr %q\nwant   %q", code, out, errs, want)
 	}
 }
 
@@ -180,10 +181,12 @@ all rules: wait * for 1 more; paused for *, until *
 		t.Errorf("rules %+v", r)
 	}
 
-	// --prefix names the store's key prefix: another prefix holds nothing for the key.
-	code, out, _ = runCmd(t, ctx, "status", "--store", url, "--prefix", "other", "--rule", "60/1h", "tenant-1")
-	if !strings.Contains(out, "60/1h0m0s  0     60         0s") || code != 0 {
-		t.Errorf("--prefix other: exit %d\n%s", code, out)
+	// --prefix names the store's key prefix: another prefix holds nothing for the key, and
+	// status says which prefix it looked under.
+	code, out, errs = runCmd(t, ctx, "status", "--store", url, "--prefix", "other", "--rule", "60/1h", "tenant-1")
+	if want := "ratemonitor: status: nothing recorded for key \"tenant-1\" in " + url + " under prefix \"other\" under the rules 60/1h0m0s (rollingwindow): " +
+		"no counter exists, or all its requests have expired; check the KEY, --prefix (" + examplePrefixes + "), --rule and --strategy the key is counted under\n"; code != 3 || out != "" || errs != want {
+		t.Errorf("--prefix other: exit %d\nstdout %q\nstderr %q\nwant   %q", code, out, errs, want)
 	}
 	// A day at 1 s granularity is 86 400 buckets: more than the Redis store holds.
 	code, _, errs = runCmd(t, ctx, "status", "--store", url, "--rule", "5000/24h", "tenant-1")
@@ -238,9 +241,9 @@ func TestErrors(t *testing.T) {
 	}{
 		{nil, 2, "…ratemonitor: want a command: status or watch\n"},
 		{[]string{"stats"}, 2, "ratemonitor: unknown command \"stats\": want status or watch (ratemonitor -h lists the flags)\n"},
-		{[]string{"status", "--store", sq, "--rule", "60per1m", "k"}, 2, "ratemonitor: --rule 60per1m: want LIMIT/WINDOW, e.g. 60/1m\n"},
-		{[]string{"status", "--store", sq, "--rule", "x/1m", "k"}, 2, "ratemonitor: --rule x/1m: limit \"x\" is not a whole number; want LIMIT/WINDOW, e.g. 60/1m\n"},
-		{[]string{"status", "--store", sq, "--rule", "60/1m,burst=3", "k"}, 2, "ratemonitor: --rule 60/1m,burst=3: unknown option \"burst=3\": want granularity=D, margin=D or headroom=N\n"},
+		{[]string{"status", "--store", sq, "--rule", "60per1m", "k"}, 2, "ratemonitor: --rule: invalid rule \"60per1m\": want LIMIT/WINDOW[,granularity=D][,margin=D][,headroom=N], e.g. 60/1m or 5000/24h,granularity=10s\n"},
+		{[]string{"status", "--store", sq, "--rule", "x/1m", "k"}, 2, "ratemonitor: --rule: invalid rule \"x/1m\": limit \"x\" is not a whole number; want LIMIT/WINDOW[,granularity=D][,margin=D][,headroom=N], e.g. 60/1m or 5000/24h,granularity=10s\n"},
+		{[]string{"status", "--store", sq, "--rule", "60/1m,burst=3", "k"}, 2, "ratemonitor: --rule: invalid rule \"60/1m,burst=3\": unknown option \"burst=3\": want granularity=D, margin=D or headroom=N\n"},
 		{[]string{"status", "--store", sq, "--rule", "0/1m", "k"}, 2, "ratemonitor: --rule: invalid rule 0/1m0s: limit is 0, it must be at least 1\n"},
 		{[]string{"status", "--store", sq, "--rule", "60/1m"}, 2, "ratemonitor: status: missing KEY: the store key, e.g. tenant-1, key:alice or ip:203.0.113.7 (or --header-key V)\n"},
 		{[]string{"status", "--store", sq, "--rule", "60/1m", "a", "b"}, 2, "ratemonitor: status: want one KEY, got 2: [\"a\" \"b\"]\n"},
@@ -360,7 +363,7 @@ func TestBinary(t *testing.T) {
 	cmd := exec.Command(bin, "status", "--store", url, "--rule", "60per1m", "k")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); cmd.ProcessState.ExitCode() != 2 || stderr.String() != "ratemonitor: --rule 60per1m: want LIMIT/WINDOW, e.g. 60/1m\n" {
+	if err := cmd.Run(); cmd.ProcessState.ExitCode() != 2 || stderr.String() != "ratemonitor: --rule: invalid rule \"60per1m\": want LIMIT/WINDOW[,granularity=D][,margin=D][,headroom=N], e.g. 60/1m or 5000/24h,granularity=10s\n" {
 		t.Errorf("malformed rule: %v, %q", err, stderr.String())
 	}
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
@@ -46,7 +45,11 @@ be those the key is counted under.
 
 rules: LIMIT/WINDOW[,granularity=D][,margin=D][,headroom=N], e.g. 60/1m or 5000/24h,granularity=10s
 
-exit status: 0 ok, 1 the store failed, 2 a usage error
+prefixes (--prefix, Redis): ` + examplePrefixes + `
+
+exit status: 0 ok, 1 the store failed, 2 a usage error, 3 (status) nothing recorded for KEY
+under these rules: no counter, or all its requests expired (a wrong KEY, --prefix, --rule or
+--strategy, or an idle key)
 
 flags:
 `
@@ -104,6 +107,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "ratemonitor:", err)
+		var ne *nothingError
+		if errors.As(err, &ne) {
+			return exitNothing
+		}
 		return exitRuntime
 	}
 	return exitOK
@@ -219,9 +226,9 @@ func newFlags(cfg *config, rules *[]string, strat, headerKey *string) *flag.Flag
 		*rules = append(*rules, v)
 		return nil
 	})
-	fs.DurationVar(&cfg.granularity, "granularity", 0, "rolling window: bucket width of every rule without its own (default 1s)")
-	fs.DurationVar(&cfg.margin, "margin", 0, "margin of every rule without its own (Rule.Margin)")
-	fs.IntVar(&cfg.headroom, "headroom", 0, "headroom of every rule without its own (Rule.Headroom)")
+	fs.DurationVar(&cfg.granularity, "granularity", 0, "rolling window: bucket width of every rule that sets none or 0 (default 1s)")
+	fs.DurationVar(&cfg.margin, "margin", 0, "margin of every rule that sets none or 0 (Rule.Margin)")
+	fs.IntVar(&cfg.headroom, "headroom", 0, "headroom of every rule that sets none or 0 (Rule.Headroom)")
 	fs.StringVar(&cfg.prefix, "prefix", "", "Redis: the store's key prefix (default "+strconv.Quote("ratemonitor")+")")
 	fs.StringVar(headerKey, "header-key", "", "inspect the middleware's key for the key-header value `V` (\"key:\"+V, or \"key:\"+its hash with --key-header naming a credential header or --key-secret-env) instead of KEY")
 	fs.StringVar(&cfg.keyHeader, "key-header", "", "with --header-key: the middleware's key header `NAME` (WithKeyHeader); a credential header's values are hashed, as Limiter.HeaderKey does")
@@ -232,46 +239,22 @@ func newFlags(cfg *config, rules *[]string, strat, headerKey *string) *flag.Flag
 	return fs
 }
 
-// parseRule reads LIMIT/WINDOW[,name=value...]. The format is strategy.ParseRule's; the
-// granularity check waits for the options (and strategy.New).
+// parseRule reads one --rule with strategy.ParseRule, the library's parser (one syntax for
+// both), then gives the --granularity, --margin and --headroom defaults to the fields the rule
+// leaves zero. The granularity fit is checked later, by strategy.New with the algorithm.
 func parseRule(a string, cfg *config) (strategy.Rule, error) {
-	bad := func(why string) error { return usagef("--rule %s: %s", a, why) }
-	parts := strings.Split(a, ",")
-	limit, window, ok := strings.Cut(strings.TrimSpace(parts[0]), "/")
-	if !ok {
-		return strategy.Rule{}, bad("want LIMIT/WINDOW, e.g. 60/1m")
-	}
-	n, err := strconv.Atoi(limit)
+	r, err := strategy.ParseRule(a)
 	if err != nil {
-		return strategy.Rule{}, bad(fmt.Sprintf("limit %q is not a whole number; want LIMIT/WINDOW, e.g. 60/1m", limit))
+		return strategy.Rule{}, usagef("--rule: %v", err)
 	}
-	w, err := time.ParseDuration(window)
-	if err != nil {
-		return strategy.Rule{}, bad(fmt.Sprintf("window %q is not a duration such as 1m or 24h; want LIMIT/WINDOW, e.g. 60/1m", window))
+	if r.Granularity == 0 {
+		r.Granularity = cfg.granularity
 	}
-	r := strategy.Rule{Limit: n, Window: w, Granularity: cfg.granularity, Margin: cfg.margin, Headroom: cfg.headroom}
-	for _, p := range parts[1:] {
-		name, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-		switch name {
-		case "granularity", "margin":
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return strategy.Rule{}, bad(fmt.Sprintf("%s %q is not a duration", name, v))
-			}
-			if name == "margin" {
-				r.Margin = d
-			} else {
-				r.Granularity = d
-			}
-		case "headroom":
-			h, err := strconv.Atoi(v)
-			if err != nil {
-				return strategy.Rule{}, bad(fmt.Sprintf("headroom %q is not a whole number", v))
-			}
-			r.Headroom = h
-		default:
-			return strategy.Rule{}, bad(fmt.Sprintf("unknown option %q: want granularity=D, margin=D or headroom=N", p))
-		}
+	if r.Margin == 0 {
+		r.Margin = cfg.margin
+	}
+	if r.Headroom == 0 {
+		r.Headroom = cfg.headroom
 	}
 	return r, nil
 }

@@ -65,7 +65,7 @@ func TestStatusHeaderKeyWithSecretFromEnv(t *testing.T) {
 	if code, _, _ := runCmd(t, context.Background(), append(args, "--key-secret-env", "RM_TEST_UNSET_VARIABLE")...); code != 2 {
 		t.Errorf("an unset --key-secret-env variable: exit %d, want 2", code)
 	}
-	if code, out, _ := runCmd(t, context.Background(), args...); code != 0 || !strings.Contains(out, "60/1h0m0s  0 ") {
-		t.Errorf("without the secret (X-Client-Key is no credential header: key:alice): exit %d, want 0 and 0 used:\n%s", code, out)
+	if code, _, errs := runCmd(t, context.Background(), args...); code != 3 || !strings.HasPrefix(errs, "ratemonitor: status: nothing recorded for key \"key:alice\" in ") {
+		t.Errorf("without the secret (X-Client-Key is no credential header: key:alice): exit %d, want 3 and nothing recorded:\n%s", code, errs)
 	}
 }
