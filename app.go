@@ -31,7 +31,7 @@ type appLimit struct {
 func WithAppRules(appKey string, rules ...strategy.Rule) Option {
 	return func(t *Transport) error {
 		if appKey == "" {
-			return errors.New("ratemonitor: WithAppRules needs a non-empty app key")
+			return errors.New("ratemonitor: WithAppRules: the app key is empty: choose one no request is keyed by, such as \"xero-app:<client id>\"")
 		}
 		s, err := rollingwindow.New(rules...)
 		if err != nil {

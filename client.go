@@ -169,7 +169,9 @@ type Transport struct {
 	inflight    *inflight      // nil without them (inflight.go)
 }
 
-var errTwoStrategies = errors.New("ratemonitor: WithRules or WithStrategy given twice: give the rules once")
+// errTwoStrategies is the cause of the error WithRules or WithStrategy returns when the
+// rules are already set.
+var errTwoStrategies = errors.New("the rules are already set (WithRules or WithStrategy given twice): give them once")
 
 // Option configures New.
 type Option func(*Transport) error
@@ -179,11 +181,14 @@ type Option func(*Transport) error
 func WithRules(rules ...strategy.Rule) Option {
 	return func(t *Transport) error {
 		if t.strat != nil {
-			return errTwoStrategies
+			return optionErr("WithRules", errTwoStrategies)
 		}
 		s, err := rollingwindow.New(rules...)
+		if err != nil {
+			return optionErr("WithRules", err)
+		}
 		t.strat = s
-		return err
+		return nil
 	}
 }
 
@@ -192,10 +197,10 @@ func WithRules(rules ...strategy.Rule) Option {
 func WithStrategy(s *strategy.Strategy) Option {
 	return func(t *Transport) error {
 		if s == nil {
-			return errors.New("ratemonitor: WithStrategy(nil)")
+			return errors.New("ratemonitor: WithStrategy(nil): give a strategy, such as fixedwindow.New(rules...)")
 		}
 		if t.strat != nil {
-			return errTwoStrategies
+			return optionErr("WithStrategy", errTwoStrategies)
 		}
 		t.strat = s
 		return nil
@@ -258,7 +263,7 @@ func WithClock(c clock.Clock) Option {
 func WithErrorPolicy(p ErrorPolicy) Option {
 	return func(t *Transport) error {
 		if p != FailOpen && p != FailClosed && p != Degrade {
-			return fmt.Errorf("ratemonitor: unknown ErrorPolicy %d", p)
+			return fmt.Errorf("ratemonitor: WithErrorPolicy(%d): unknown policy: want FailOpen, FailClosed or Degrade", p)
 		}
 		t.policy, t.policySet = p, true
 		return nil
@@ -315,14 +320,14 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	t.pacer.seed = maphash.MakeSeed()
 	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("ratemonitor: option %d is nil", i)
+			return nil, fmt.Errorf("ratemonitor: New: option %d is nil: give an Option such as WithRules(...)", i)
 		}
 		if err := o(t); err != nil {
 			return nil, err
 		}
 	}
 	if t.strat == nil {
-		return nil, errors.New("ratemonitor: New needs WithRules or WithStrategy")
+		return nil, errors.New("ratemonitor: New: no rules: give WithRules or WithStrategy")
 	}
 	if err := t.applySmoothing(); err != nil {
 		return nil, err
@@ -335,11 +340,11 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	}
 	if v, ok := t.store.(cache.Validator); ok {
 		if err := v.Validate(t.strat); err != nil {
-			return nil, err
+			return nil, optionErr("WithStore", err)
 		}
 		if t.app != nil {
 			if err := v.Validate(t.app.strat); err != nil {
-				return nil, fmt.Errorf("app rules: %w", err)
+				return nil, optionErr("WithAppRules", fmt.Errorf("the store cannot hold the app rules: %w", err))
 			}
 		}
 	}
@@ -348,14 +353,14 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	}
 	if c, ok := t.store.(cache.Clocked); ok {
 		if t.clockSet && !sameClock(c.Clock(), t.clock) {
-			return nil, errors.New("ratemonitor: WithClock and the store's clock differ; give the clock to the store only (cache.MemoryConfig.Clock)")
+			return nil, errors.New("ratemonitor: WithClock: the store has a clock of its own, another one: give the clock to the store only (cache.MemoryConfig.Clock)")
 		}
 		t.clock = c.Clock()
 	}
 	if t.store == nil {
 		m, err := cache.NewMemory(cache.MemoryConfig{Clock: t.clock, Logger: t.logger, Observer: t.obs})
 		if err != nil {
-			return nil, err
+			return nil, optionErr("New", fmt.Errorf("the default memory store: %w", err))
 		}
 		t.store, t.ownStore = m, true
 	}
@@ -366,11 +371,11 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	// can conflict there.
 	if !t.ownStore {
 		if err := cache.ClaimCounters(t.store, "", t.strat); err != nil {
-			return nil, err
+			return nil, optionErr("WithStore", err)
 		}
 		if t.app != nil {
 			if err := cache.ClaimCounters(t.store, "app key "+t.app.key, t.app.strat); err != nil {
-				return nil, fmt.Errorf("app rules: %w", err)
+				return nil, optionErr("WithAppRules", err)
 			}
 		}
 	}

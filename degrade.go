@@ -78,7 +78,7 @@ func WithDegraded(cfg DegradedConfig) Option {
 func (t *Transport) resolvePolicy() error {
 	switch {
 	case t.degradedCfg != nil && t.policySet && t.policy != Degrade:
-		return fmt.Errorf("ratemonitor: WithDegraded is for ErrorPolicy Degrade, but WithErrorPolicy chose %s: drop one of them", t.policy)
+		return fmt.Errorf("ratemonitor: WithDegraded: it is for ErrorPolicy Degrade, but WithErrorPolicy chose %s: drop one of them", t.policy)
 	case t.degradedCfg != nil || (!t.policySet && t.pacing):
 		t.policy = Degrade
 	case !t.policySet:

@@ -124,7 +124,7 @@ func (t *Transport) checkInFlight() error {
 	c := t.inflightCfg
 	if c.n == 0 && c.appN == 0 {
 		if c.ttl != 0 {
-			return errors.New("ratemonitor: WithInFlightLease without WithInFlight or WithAppInFlight: there is nothing to lease")
+			return errors.New("ratemonitor: WithInFlightLease: without WithInFlight or WithAppInFlight there is nothing to lease: add one, or drop WithInFlightLease")
 		}
 		return nil
 	}

@@ -39,7 +39,7 @@ func TestInFlightOptions(t *testing.T) {
 		{[]Option{WithAppInFlight(0)}, "WithAppInFlight(0): want at least 1"},
 		{[]Option{WithAppInFlight(2)}, "WithAppInFlight(2) needs WithAppRules"},
 		{[]Option{WithInFlight(1), WithInFlightLease(time.Millisecond)}, "WithInFlightLease(1ms): want at least 100ms"},
-		{[]Option{WithInFlightLease(time.Second)}, "WithInFlightLease without WithInFlight"},
+		{[]Option{WithInFlightLease(time.Second)}, "WithInFlightLease: without WithInFlight"},
 		{[]Option{WithInFlight(5), WithStore(notLeaser{m})}, "WithInFlight(5): the store (ratemonitor.notLeaser) holds no in-flight leases (cache.Leaser); use the memory store (cache.Memory) or the Redis store (redisstore)"},
 	} {
 		_, err := New(nil, append([]Option{WithRules(minute)}, c.opts...)...)

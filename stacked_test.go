@@ -226,7 +226,7 @@ func TestAppRulesDoNotConflictWithKeyRules(t *testing.T) {
 				newTransport(t, nil, WithRules(tenant), WithAppRules("xero-app", app), WithStore(st))
 			}
 			_, err := New(nil, WithRules(tenant), WithAppRules("xero-app", strategy.Rule{Limit: 10_000, Window: time.Minute, Margin: 2 * time.Second}), WithStore(st))
-			if !errors.Is(err, cache.ErrCounterConflict) || !strings.HasPrefix(err.Error(), "app rules: ") {
+			if !errors.Is(err, cache.ErrCounterConflict) || !strings.HasPrefix(err.Error(), "ratemonitor: WithAppRules: ") {
 				t.Errorf("app rules with another margin on the same app key: %v, want an app-rules ErrCounterConflict", err)
 			}
 			// A failed New claims nothing: the other app key's margin is free to differ.

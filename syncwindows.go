@@ -50,7 +50,7 @@ func (t *Transport) checkWindows(what string, r any) error {
 				continue // its figures are dropped (learn)
 			}
 			if t.app == nil {
-				return fmt.Errorf("ratemonitor: %s (%v) reads figures of the app key's %v window, and there are no app rules (the rules are %s): add WithAppRules with a rule of that window, or give a reader without app figures",
+				return fmt.Errorf("ratemonitor: %s: %v reads figures of the app key's %v window, and there are no app rules (the rules are %s): add WithAppRules with a rule of that window, or give a reader without app figures",
 					what, r, win.Window, ruleList(t.strat))
 			}
 			s = t.app.strat
@@ -60,7 +60,7 @@ func (t *Transport) checkWindows(what string, r any) error {
 			if t.app != nil {
 				app = ruleList(t.app.strat)
 			}
-			return fmt.Errorf("ratemonitor: %s (%v) reads figures of %s's %v window, and no rule has that window (the rules are %s; app rules: %s): give a rule with that window, or the reader the windows of your rules",
+			return fmt.Errorf("ratemonitor: %s: %v reads figures of %s's %v window, and no rule has that window (the rules are %s; app rules: %s): give a rule with that window, or the reader the windows of your rules",
 				what, r, whose, win.Window, ruleList(t.strat), app)
 		}
 	}

@@ -380,4 +380,4 @@ func (t *Transport) status(ctx context.Context, s *strategy.Strategy, key string
 }
 
 // errNoSyncer is returned by New for WithSync over a store that cannot keep what upstreams say.
-var errNoSyncer = errors.New("ratemonitor: WithSync needs a store that implements cache.Syncer (the memory and Redis stores do)")
+var errNoSyncer = errors.New("ratemonitor: WithSync: the store does not implement cache.Syncer: use one that does (the memory and Redis stores do)")

@@ -1,0 +1,118 @@
+package ratemonitor
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/cache/sqlitestore"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// TestNewErrorsNameTheOption: every error New can return starts with "ratemonitor: " and the
+// option at fault, followed by ":" or "(" (New's doc promises it); "New" itself for a nil option
+// and for no rules at all. Each option with an input that can be wrong is here, each check of
+// New after the options too. (WithPacing, WithSmoothing's flag and WithErrorHandler take no
+// input that can be wrong: a nil handler is no handler.)
+func TestNewErrorsNameTheOption(t *testing.T) {
+	minute := strategy.Rule{Limit: 60, Window: time.Minute}
+	ctx := context.Background()
+	mem := func() *cache.Memory {
+		m, err := cache.NewMemory(cache.MemoryConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	// A memory store whose 1m counters another Transport claimed with a 1 s margin.
+	claimed := mem()
+	first, err := New(nil, WithRules(strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}),
+		WithAppRules("app", strategy.Rule{Limit: 100, Window: time.Minute, Margin: time.Second}), WithStore(claimed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	sq, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "l.db"), sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	fixedHalf, err := fixedwindow.New(strategy.Rule{Limit: 60, Window: time.Minute, Margin: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed, err := fixedwindow.New(minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeClock, _ := cache.NewMemory(cache.MemoryConfig{Clock: clock.NewManual(time.Unix(0, 0))})
+	defer storeClock.Close()
+
+	for _, c := range []struct {
+		opt  string
+		opts []Option
+		is   error // also wrapped, when not nil
+	}{
+		{"New", []Option{WithRules(minute), nil}, nil},
+		{"New", []Option{WithKeyFunc(KeyByHost)}, nil},
+		{"WithRules", []Option{WithRules()}, nil},
+		{"WithRules", []Option{WithRules(strategy.Rule{Limit: 0, Window: time.Minute})}, strategy.ErrInvalidRule},
+		{"WithRules", []Option{WithRules(minute), WithRules(minute)}, nil},
+		{"WithStrategy", []Option{WithStrategy(nil)}, nil},
+		{"WithStrategy", []Option{WithRules(minute), WithStrategy(fixed)}, nil},
+		{"WithStore", []Option{WithRules(minute), WithStore(nil)}, nil},
+		{"WithStore", []Option{WithStrategy(fixedHalf), WithStore(sq)}, nil},
+		{"WithStore", []Option{WithRules(minute), WithStore(claimed)}, cache.ErrCounterConflict},
+		{"WithKeyFunc", []Option{WithRules(minute), WithKeyFunc(nil)}, nil},
+		{"WithClock", []Option{WithRules(minute), WithClock(nil)}, nil},
+		{"WithClock", []Option{WithRules(minute), WithClock(clock.NewManual(time.Unix(0, 0))), WithStore(storeClock)}, nil},
+		{"WithErrorPolicy", []Option{WithRules(minute), WithErrorPolicy(ErrorPolicy(99))}, nil},
+		{"WithLogger", []Option{WithRules(minute), WithLogger(nil)}, nil},
+		{"WithObserver", []Option{WithRules(minute), WithObserver(nil)}, nil},
+		{"WithCost", []Option{WithRules(minute), WithCost(nil)}, nil},
+		{"WithCostReport", []Option{WithRules(minute), WithCostReport(nil)}, nil},
+		{"WithSync", []Option{WithRules(minute), WithSync(SyncConfig{Fallback: -time.Second})}, nil},
+		{"WithSync", []Option{WithRules(minute), WithSync(SyncConfig{XRateLimitWindow: -time.Second})}, nil},
+		{"WithSync", []Option{WithRules(minute), WithSync(SyncConfig{Readers: []headers.Reader{nil}})}, nil},
+		{"WithSync", []Option{WithRules(minute), WithSync(SyncConfig{Readers: []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour)}})}, nil},
+		{"WithSync", []Option{WithRules(minute), WithSync(SyncConfig{}), WithStore(plainStore{mem()} /* upstream_test.go: the Store methods only, no Syncer or Leaser */)}, errNoSyncer},
+		{"WithAppRules", []Option{WithRules(minute), WithAppRules("", minute)}, nil},
+		{"WithAppRules", []Option{WithRules(minute), WithAppRules("app", strategy.Rule{Limit: 1})}, strategy.ErrInvalidRule},
+		{"WithAppRules", []Option{WithRules(strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}), WithAppRules("app", minute), WithStore(claimed)}, cache.ErrCounterConflict},
+		{"WithDegraded", []Option{WithRules(minute), WithDegraded(DegradedConfig{Share: 2})}, nil},
+		{"WithDegraded", []Option{WithRules(minute), WithDegraded(DegradedConfig{Processes: -1})}, nil},
+		{"WithDegraded", []Option{WithRules(minute), WithDegraded(DegradedConfig{Share: 0.5, Processes: 2})}, nil},
+		{"WithDegraded", []Option{WithRules(minute), WithDegraded(DegradedConfig{ProbeInterval: -time.Second})}, nil},
+		{"WithDegraded", []Option{WithRules(minute), WithDegraded(DegradedConfig{}), WithErrorPolicy(FailOpen)}, nil},
+		{"WithSmoothing", []Option{WithStrategy(fixed), WithSmoothing()}, nil},
+		{"WithInFlight", []Option{WithRules(minute), WithInFlight(0)}, nil},
+		{"WithInFlight", []Option{WithRules(minute), WithInFlight(1), WithStore(plainStore{mem()})}, nil},
+		{"WithAppInFlight", []Option{WithRules(minute), WithAppInFlight(0)}, nil},
+		{"WithAppInFlight", []Option{WithRules(minute), WithAppInFlight(2)}, nil},
+		{"WithInFlightLease", []Option{WithRules(minute), WithInFlight(1), WithInFlightLease(time.Millisecond)}, nil},
+		{"WithInFlightLease", []Option{WithRules(minute), WithInFlightLease(time.Second)}, nil},
+	} {
+		tr, err := New(nil, c.opts...)
+		if err == nil {
+			tr.Close()
+			t.Errorf("%s: New succeeded, want an error", c.opt)
+			continue
+		}
+		msg := err.Error()
+		rest, ok := strings.CutPrefix(msg, "ratemonitor: "+c.opt)
+		if !ok || rest == "" || (rest[0] != ':' && rest[0] != '(') || strings.Contains(rest, "ratemonitor: ") {
+			t.Errorf("%s: error %q, want it to start with %q then ':' or '(' (and say ratemonitor once)", c.opt, msg, "ratemonitor: "+c.opt)
+		}
+		if c.is != nil && !errors.Is(err, c.is) {
+			t.Errorf("%s: error %q does not wrap %v", c.opt, msg, c.is)
+		}
+	}
+}
