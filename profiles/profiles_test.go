@@ -13,9 +13,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/standin"
 	"github.com/ratemonitor/ratemonitor/profiles"
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -275,5 +277,31 @@ func TestXeroConcurrent(t *testing.T) {
 	}
 	if got := tr.InFlight("tenant-1"); got != 0 {
 		t.Errorf("InFlight after every body was closed = %d, want 0", got)
+	}
+}
+
+// TestAppendToProfile: what the README says may be appended to a profile. A store and a key
+// function are taken (the later WithKeyFunc wins); rules appended make New fail, saying so.
+func TestAppendToProfile(t *testing.T) {
+	mem, err := cache.NewMemory(cache.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	tr, err := ratemonitor.New(http.DefaultTransport, append(profiles.GitHubREST(), ratemonitor.WithStore(mem),
+		ratemonitor.WithKeyFunc(func(*http.Request) string { return "mine" }))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if k := tr.Key(request("http://api.github.com/user", "Authorization", "Bearer x")); k != "mine" {
+		t.Errorf("key %q after appending WithKeyFunc, want %q", k, "mine")
+	}
+	if tr.Store() != cache.Store(mem) {
+		t.Error("the appended store is not the Transport's")
+	}
+	_, err = ratemonitor.New(http.DefaultTransport, append(profiles.GitHubREST(), ratemonitor.WithRules(strategy.Rule{Limit: 1, Window: time.Second}))...)
+	if err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("rules appended to a profile: %v, want an error saying they are given twice", err)
 	}
 }
