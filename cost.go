@@ -54,7 +54,9 @@ func WithCost(f func(*http.Request) int) Option {
 // returns: RoundTrip returns at the header, as net/http's Transport does, and the body the
 // caller gets yields the same bytes and, once read to its end (io.EOF), hands them to the
 // reader and corrects the charge, in that last Read, before an in-flight slot (WithInFlight)
-// is freed. A body closed before its end leaves the charge as it was. Responses to HEAD
+// is freed; so does closing it having read one complete JSON value (json.Valid on what was
+// read, within cost.MaxBody: json.NewDecoder(resp.Body).Decode stops at the value's end
+// without reading io.EOF). Any other body closed before its end leaves the charge as it was. Responses to HEAD
 // requests, 1xx (a 101's upgraded connection), 204 and 304 responses, bodies that are not JSON
 // (an absent Content-Type may be) and encodings other than gzip are left alone. Another Reader
 // is called before RoundTrip returns.
