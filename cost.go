@@ -88,12 +88,14 @@ func WithCostReport(r cost.Reader) Option {
 }
 
 // charge is what one attempt was charged here: n on the counters of lim, reserved at instant at
-// on the request's key and appAt on the app key (zero when recorded, in monitoring mode), while
-// the degraded mode's generation was gen.
+// on the request's key and appAt on the app key (the store's instants, for its Release; zero
+// when recorded, in monitoring mode), at local on the Transport's clock (for owedBack: the
+// store's clock may differ from ours), while the degraded mode's generation was gen.
 type charge struct {
 	n         int
 	lim       limits
 	at, appAt time.Time
+	local     time.Time
 	gen       uint64
 }
 
@@ -219,14 +221,14 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 	back := ch.n - real
 	now := t.clock.Now()
 	if ch.lim.strat != nil && !ch.at.IsZero() {
-		if k := owedBack(ch.lim.strat, ch.at, now, back); k > 0 {
+		if k := owedBack(ch.lim.strat, ch.local, now, back); k > 0 {
 			if err := t.releaseIn(ctx, ch.gen, ch.lim.strat, key, ch.at, k); err != nil {
 				t.syncFailed(req, key, err)
 			}
 		}
 	}
 	if ch.lim.app != nil && !ch.appAt.IsZero() {
-		if k := owedBack(ch.lim.app.strat, ch.appAt, now, back); k > 0 {
+		if k := owedBack(ch.lim.app.strat, ch.local, now, back); k > 0 {
 			if err := t.releaseIn(ctx, ch.gen, ch.lim.app.strat, ch.lim.app.key, ch.appAt, k); err != nil {
 				t.syncFailed(req, ch.lim.app.key, err)
 			}
@@ -235,20 +237,29 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 }
 
 // owedBack returns how many of back tokens, given back for a charge reserved at at, s may
-// still owe at now. A rolling or fixed window removes the charge's own slots at at: all of
+// still owe at now; at and now are both the Transport's clock (charge.local), never the
+// store's (a Redis server's TIME ahead of this host's clock would make the elapsed time
+// negative). A rolling or fixed window removes the charge's own slots at at: all of
 // back. A token bucket does not know which of its tokens were the charge's: the refill since
 // at pays the oldest debt first, and may have paid the tokens given back already (a bucket full
 // again since at owes none of them); giving them back then would let the bucket hold tokens
 // the upstream's does not. So it is back less the tokens each bucket refilled since at
 // (rounded up), at least 0: an over-count at worst, never an under-count. Computed here, at
-// the instant of the correction, so that every store gives back the same. at is the store's
-// instant and now the Transport's clock: a store clock behind ours gives back less.
+// the instant of the correction, so that every store gives back the same. No time elapsed
+// (e == 0) owes all of back; a clock that went back since at (e < 0: the refill since is
+// unknown) owes none, an over-count rather than tokens the upstream's bucket may not hold.
 func owedBack(s *strategy.Strategy, at, now time.Time, back int) int {
 	if s.Name() != (tokenbucket.Algorithm{}).Name() {
 		return back
 	}
+	if at.IsZero() {
+		return 0 // no instant of the charge on our clock: nothing known, nothing given back
+	}
 	e := now.Sub(at)
-	if e <= 0 {
+	if e < 0 {
+		return 0
+	}
+	if e == 0 {
 		return back
 	}
 	for i := range s.NumRules() {

@@ -16,8 +16,8 @@ import (
 // TestCostCorrectedWhenDecoderStopsAtValueEnd: a Shopify GraphQL answer sent chunked (the
 // server flushes the JSON, then ends the body 100 ms later), read the usual Go way,
 // json.NewDecoder(resp.Body).Decode(&v), then Close. The decoder has the whole JSON value and
-// stops without reading io.EOF, so Watch never fires: the query charged 1 that Shopify says
-// cost 50 stays at 1 (an under-count of 49 points: 429s).
+// stops without reading io.EOF; the Close hands the value read to the reader, and the query
+// charged 1 that Shopify says cost 50 is corrected to exactly 50.
 func TestCostCorrectedWhenDecoderStopsAtValueEnd(t *testing.T) {
 	body := shopifyCostBody(100, 50)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
