@@ -64,7 +64,8 @@ func WithCost(f func(*http.Request) int) Option {
 // A request sent on a Reservation's slot was charged one slot: a higher real cost is recorded
 // on top, a lower one not given back (a spent slot never is). An attempt a Transport wrapping
 // this one counted in all of this one's counters (stacked over one store) was charged there:
-// its cost is corrected up here likewise, never down.
+// its cost is corrected up here likewise, never down; unless that Transport has WithCostReport
+// too, which then corrects its charge itself (once, up or down), and this one leaves it alone.
 //
 // In monitoring mode a lower cost is not given back: the store does not say at which instant it
 // recorded the charge, and a Release elsewhere could free other requests' slots early; the
@@ -287,20 +288,22 @@ func (t *Transport) slotCharge(lim limits) *charge {
 // outerCharge is the charge a Transport wrapping this one over the same store made for an
 // attempt it counted in all of this one's counters (its mark m), for WithCostReport: its cost,
 // on this one's counters, at no instant (the give-back needs the instant the outer reserved
-// at: a lower real cost is not given back, an over-count). nil when the outer did not charge.
+// at: a lower real cost is not given back, an over-count). nil when the outer did not charge,
+// or corrects its charge itself (WithCostReport there too: correcting here as well would count
+// the extra twice).
 func (t *Transport) outerCharge(m *countMark) *charge {
-	if t.costReport == nil || m == nil || m.cost < 1 {
+	if t.costReport == nil || m == nil || m.cost < 1 || m.corrects {
 		return nil
 	}
 	return &charge{n: m.cost, lim: t.allLimits(), gen: t.gen()}
 }
 
 // costMarked records in out's mark, when marked made one for req, the cost n the attempt was
-// charged, for outerCharge.
+// charged, and whether this Transport corrects it itself, for outerCharge.
 func (t *Transport) costMarked(out, req *http.Request, n int) *http.Request {
 	if out != req {
 		if m := markFrom(out.Context()); m != nil {
-			m.cost = n
+			m.cost, m.corrects = n, t.costReport != nil
 		}
 	}
 	return out
