@@ -28,15 +28,21 @@ const GitHubUnauthenticatedHourLimit = 60
 const GitHubMaxPause = time.Hour + time.Minute
 
 // githubUnauthenticatedCost is what an unauthenticated request is charged against the 5000 an
-// hour rule: ⌈5000 / 60⌉ = 84, so that 59 fit in an hour (59 × 84 = 4956 ≤ 5000 < 60 × 84),
-// never more than GitHub's 60. The figures of its responses are scaled by the same factor.
-const githubUnauthenticatedCost = (GitHubHourLimit + GitHubUnauthenticatedHourLimit - 1) / GitHubUnauthenticatedHourLimit
+// hour rule: ⌊5000 / 60⌋ = 83, so that exactly GitHub's 60 fit in an hour (60 × 83 = 4980 ≤
+// 5000 < 61 × 83 = 5063). The figures of its responses are scaled by the same factor (r
+// requests remaining: r × 83 points, which hold exactly r requests).
+const githubUnauthenticatedCost = GitHubHourLimit / GitHubUnauthenticatedHourLimit
 
 // GitHubREST paces a GitHub REST API client: requests are keyed by their token (a keyed hash of
 // the Authorization header, under "github-rest:"), each held to 5000 an hour with a 1 s margin.
 // Unauthenticated requests (no Authorization header) are keyed by host under
-// "github-rest-unauthenticated:" and charged 84 each against that hour, so that at most 59 go
-// in an hour: GitHub allows 60 per IP address.
+// "github-rest-unauthenticated:" and charged 83 each against that hour, so that at most 60 go
+// in an hour: GitHub allows 60 per IP address. GitHub counts those per client IP address, not
+// per host: the key is the host so that the processes of one IP address sharing a store share
+// it; processes behind different IP addresses each get their own 60 from GitHub but share this
+// key over one store (fewer sent than allowed, never more); to count per machine instead, wrap
+// the key function (WithKeyFunc after these options) to key unauthenticated requests by a
+// fixed name of your own per IP address.
 //
 // It reads X-RateLimit-Limit, -Remaining and -Reset (epoch seconds) on every response whose
 // X-RateLimit-Resource is core (or absent): the search, code_search, graphql and other
