@@ -22,6 +22,11 @@ const GitHubHourLimit = 5000
 // requests is 60 requests per hour").
 const GitHubUnauthenticatedHourLimit = 60
 
+// githubSecondaryWait bounds how long RoundTrip waits for a 403's body to say whether it is a
+// secondary rate limit (headers.GitHubSecondaryWithin): GitHub's error documents are small and
+// come with the header; a body slower than this is not waited for.
+const githubSecondaryWait = 100 * time.Millisecond
+
 // GitHubMaxPause is the longest pause the GitHub profiles take (SyncConfig.MaxPause): GitHub's
 // limits reset within the hour, so a reset or Retry-After further away (a garbled value) is
 // cut to an hour and a minute.
@@ -54,7 +59,9 @@ const githubUnauthenticatedCost = GitHubHourLimit / GitHubUnauthenticatedHourLim
 // X-RateLimit-Reset; with Retry-After for a secondary limit, which pauses it that long; and
 // when neither says, GitHub asks for at least a minute, which is the pause
 // (SyncConfig.Fallback), for a 429 and for a 403 whose JSON message names the secondary rate
-// limit (the first 4 KiB of such a body are read before RoundTrip returns). A reset or pause
+// limit (the first 4 KiB of a 403's JSON body are read before RoundTrip returns, waiting at
+// most githubSecondaryWait, 100 ms, for them: a message slower than that is not seen, and the
+// 403 is taken to be about permissions; a 429's body is not read). A reset or pause
 // beyond GitHubMaxPause is cut to it. Package retry retries such a 403 after the pause.
 func GitHubREST() []ratemonitor.Option {
 	r := githubReader{resource: "core", name: "profiles.GitHubREST"}
