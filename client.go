@@ -479,9 +479,9 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 	switch {
 	case t.pacing && lim.strat == nil:
 		// Only the app key is left to count: pace on it alone.
-		ch.appAt, _, _, err = t.acquire(ctx, lim.app.key, n, t.policy == FailOpen, limits{strat: lim.app.strat})
+		ch.appAt, _, ch.local, err = t.acquire(ctx, lim.app.key, n, t.policy == FailOpen, limits{strat: lim.app.strat})
 	case t.pacing:
-		ch.at, ch.appAt, _, err = t.acquire(ctx, key, n, t.policy == FailOpen, lim)
+		ch.at, ch.appAt, ch.local, err = t.acquire(ctx, key, n, t.policy == FailOpen, lim)
 	default:
 		err = t.record(ctx, key, n, lim)
 	}

@@ -54,7 +54,9 @@ func WithCost(f func(*http.Request) int) Option {
 // returns: RoundTrip returns at the header, as net/http's Transport does, and the body the
 // caller gets yields the same bytes and, once read to its end (io.EOF), hands them to the
 // reader and corrects the charge, in that last Read, before an in-flight slot (WithInFlight)
-// is freed. A body closed before its end leaves the charge as it was. Responses to HEAD
+// is freed; so does closing it having read one complete JSON value (json.Valid on what was
+// read, within cost.MaxBody: json.NewDecoder(resp.Body).Decode stops at the value's end
+// without reading io.EOF). Any other body closed before its end leaves the charge as it was. Responses to HEAD
 // requests, 1xx (a 101's upgraded connection), 204 and 304 responses, bodies that are not JSON
 // (an absent Content-Type may be) and encodings other than gzip are left alone. Another Reader
 // is called before RoundTrip returns.
@@ -62,7 +64,8 @@ func WithCost(f func(*http.Request) int) Option {
 // A request sent on a Reservation's slot was charged one slot: a higher real cost is recorded
 // on top, a lower one not given back (a spent slot never is). An attempt a Transport wrapping
 // this one counted in all of this one's counters (stacked over one store) was charged there:
-// its cost is corrected up here likewise, never down.
+// its cost is corrected up here likewise, never down; unless that Transport has WithCostReport
+// too, which then corrects its charge itself (once, up or down), and this one leaves it alone.
 //
 // In monitoring mode a lower cost is not given back: the store does not say at which instant it
 // recorded the charge, and a Release elsewhere could free other requests' slots early; the
@@ -86,12 +89,14 @@ func WithCostReport(r cost.Reader) Option {
 }
 
 // charge is what one attempt was charged here: n on the counters of lim, reserved at instant at
-// on the request's key and appAt on the app key (zero when recorded, in monitoring mode), while
-// the degraded mode's generation was gen.
+// on the request's key and appAt on the app key (the store's instants, for its Release; zero
+// when recorded, in monitoring mode), at local on the Transport's clock (for owedBack: the
+// store's clock may differ from ours), while the degraded mode's generation was gen.
 type charge struct {
 	n         int
 	lim       limits
 	at, appAt time.Time
+	local     time.Time
 	gen       uint64
 }
 
@@ -217,14 +222,14 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 	back := ch.n - real
 	now := t.clock.Now()
 	if ch.lim.strat != nil && !ch.at.IsZero() {
-		if k := owedBack(ch.lim.strat, ch.at, now, back); k > 0 {
+		if k := owedBack(ch.lim.strat, ch.local, now, back); k > 0 {
 			if err := t.releaseIn(ctx, ch.gen, ch.lim.strat, key, ch.at, k); err != nil {
 				t.syncFailed(req, key, err)
 			}
 		}
 	}
 	if ch.lim.app != nil && !ch.appAt.IsZero() {
-		if k := owedBack(ch.lim.app.strat, ch.appAt, now, back); k > 0 {
+		if k := owedBack(ch.lim.app.strat, ch.local, now, back); k > 0 {
 			if err := t.releaseIn(ctx, ch.gen, ch.lim.app.strat, ch.lim.app.key, ch.appAt, k); err != nil {
 				t.syncFailed(req, ch.lim.app.key, err)
 			}
@@ -233,20 +238,29 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 }
 
 // owedBack returns how many of back tokens, given back for a charge reserved at at, s may
-// still owe at now. A rolling or fixed window removes the charge's own slots at at: all of
+// still owe at now; at and now are both the Transport's clock (charge.local), never the
+// store's (a Redis server's TIME ahead of this host's clock would make the elapsed time
+// negative). A rolling or fixed window removes the charge's own slots at at: all of
 // back. A token bucket does not know which of its tokens were the charge's: the refill since
 // at pays the oldest debt first, and may have paid the tokens given back already (a bucket full
 // again since at owes none of them); giving them back then would let the bucket hold tokens
 // the upstream's does not. So it is back less the tokens each bucket refilled since at
 // (rounded up), at least 0: an over-count at worst, never an under-count. Computed here, at
-// the instant of the correction, so that every store gives back the same. at is the store's
-// instant and now the Transport's clock: a store clock behind ours gives back less.
+// the instant of the correction, so that every store gives back the same. No time elapsed
+// (e == 0) owes all of back; a clock that went back since at (e < 0: the refill since is
+// unknown) owes none, an over-count rather than tokens the upstream's bucket may not hold.
 func owedBack(s *strategy.Strategy, at, now time.Time, back int) int {
 	if s.Name() != (tokenbucket.Algorithm{}).Name() {
 		return back
 	}
+	if at.IsZero() {
+		return 0 // no instant of the charge on our clock: nothing known, nothing given back
+	}
 	e := now.Sub(at)
-	if e <= 0 {
+	if e < 0 {
+		return 0
+	}
+	if e == 0 {
 		return back
 	}
 	for i := range s.NumRules() {
@@ -274,20 +288,22 @@ func (t *Transport) slotCharge(lim limits) *charge {
 // outerCharge is the charge a Transport wrapping this one over the same store made for an
 // attempt it counted in all of this one's counters (its mark m), for WithCostReport: its cost,
 // on this one's counters, at no instant (the give-back needs the instant the outer reserved
-// at: a lower real cost is not given back, an over-count). nil when the outer did not charge.
+// at: a lower real cost is not given back, an over-count). nil when the outer did not charge,
+// or corrects its charge itself (WithCostReport there too: correcting here as well would count
+// the extra twice).
 func (t *Transport) outerCharge(m *countMark) *charge {
-	if t.costReport == nil || m == nil || m.cost < 1 {
+	if t.costReport == nil || m == nil || m.cost < 1 || m.corrects {
 		return nil
 	}
 	return &charge{n: m.cost, lim: t.allLimits(), gen: t.gen()}
 }
 
 // costMarked records in out's mark, when marked made one for req, the cost n the attempt was
-// charged, for outerCharge.
+// charged, and whether this Transport corrects it itself, for outerCharge.
 func (t *Transport) costMarked(out, req *http.Request, n int) *http.Request {
 	if out != req {
 		if m := markFrom(out.Context()); m != nil {
-			m.cost = n
+			m.cost, m.corrects = n, t.costReport != nil
 		}
 	}
 	return out

@@ -51,10 +51,13 @@ type countMark struct {
 	// cost is what the marking Transport charged the attempt in the counters it counted it in
 	// (0: not charged there, as a Reservation's slot), so that a Transport inside with
 	// WithCostReport can correct that charge when it finds all its counters counted.
-	cost   int
-	parent *countMark  // the mark of a Transport further out, over another store
-	taken  atomic.Bool // an attempt through a Transport inside has taken the counters
-	inline [2]countedOn
+	cost int
+	// corrects says the marking Transport has WithCostReport and corrects its charge itself: a
+	// Transport inside leaves it alone, or the correction up would be made twice.
+	corrects bool
+	parent   *countMark  // the mark of a Transport further out, over another store
+	taken    atomic.Bool // an attempt through a Transport inside has taken the counters
+	inline   [2]countedOn
 }
 
 // Value returns the mark itself for countedContext, and otherwise what the attempt's context

@@ -100,15 +100,18 @@ func pick(ws []*waiter) int {
 // arrival order, head included, w last. It only reads ws; the copies it replays pick on are
 // told from one another by their turn channels, which are unique.
 func servedBefore(ws []*waiter, head, w *waiter) int {
-	ahead, mixed := 0, false
+	// One priority and nobody passed MaxOvertakes times: pick takes them in arrival order. A
+	// waiter passed that often (passes carried from its request's earlier queue) is taken out
+	// of order even among waiters of one priority: replay then.
+	ahead, mixed := 0, w.overtaken >= MaxOvertakes
 	for _, o := range ws[:len(ws)-1] {
 		ahead += o.n
-		mixed = mixed || (o != head && o.prio != w.prio)
+		mixed = mixed || (o != head && (o.prio != w.prio || o.overtaken >= MaxOvertakes))
 	}
 	if !mixed {
-		return ahead // one priority: arrival order, everyone before w (in O(len(ws)))
+		return ahead // arrival order, everyone before w (in O(len(ws)))
 	}
-	// Mixed priorities: replay pick on a copy (O(len(ws)²), for the queues that have them).
+	// Mixed: replay pick on a copy (O(len(ws)²), for the queues that need it).
 	ahead = 0
 	rest := make([]waiter, 0, len(ws))
 	for _, o := range ws {

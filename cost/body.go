@@ -29,8 +29,9 @@ type Body struct {
 // BodyReader is a Reader that finds the cost in the response body. ratemonitor.WithCostReport
 // does not read the body for one, so that RoundTrip returns when the header has arrived, as
 // net/http's Transport does: it calls ReadHead then, and ReadBody once the caller has read
-// the body to its end (Watch), with what was read. A body closed before its end is never
-// parsed: the charge made before the send stands. The readers of this package are
+// the body to its end (Watch), with what was read, or closed it having read one complete JSON
+// value (a json.Decoder stops there). Any other body closed before its end is never parsed:
+// the charge made before the send stands. The readers of this package are
 // BodyReaders.
 type BodyReader interface {
 	Reader
@@ -66,9 +67,11 @@ func Wants(resp *http.Response) bool {
 }
 
 // Watch replaces resp.Body with one that yields the same bytes and, when the caller has read
-// it to its end (io.EOF), calls done once with what was read, before that Read returns. done
-// is not called when the body is closed before its end or a read fails: a partial body says
-// nothing sure. It keeps at most MaxBody + TailBytes bytes (of a gzip'd body: MaxBody
+// it to its end (io.EOF), calls done once with what was read, before that Read returns. A body
+// closed before its end calls done, before Close closes it, only when what was read is one
+// complete JSON value (json.Valid; what json.NewDecoder(body).Decode leaves read, it does not
+// read on to io.EOF); done is not called for any other body closed early, or when a read
+// fails: a partial body says nothing sure. It keeps at most MaxBody + TailBytes bytes (of a gzip'd body: MaxBody
 // compressed bytes; one longer is not parsed). Close closes the original body.
 func Watch(resp *http.Response, done func(Body)) {
 	resp.Body = &watched{ReadCloser: resp.Body, done: done, gz: isGzip(resp)}
@@ -111,10 +114,28 @@ func (w *watched) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close closes the original body. A body closed before its end (io.EOF) is, most often, one a
+// JSON decoder read to the end of its value and stopped (json.Decoder does not read on to
+// io.EOF; a chunked body's last chunk may come later): when what was read is whole (not over
+// MaxBody) and is exactly one complete JSON value (json.Valid), done is called with it before
+// the body is closed, as at io.EOF. Anything else read before Close (a part of a value, two
+// values) says nothing sure: done is not called.
 func (w *watched) Close() error {
 	w.mu.Lock()
-	w.ended = true
+	var fire func(Body)
+	var b Body
+	if !w.ended {
+		w.ended = true
+		if !w.c.over && len(w.c.head) > 0 {
+			if b = w.c.body(w.gz); b.Whole && json.Valid(b.Head) {
+				fire = w.done
+			}
+		}
+	}
 	w.mu.Unlock()
+	if fire != nil {
+		fire(b)
+	}
 	return w.ReadCloser.Close()
 }
 

@@ -22,21 +22,32 @@ const GitHubHourLimit = 5000
 // requests is 60 requests per hour").
 const GitHubUnauthenticatedHourLimit = 60
 
+// githubSecondaryWait bounds how long RoundTrip waits for a 403's body to say whether it is a
+// secondary rate limit (headers.GitHubSecondaryWithin): GitHub's error documents are small and
+// come with the header; a body slower than this is not waited for.
+const githubSecondaryWait = 100 * time.Millisecond
+
 // GitHubMaxPause is the longest pause the GitHub profiles take (SyncConfig.MaxPause): GitHub's
 // limits reset within the hour, so a reset or Retry-After further away (a garbled value) is
 // cut to an hour and a minute.
 const GitHubMaxPause = time.Hour + time.Minute
 
 // githubUnauthenticatedCost is what an unauthenticated request is charged against the 5000 an
-// hour rule: ⌈5000 / 60⌉ = 84, so that 59 fit in an hour (59 × 84 = 4956 ≤ 5000 < 60 × 84),
-// never more than GitHub's 60. The figures of its responses are scaled by the same factor.
-const githubUnauthenticatedCost = (GitHubHourLimit + GitHubUnauthenticatedHourLimit - 1) / GitHubUnauthenticatedHourLimit
+// hour rule: ⌊5000 / 60⌋ = 83, so that exactly GitHub's 60 fit in an hour (60 × 83 = 4980 ≤
+// 5000 < 61 × 83 = 5063). The figures of its responses are scaled by the same factor (r
+// requests remaining: r × 83 points, which hold exactly r requests).
+const githubUnauthenticatedCost = GitHubHourLimit / GitHubUnauthenticatedHourLimit
 
 // GitHubREST paces a GitHub REST API client: requests are keyed by their token (a keyed hash of
 // the Authorization header, under "github-rest:"), each held to 5000 an hour with a 1 s margin.
 // Unauthenticated requests (no Authorization header) are keyed by host under
-// "github-rest-unauthenticated:" and charged 84 each against that hour, so that at most 59 go
-// in an hour: GitHub allows 60 per IP address.
+// "github-rest-unauthenticated:" and charged 83 each against that hour, so that at most 60 go
+// in an hour: GitHub allows 60 per IP address. GitHub counts those per client IP address, not
+// per host: the key is the host so that the processes of one IP address sharing a store share
+// it; processes behind different IP addresses each get their own 60 from GitHub but share this
+// key over one store (fewer sent than allowed, never more); to count per machine instead, wrap
+// the key function (WithKeyFunc after these options) to key unauthenticated requests by a
+// fixed name of your own per IP address.
 //
 // It reads X-RateLimit-Limit, -Remaining and -Reset (epoch seconds) on every response whose
 // X-RateLimit-Resource is core (or absent): the search, code_search, graphql and other
@@ -48,7 +59,9 @@ const githubUnauthenticatedCost = (GitHubHourLimit + GitHubUnauthenticatedHourLi
 // X-RateLimit-Reset; with Retry-After for a secondary limit, which pauses it that long; and
 // when neither says, GitHub asks for at least a minute, which is the pause
 // (SyncConfig.Fallback), for a 429 and for a 403 whose JSON message names the secondary rate
-// limit (the first 4 KiB of such a body are read before RoundTrip returns). A reset or pause
+// limit (the first 4 KiB of a 403's JSON body are read before RoundTrip returns, waiting at
+// most githubSecondaryWait, 100 ms, for them: a message slower than that is not seen, and the
+// 403 is taken to be about permissions; a 429's body is not read). A reset or pause
 // beyond GitHubMaxPause is cut to it. Package retry retries such a 403 after the pause.
 func GitHubREST() []ratemonitor.Option {
 	r := githubReader{resource: "core", name: "profiles.GitHubREST"}

@@ -23,7 +23,7 @@ type githubReader struct {
 // ReadCost reads the header (and, for GraphQL, body gives it, the body; see githubBodyReader).
 func (g githubReader) ReadCost(resp *http.Response, now time.Time) cost.Report {
 	rep := cost.Report{Cost: cost.Unknown}
-	if headers.GitHubSecondary(resp) {
+	if headers.GitHubSecondaryWithin(resp, githubSecondaryWait) {
 		// GitHub: "wait for at least one minute before retrying"; the fallback pause is that.
 		rep.Signals = append(rep.Signals, headers.Signal{Window: time.Hour, Remaining: 0, Limit: headers.Unknown, Reset: time.Minute})
 	}

@@ -52,11 +52,20 @@ func (st *Store) leaseID() string {
 // lease runs lease.lua once (route.go: the key's server's turn, the store's Timeout, never
 // replayed) and returns {ok, held, wait µs}.
 func (st *Store) lease(ctx context.Context, op, key string, code int, id string, limit int, ttl time.Duration) ([]int64, error) {
+	res, _, err := st.leaseSent(ctx, op, key, code, id, limit, ttl)
+	return res, err
+}
+
+// leaseSent is lease, also saying, on failure, whether the script may have run (execSent).
+func (st *Store) leaseSent(ctx context.Context, op, key string, code int, id string, limit int, ttl time.Duration) (_ []int64, maybeSent bool, _ error) {
 	if st.closed.Load() {
-		return nil, st.failed(ctx, op, key, cache.ErrClosed)
+		return nil, false, st.failed(ctx, op, key, cache.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, st.failed(ctx, op, key, fmt.Errorf("ratemonitor: redis store: %s on key %q: not sent: %w", op, key, err))
 	}
 	if err := st.gate(ctx); err != nil {
-		return nil, st.failed(ctx, op, key, err)
+		return nil, false, st.failed(ctx, op, key, err)
 	}
 	now := int64(-1)
 	if st.opts.Clock != nil {
@@ -65,18 +74,19 @@ func (st *Store) lease(ctx context.Context, op, key string, code int, id string,
 	// ttl rounded up to whole µs: a lease never expires early.
 	ttlMicros := int64((ttl + time.Microsecond - 1) / time.Microsecond)
 	lk := st.LeaseKey(key)
-	res, err := st.exec(ctx, op, key, leaseScript, []string{lk, lk + leaseTombMagic},
+	res, sent, err := st.execSent(ctx, op, key, leaseScript, []string{lk, lk + leaseTombMagic},
 		[]any{code, now, id, limit, ttlMicros, st.opts.Slack.Microseconds()})
 	if err != nil {
-		return nil, err
+		return nil, sent, err
 	}
 	if len(res) != 4 {
-		return nil, fmt.Errorf("ratemonitor: redis store: %s on key %q: unexpected reply %v", op, key, res)
+		return nil, true, fmt.Errorf("ratemonitor: redis store: %s on key %q: unexpected reply %v", op, key, res)
 	}
 	if res[0] != 0 {
 		res[0] = 5 // the code corruptions names for a lease set (state.go)
 	}
-	return st.settled(key, res)
+	res, err = st.settled(key, res)
+	return res, true, err
 }
 
 // AcquireLease implements cache.Leaser: one round trip, on Redis TIME, so every process
@@ -84,7 +94,10 @@ func (st *Store) lease(ctx context.Context, op, key string, code int, id string,
 // ttl + Options.Slack. Errors: cache.ErrInvalidLease's, cache.ErrClosed after Close, and the
 // call's own failure as under Record. An AcquireLease that fails may still have run on the
 // server (cut off by its context or the Timeout while the script was on the wire): the store
-// then releases that lease by itself, in the background, retrying until the TTL has passed,
+// then releases that lease by itself (only then: not after a failure before the script was
+// written, such as a context already ended, a refused dial or a reply saying it did not run;
+// one background worker per store, from a queue of at most 1024 such leases, a lease past that
+// left to its expiry), in the background, retrying until the TTL has passed,
 // and buries its id so that a script that runs only after the release takes nothing
 // (lease_cutoff.go); Close stops those releases, leaving such a lease to its expiry.
 func (st *Store) AcquireLease(ctx context.Context, key string, limit int, ttl time.Duration) (cache.Lease, error) {
@@ -92,9 +105,11 @@ func (st *Store) AcquireLease(ctx context.Context, key string, limit int, ttl ti
 		return cache.Lease{}, err
 	}
 	id := st.leaseID()
-	r, err := st.lease(ctx, "acquire lease", key, 1, id, limit, ttl)
+	r, sent, err := st.leaseSent(ctx, "acquire lease", key, 1, id, limit, ttl)
 	if err != nil {
-		st.releaseCutOff(key, id, ttl)
+		if sent {
+			st.releaseCutOff(key, id, ttl)
+		}
 		return cache.Lease{}, err
 	}
 	if r[0] != 1 {

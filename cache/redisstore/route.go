@@ -227,17 +227,26 @@ func (h *dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // did not run (notRun), with a short pause, while the timeout allows. Failures are explained
 // (which server, whose timeout) and reported to the observer.
 func (st *Store) exec(ctx context.Context, op, key string, script *redis.Script, keys []string, args []any) ([]int64, error) {
+	res, _, err := st.execSent(ctx, op, key, script, keys, args)
+	return res, err
+}
+
+// execSent is exec, also saying, on failure, whether the script may have run on the server:
+// false when it was never written to a connection (no slot map, no turn, the caller's context
+// ended before, a refused dial, the client's pool full) or every reply said it did not run
+// (notRun); true otherwise (an I/O error or a timeout after the write, another error reply).
+func (st *Store) execSent(ctx context.Context, op, key string, script *redis.Script, keys []string, args []any) (res []int64, maybeSent bool, err error) {
 	pickCtx, cancelPick := context.WithTimeout(ctx, st.opts.Timeout)
 	srv, err := st.route.pick(pickCtx, keys[0])
 	cancelPick()
 	if err != nil {
-		return nil, st.failed(ctx, op, key, fmt.Errorf("ratemonitor: redis store: %s on key %q: %w", op, key, err))
+		return nil, false, st.failed(ctx, op, key, fmt.Errorf("ratemonitor: redis store: %s on key %q: %w", op, key, err))
 	}
 	select {
 	case srv.turns <- struct{}{}:
 		defer func() { <-srv.turns }()
 	case <-ctx.Done():
-		return nil, fmt.Errorf("ratemonitor: redis store%s: %s on key %q: gave up waiting for a connection's turn (MaxInFlight %d): %w",
+		return nil, false, fmt.Errorf("ratemonitor: redis store%s: %s on key %q: gave up waiting for a connection's turn (MaxInFlight %d): %w",
 			atAddr(srv.addr), op, key, st.opts.MaxInFlight, ctx.Err())
 	}
 	parent := ctx
@@ -245,15 +254,31 @@ func (st *Store) exec(ctx context.Context, op, key string, script *redis.Script,
 	defer cancel()
 	start := time.Now()
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		if err := ctx.Err(); err != nil && !maybeSent {
+			// ended before anything was written (a select may take the turn with ctx done)
+			return nil, false, st.failed(parent, op, key, st.explain(parent, op, key, srv.addr, time.Since(start), err))
+		}
 		res, err := script.Run(ctx, scripter{st.client}, keys, args...).Int64Slice()
 		if err == nil {
-			return res, nil
+			return res, true, nil
 		}
+		maybeSent = maybeSent || !unsent(err)
 		st.route.reload(err)
 		if !notRun(err) || sleep(ctx, pause) != nil {
-			return nil, st.failed(parent, op, key, st.explain(parent, op, key, srv.addr, time.Since(start), err))
+			return nil, maybeSent, st.failed(parent, op, key, st.explain(parent, op, key, srv.addr, time.Since(start), err))
 		}
 	}
+}
+
+// unsent reports whether err says the command was never written to the server: a reply
+// refusing it before it ran (notRun), a dial that failed (connection refused: net.OpError
+// "dial"), or no connection free in the client's pool (redis.ErrPoolTimeout, redis.ErrClosed).
+func unsent(err error) bool {
+	if notRun(err) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 // sleep waits d, or returns ctx's error when it ends first (or would end within d).

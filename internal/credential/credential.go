@@ -65,13 +65,18 @@ func IsHeader(name string) bool {
 // as the user name: Stripe's secret key, "curl -u sk_test_...:",
 // https://docs.stripe.com/api/authentication; a GitHub token as token@host), the value of
 // every query parameter (access_token=, key=, a presigned URL's signature), and every query
-// part without "=" (a bare ?<token>). The path is kept: a token in it (Telegram's
-// /bot<token>/) still shows.
+// part without "=" (a bare ?<token>), and the whole fragment, replaced by "#xxxxx" (an OAuth
+// implicit grant's redirect carries the token there: "#access_token=…", RFC 6749 §4.2.2;
+// net/http never sends a fragment, but a req.URL parsed from such a URL keeps it). The path is
+// kept: a token in it (Telegram's /bot<token>/) still shows.
 func URL(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
 	c := *u
+	if c.Fragment != "" || c.RawFragment != "" {
+		c.Fragment, c.RawFragment = "xxxxx", ""
+	}
 	if c.User != nil {
 		c.User = url.User("xxxxx")
 	}

@@ -1,0 +1,35 @@
+package headers
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGitHubSecondaryWithin: a 403 whose JSON body (there at once) names the secondary rate limit
+// is one, and its body still yields every byte; a 429 with the same body gives false without a
+// byte read (Refused covers it); a 403 about permissions gives false.
+func TestGitHubSecondaryWithin(t *testing.T) {
+	const msg = `{"message":"You have exceeded a secondary rate limit"}`
+	for _, c := range []struct {
+		status int
+		body   string
+		want   bool
+	}{
+		{http.StatusForbidden, msg, true},
+		{http.StatusTooManyRequests, msg, false},
+		{http.StatusForbidden, `{"message":"Resource not accessible by integration"}`, false},
+	} {
+		resp := &http.Response{StatusCode: c.status, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(c.body))}
+		if got := GitHubSecondaryWithin(resp, time.Second); got != c.want {
+			t.Errorf("%d %s: GitHubSecondaryWithin = %v, want %v", c.status, c.body, got, c.want)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || string(b) != c.body {
+			t.Errorf("%d: body after the peek %q (%v), want %q", c.status, b, err, c.body)
+		}
+	}
+}
