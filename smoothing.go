@@ -17,10 +17,11 @@ import "fmt"
 //
 // Smoothing applies to everything that waits or reserves: paced RoundTrips (WithPacing),
 // Reserve, Wait, WaitTime and WaitSeconds; a burst larger than b is refused with
-// strategy.ErrBurstTooLarge. Reservation.Cancel refunds the GCRA too, the part of the
-// charge n·T not yet paid off (n·T − the time since the reservation, nothing once that has
-// passed): time the GCRA has already passed on to later requests is not handed back, so a
-// cancel never lets more than b go at once. Monitoring-mode
+// strategy.ErrBurstTooLarge. Reservation.Cancel refunds the GCRA too (n·T), unless the slots
+// were reserved more than b·T ago, by when the GCRA has forgotten them. A charge partly paid
+// off (reserved less than b·T ago but more than n·T) is refunded whole, so just after such a
+// Cancel up to n·T more of a burst may go than b: the rule itself is never exceeded (it stays
+// the authority). Monitoring-mode
 // records charge the GCRA up to a full burst. App rules (WithAppRules) are not smoothed.
 // AllocationUsed reports the rules' own usage.
 //

@@ -170,22 +170,15 @@ func (g *GCRA) Add(now time.Time, n int) {
 	g.tat = min(base+int64(n)*g.interval, t+g.span())
 }
 
-// Remove refunds n requests charged at instant at: TAT moves back by the part of their charge
-// c = min(n, b)·T not yet paid off, but not before the GCRA's time. The charge is paid off by
-// at + c at the earliest (by later if other charges were ahead of it), so the refund is
-// min(c, at + c − latest instant seen), nothing when that is not positive: refunding more
-// would hand back time that later charges have used, letting more than b go at once.
+// Remove refunds n requests charged at instant at: TAT moves back by n·T, but not before the
+// GCRA's time. A charge older than b·T has been paid off already and refunds nothing.
 func (g *GCRA) Remove(at time.Time, n int) {
-	if !g.seen {
+	if !g.seen || at.UnixNano()+g.span() <= g.hw {
 		return
 	}
 	back := g.span()
 	if int64(n) < g.burst {
 		back = int64(n) * g.interval
-	}
-	back = min(back, at.UnixNano()+back-g.hw)
-	if back <= 0 {
-		return
 	}
 	g.tat = max(g.tat-back, g.hw)
 }

@@ -600,18 +600,15 @@ if op == 5 then -- release
     local m, hl = at - fmod(at, g), H[b + 5]
     local hm = hl - fmod(hl, g)
     if g < 0 then
-      -- a GCRA: refund the part of the charge c = n·T (a full burst at most) not yet paid
-      -- off, min(c, at + c − h) (strategy.GCRA.Remove), not before the slot's time
+      -- a GCRA: refund n·T (a full burst at most), not before the slot's time; a charge older
+      -- than b·T is paid off already
       local h, w = H[b], P[2 * j]
-      if h ~= NONE and hl ~= NONE then
+      if h ~= NONE and hl ~= NONE and at + w > h then
         local back = w
         if n * -g < w then back = n * -g end
-        if at + back - h < back then back = at + back - h end
-        if back > 0 then
-          hl = hl - back
-          if hl < h then hl = h end
-          H[b + 5] = hl
-        end
+        hl = hl - back
+        if hl < h then hl = h end
+        H[b + 5] = hl
       end
     elseif hl == NONE or hm < m then
       -- no bucket holds at
