@@ -41,17 +41,7 @@ const SecondaryPeek = 4 << 10
 // SecondaryPeek bytes of a JSON body before returning, and puts back a body that yields every
 // byte (a read error comes after the bytes read).
 func GitHubSecondary(resp *http.Response) bool {
-	if resp == nil || (resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests) {
-		return false
-	}
-	if strings.TrimSpace(resp.Header.Get(fieldRetryAfter)) != "" || strings.TrimSpace(resp.Header.Get(fieldXRemaining)) == "0" {
-		return false
-	}
-	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return false
-	}
-	if resp.Body == nil || resp.Body == http.NoBody {
+	if resp == nil || (resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests) || !secondaryCandidate(resp) {
 		return false
 	}
 	orig := resp.Body
@@ -62,6 +52,19 @@ func GitHubSecondary(resp *http.Response) bool {
 	}
 	resp.Body = peekedBody{Reader: io.MultiReader(bytes.NewReader(b), rest), Closer: orig}
 	return bytes.Contains(bytes.ToLower(b), []byte("secondary rate limit"))
+}
+
+// secondaryCandidate reports whether a refusal's header leaves a secondary limit to its body:
+// no Retry-After, X-RateLimit-Remaining not 0 (Refused covers both), and a JSON body to read.
+func secondaryCandidate(resp *http.Response) bool {
+	if strings.TrimSpace(resp.Header.Get(fieldRetryAfter)) != "" || strings.TrimSpace(resp.Header.Get(fieldXRemaining)) == "0" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return false
+	}
+	return resp.Body != nil && resp.Body != http.NoBody
 }
 
 type peekedBody struct {

@@ -3,10 +3,7 @@ package headers
 import (
 	"bytes"
 	"io"
-	"mime"
 	"net/http"
-	"strings"
-
 	"time"
 )
 
@@ -20,17 +17,7 @@ import (
 // Refused already says it refuses (GitHub's secondary limits answer 403 or 429, the page cited
 // at GitHubSecondary). d ≤ 0 waits for nothing: false unless the peek has ended at once.
 func GitHubSecondaryWithin(resp *http.Response, d time.Duration) bool {
-	if resp == nil || resp.StatusCode != http.StatusForbidden {
-		return false
-	}
-	if strings.TrimSpace(resp.Header.Get(fieldRetryAfter)) != "" || strings.TrimSpace(resp.Header.Get(fieldXRemaining)) == "0" {
-		return false
-	}
-	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return false
-	}
-	if resp.Body == nil || resp.Body == http.NoBody {
+	if resp == nil || resp.StatusCode != http.StatusForbidden || !secondaryCandidate(resp) {
 		return false
 	}
 	p := &pendingPeek{orig: resp.Body, done: make(chan struct{})}
