@@ -1,0 +1,12 @@
+module github.com/ratemonitor/ratemonitor/cache/redisstore
+
+go 1.26.0
+
+require (
+	github.com/ratemonitor/ratemonitor v0.0.0-00010101000000-000000000000
+	github.com/ratemonitor/ratemonitor/internal/redistest v0.0.0-00010101000000-000000000000
+)
+
+replace github.com/ratemonitor/ratemonitor => ../..
+
+replace github.com/ratemonitor/ratemonitor/internal/redistest => ../../internal/redistest

@@ -1,0 +1,7 @@
+module github.com/ratemonitor/ratemonitor/cache/sqlitestore
+
+go 1.26.0
+
+require github.com/ratemonitor/ratemonitor v0.0.0-00010101000000-000000000000
+
+replace github.com/ratemonitor/ratemonitor => ../..
