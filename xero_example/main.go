@@ -20,7 +20,10 @@
 // lets at most -in-flight of them be in progress per tenant at once (default 5, Xero's limit;
 // ratemonitor.WithInFlight): so the run meets neither of Xero's per-tenant limits. The DynamoDB
 // store holds no in-flight leases: with -dynamodb-endpoint there is no in-flight limit and
-// -concurrency defaults to 5.
+// -concurrency defaults to 5. The DynamoDB store is compiled in only with -tags dynamodb (the AWS
+// SDK is a long compile the default run does not need):
+//
+//	go run -tags dynamodb ./xero_example -dynamodb-endpoint http://127.0.0.1:8000
 package main
 
 import (
@@ -76,7 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.path, "path", "/api.xro/2.0/Invoices", "path to GET")
 	fs.StringVar(&c.token, "token", os.Getenv("XERO_TOKEN"), "bearer token for -base-url (default $XERO_TOKEN)")
 	fs.StringVar(&ids, "tenant-ids", "", "comma-separated tenant ids for -base-url")
-	fs.StringVar(&c.dynamoEndpoint, "dynamodb-endpoint", "", "DynamoDB API URL (e.g. http://127.0.0.1:8000 for dynalite): keep the counts in DynamoDB, like -redis (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, region from AWS_REGION)")
+	fs.StringVar(&c.dynamoEndpoint, "dynamodb-endpoint", "", "DynamoDB API URL (e.g. http://127.0.0.1:8000 for dynalite): keep the counts in DynamoDB, like -redis; needs a build with -tags dynamodb (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, region from AWS_REGION)")
 	fs.StringVar(&c.dynamoTable, "dynamodb-table", "ratemonitor", "DynamoDB table for -dynamodb-endpoint (partition key pk, a string); created when missing")
 	fs.StringVar(&c.redisAddr, "redis", "", "Redis address (host:port): keep the counts there and reserve each burst there, so several copies of this program share one allocation per tenant (each copy still starts its own local upstream unless -base-url is set)")
 	fs.BoolVar(&c.sync, "sync", false, "learn from the upstream's answers (X-*Limit-Remaining raise our counts, a 429 pauses the tenant until its Retry-After) and retry failed calls through go-retryablehttp, paced by the monitor")

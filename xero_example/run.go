@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratemonitor/ratemonitor"
-	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
+	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/retry"
@@ -169,6 +169,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	if cfg.dynamoEndpoint != "" {
 		if cfg.redisAddr != "" {
 			return summary{}, errors.New("-redis and -dynamodb-endpoint: give one store")
+		}
+		if openDynamo == nil {
+			return summary{}, errNoDynamo
 		}
 		store, err := openDynamo(ctx, cfg)
 		if err != nil {
@@ -523,11 +526,11 @@ func pausedUntil(st ratemonitor.Status) time.Time {
 // appKey is the key the app-wide limit is counted under with -sync.
 const appKey = "xero-app"
 
-// openDynamo opens the DynamoDB store, creating its table when it does not exist.
-func openDynamo(ctx context.Context, cfg config) (*dynamostore.Store, error) {
-	st, err := dynamostore.OpenOrCreate(ctx, dynamostore.EndpointClient(cfg.dynamoEndpoint), dynamostore.Options{Table: cfg.dynamoTable})
-	if err != nil {
-		return nil, fmt.Errorf("-dynamodb-endpoint %s -dynamodb-table %s: %w", cfg.dynamoEndpoint, cfg.dynamoTable, err)
-	}
-	return st, nil
-}
+// openDynamo opens the DynamoDB store for -dynamodb-endpoint, creating its table when it does
+// not exist. It is nil unless the program is built with -tags dynamodb (dynamodb.go): the AWS
+// SDK is a large compile, and the default run does not need it.
+var openDynamo func(ctx context.Context, cfg config) (cache.Store, error)
+
+// errNoDynamo is what -dynamodb-endpoint gives in a build without the DynamoDB store.
+var errNoDynamo = errors.New("-dynamodb-endpoint: this build has no DynamoDB store (it would compile the AWS SDK into every run); " +
+	"build with the tag: go run -tags dynamodb ./xero_example -dynamodb-endpoint URL")
