@@ -1,15 +1,13 @@
 package ratemonitor
 
 import (
-	"context"
 	"errors"
-	"path/filepath"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
-	"github.com/ratemonitor/ratemonitor/cache/sqlitestore"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/headers"
@@ -23,7 +21,6 @@ import (
 // input that can be wrong: a nil handler is no handler.)
 func TestNewErrorsNameTheOption(t *testing.T) {
 	minute := strategy.Rule{Limit: 60, Window: time.Minute}
-	ctx := context.Background()
 	mem := func() *cache.Memory {
 		m, err := cache.NewMemory(cache.MemoryConfig{})
 		if err != nil {
@@ -40,15 +37,9 @@ func TestNewErrorsNameTheOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	sq, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "l.db"), sqlitestore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sq.Close()
-	fixedHalf, err := fixedwindow.New(strategy.Rule{Limit: 60, Window: time.Minute, Margin: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A store whose Validate refuses every strategy, as the SQLite store refuses a fixed window
+	// with a sub-second margin (cache/sqlitestore/internal/transporttest checks that one).
+	refusing := refusingStore{mem()}
 	fixed, err := fixedwindow.New(minute)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +60,7 @@ func TestNewErrorsNameTheOption(t *testing.T) {
 		{"WithStrategy", []Option{WithStrategy(nil)}, nil},
 		{"WithStrategy", []Option{WithRules(minute), WithStrategy(fixed)}, nil},
 		{"WithStore", []Option{WithRules(minute), WithStore(nil)}, nil},
-		{"WithStore", []Option{WithStrategy(fixedHalf), WithStore(sq)}, nil},
+		{"WithStore", []Option{WithStrategy(fixed), WithStore(refusing)}, errRefused},
 		{"WithStore", []Option{WithRules(minute), WithStore(claimed)}, cache.ErrCounterConflict},
 		{"WithKeyFunc", []Option{WithRules(minute), WithKeyFunc(nil)}, nil},
 		{"WithClock", []Option{WithRules(minute), WithClock(nil)}, nil},
@@ -115,4 +106,15 @@ func TestNewErrorsNameTheOption(t *testing.T) {
 			t.Errorf("%s: error %q does not wrap %v", c.opt, msg, c.is)
 		}
 	}
+}
+
+// errRefused is what refusingStore's Validate wraps.
+var errRefused = errors.New("test store: refuses every strategy")
+
+// refusingStore is a store that can hold no strategy (cache.Validator): what New meets with a
+// store that cannot hold the rules it is given.
+type refusingStore struct{ cache.Store }
+
+func (refusingStore) Validate(s *strategy.Strategy) error {
+	return fmt.Errorf("%w (%d rules)", errRefused, len(s.Rules()))
 }

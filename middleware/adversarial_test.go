@@ -1,16 +1,10 @@
 package middleware
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/cache/sqlitestore"
-	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -47,58 +41,6 @@ func TestFixedMultiRuleRetryAfterEarly(t *testing.T) {
 	}
 }
 
-// Same through the SQLite store (fixedAdmit's own arithmetic).
-func TestFixedMultiRuleRetryAfterEarlySQLite(t *testing.T) {
-	clk := clock.NewManual(start)
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "l.db"), sqlitestore.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s := must(fixedwindow.New(
-		strategy.Rule{Limit: 1, Window: time.Second},
-		strategy.Rule{Limit: 2, Window: time.Minute},
-	))
-	lim, err := New(st, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrapped := lim.Wrap(&counting{})
-	serve(wrapped, "/", "1.2.3.4:5", nil)
-	w := serve(wrapped, "/", "1.2.3.4:5", nil)
-	ra, _ := strconv.Atoi(w.Header().Get("Retry-After"))
-	clk.Advance(time.Duration(ra) * time.Second)
-	if w := serve(wrapped, "/", "1.2.3.4:5", nil); w.Code != 200 {
-		t.Errorf("after waiting Retry-After=%d s: %d, Retry-After %s", ra, w.Code, w.Header().Get("Retry-After"))
-	}
-}
-
-// BREAKER 2: FailOpen treats the client's own cancellation as a store failure and runs the
-// handler uncounted: a client that hangs up right after sending gets its request served
-// without it being counted.
-func TestFailOpenCancelledClientBypasses(t *testing.T) {
-	clk := clock.NewManual(start)
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "l.db"), sqlitestore.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s := must(fixedwindow.New(strategy.Rule{Limit: 1, Window: time.Minute}))
-	var reported []error
-	lim, err := New(st, s, WithErrorPolicy(FailOpen), WithErrorHandler(func(_ *http.Request, err error) { reported = append(reported, err) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &counting{}
-	wrapped := lim.Wrap(h)
-	for i := 0; i < 5; i++ {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel() // the client hung up
-		r := httptest.NewRequest("POST", "/expensive", nil).WithContext(ctx)
-		r.RemoteAddr = "1.2.3.4:5"
-		wrapped.ServeHTTP(httptest.NewRecorder(), r)
-	}
-	if h.calls.Load() > 1 {
-		t.Errorf("limit 1, but the handler ran %d times for cancelled requests (errors reported: %v)", h.calls.Load(), reported[0])
-	}
-}
+// The same through the SQLite store (fixedAdmit's own arithmetic), and BREAKER 2 (FailOpen
+// and a client that hung up), are in cache/sqlitestore/internal/transporttest: they need the
+// SQLite store.

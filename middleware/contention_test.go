@@ -4,21 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/ratemonitor/ratemonitor/cache"
-	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
-	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -94,81 +86,5 @@ func TestContentionPastDeadline(t *testing.T) {
 	}
 }
 
-// TestDynamoContention: 64 goroutines × 4 requests from one address through four FailOpen
-// Limiters (four servers) over one DynamoDB table whose own retries are off, under 100 per
-// hour: exactly 100 are served, the other 156 are refused with 429, the handler runs for the
-// served ones only, the key counts 100, and no error is reported. Within a Limiter the
-// requests take turns on the key; between the four they contend, and that is retried.
-func TestDynamoContention(t *testing.T) {
-	srv := dynalitetest.Start(t)
-	hc := &http.Transport{MaxIdleConnsPerHost: 64}
-	defer hc.CloseIdleConnections()
-	c := dynamodb.New(dynamodb.Options{
-		Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
-		BaseEndpoint: aws.String(srv.Endpoint), RetryMaxAttempts: 1, HTTPClient: &http.Client{Transport: hc},
-	})
-	ctx := context.Background()
-	if err := dynamostore.CreateTable(ctx, c, "ratelimits"); err != nil {
-		t.Fatal(err)
-	}
-	st, err := dynamostore.New(c, dynamostore.Options{Table: "ratelimits", MaxRetries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s := must(rollingwindow.New(strategy.Rule{Limit: 100, Window: time.Hour, Granularity: time.Minute}))
-	var reported atomic.Int64
-	next := &counting{}
-	var urls []string
-	for range 4 {
-		l, err := New(st, s, WithErrorPolicy(FailOpen), WithErrorHandler(func(_ *http.Request, err error) {
-			if reported.Add(1) == 1 {
-				t.Errorf("error reported: %v", err)
-			}
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		up := httptest.NewServer(l.Wrap(next))
-		defer up.Close()
-		urls = append(urls, up.URL)
-	}
-	tr := &http.Transport{MaxIdleConnsPerHost: 64}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
-	var ok, refused, other atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 64 {
-		wg.Go(func() {
-			for range 4 {
-				resp, err := client.Get(urls[i%len(urls)] + "/")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				switch resp.StatusCode {
-				case http.StatusOK:
-					ok.Add(1)
-				case http.StatusTooManyRequests:
-					refused.Add(1)
-				default:
-					other.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	snap, err := st.Peek(ctx, s, "ip:127.0.0.1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// How often the four met contention (the figure varies with scheduling; 0 would mean
-	// this run did not exercise the retry, which the fake store's tests above do exactly).
-	t.Logf("store: %+v", st.Stats())
-	if ok.Load() != 100 || refused.Load() != 156 || other.Load() != 0 || next.calls.Load() != 100 || snap.Usage[0].Used != 100 || reported.Load() != 0 {
-		t.Errorf("served %d, refused %d, other %d, handler called %d, key counts %d, errors reported %d; want 100, 156, 0, 100, 100, 0",
-			ok.Load(), refused.Load(), other.Load(), next.calls.Load(), snap.Usage[0].Used, reported.Load())
-	}
-}
+// TestDynamoContention (four Limiters over one DynamoDB table) is in
+// cache/dynamostore/internal/transporttest: it needs DynamoDB.

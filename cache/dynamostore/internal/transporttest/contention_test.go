@@ -1,4 +1,4 @@
-package ratemonitor
+package transporttest
 
 import (
 	"context"
@@ -15,72 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
+	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
-	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
-
-// dynamoStore starts dynalite, creates a table and returns a DynamoDB store on it with opts
-// (Table filled in). Its HTTP connections are closed when the test ends, so that goleak sees
-// no keep-alive goroutine.
-func dynamoStore(t *testing.T, opts dynamostore.Options) *dynamostore.Store {
-	return faultyDynamoStore(t, opts, nil)
-}
-
-// faultyDynamoStore is dynamoStore whose DynamoDB calls go through fault, when not nil: it is
-// given each call's operation ("UpdateItem", "GetItem") and answers it, or returns nil to let
-// the server answer.
-func faultyDynamoStore(t *testing.T, opts dynamostore.Options, fault func(op string) *http.Response) *dynamostore.Store {
-	t.Helper()
-	srv := dynalitetest.Start(t)
-	hc := &http.Transport{MaxIdleConnsPerHost: 64}
-	t.Cleanup(hc.CloseIdleConnections)
-	var rt http.RoundTripper = hc
-	if fault != nil {
-		rt = roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if resp := fault(strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")); resp != nil {
-				if r.Body != nil {
-					r.Body.Close()
-				}
-				resp.Request = r
-				return resp, nil
-			}
-			return hc.RoundTrip(r)
-		})
-	}
-	c := dynamodb.New(dynamodb.Options{
-		Region:           "us-east-1",
-		Credentials:      credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
-		BaseEndpoint:     aws.String(srv.Endpoint),
-		RetryMaxAttempts: 1,
-		HTTPClient:       &http.Client{Transport: rt},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	opts.Table = "ratelimits"
-	if err := dynamostore.CreateTable(ctx, c, opts.Table); err != nil {
-		t.Fatal(err)
-	}
-	st, err := dynamostore.New(c, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
-// conditionFailed is DynamoDB's answer to a conditional write whose condition failed: what
-// another writer coming first looks like to the store.
-func conditionFailed() *http.Response {
-	return &http.Response{StatusCode: http.StatusBadRequest, Status: "400 Bad Request", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
-		Body:   io.NopCloser(strings.NewReader(`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}`))}
-}
 
 // grantLog is a store that keeps the instant of every slot its inner store granted (Reserve's
 // Result.At) and takes back the slots released: the instants a strict model judges.
@@ -165,12 +104,12 @@ func paceRun(t *testing.T, store cache.Store, rule strategy.Rule, transports, ca
 	defer base.CloseIdleConnections()
 	g := &grantLog{Store: store}
 	var errs atomic.Int64
-	trs := make([]*Transport, transports)
+	trs := make([]*ratemonitor.Transport, transports)
 	for i := range trs {
 		// FailOpen by name (paced Transports default to Degrade, which would absorb a store
 		// error this test must see).
-		tr, err := New(base, WithRules(rule), WithStore(g), WithPacing(), WithErrorPolicy(FailOpen), WithLogger(slog.New(slog.DiscardHandler)),
-			WithErrorHandler(func(*http.Request, string, error) { errs.Add(1) }))
+		tr, err := ratemonitor.New(base, ratemonitor.WithRules(rule), ratemonitor.WithStore(g), ratemonitor.WithPacing(), ratemonitor.WithErrorPolicy(ratemonitor.FailOpen), ratemonitor.WithLogger(slog.New(slog.DiscardHandler)),
+			ratemonitor.WithErrorHandler(func(*http.Request, string, error) { errs.Add(1) }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +120,7 @@ func paceRun(t *testing.T, store cache.Store, rule strategy.Rule, transports, ca
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
-			if _, err := store.Peek(context.Background(), trs[0].strat, "warm-up", 1); err != nil {
+			if _, err := trs[0].AllocationUsed(context.Background(), "warm-up"); err != nil {
 				t.Errorf("warm-up: %v", err)
 			}
 			req, _ := http.NewRequest(http.MethodGet, up.URL, nil)
@@ -301,10 +240,10 @@ func TestMonitoredContentionDynamo(t *testing.T) {
 			base := &http.Transport{MaxIdleConnsPerHost: 64}
 			defer base.CloseIdleConnections()
 			var reported atomic.Int64
-			trs := make([]*Transport, transports)
+			trs := make([]*ratemonitor.Transport, transports)
 			for i := range trs {
-				trs[i] = newTransport(t, base, WithRules(rule), WithStore(st), WithLogger(slog.New(slog.DiscardHandler)),
-					WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }))
+				trs[i] = newTransport(t, base, ratemonitor.WithRules(rule), ratemonitor.WithStore(st), ratemonitor.WithLogger(slog.New(slog.DiscardHandler)),
+					ratemonitor.WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }))
 			}
 			var wg sync.WaitGroup
 			for i := range 64 {
@@ -326,6 +265,148 @@ func TestMonitoredContentionDynamo(t *testing.T) {
 				t.Errorf("%d arrived, the key counts %d, %d store errors reported; want 256, 256, 0", arrived.Load(), used[0], reported.Load())
 			}
 			t.Logf("store: %+v", st.Stats())
+		})
+	}
+}
+
+// contentionFixture is a DynamoDB store whose first fail conditional writes (UpdateItem) are
+// answered "condition failed", as when other writers keep coming first (fail < 0: all of
+// them), with the store's own retries off, and an upstream that counts arrivals.
+type contentionFixture struct {
+	store         *dynamostore.Store
+	fail, updates atomic.Int64 // UpdateItem calls to fail, and made (failed or not)
+	arrived       atomic.Int64
+	url           string
+}
+
+func newContentionFixture(t *testing.T, fail int64) *contentionFixture {
+	f := &contentionFixture{}
+	f.fail.Store(fail)
+	f.store = faultyDynamoStore(t, dynamostore.Options{MaxRetries: -1}, func(op string) *http.Response {
+		if op != "UpdateItem" {
+			return nil
+		}
+		if n, fail := f.updates.Add(1), f.fail.Load(); fail < 0 || n <= fail {
+			return conditionFailed()
+		}
+		return nil
+	})
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { f.arrived.Add(1) }))
+	t.Cleanup(up.Close)
+	f.url = up.URL
+	return f
+}
+
+// transport returns a Transport on the fixture's store, FailOpen unless opts say otherwise
+// (by name: paced Transports default to Degrade), whose store errors are counted in reported.
+func (f *contentionFixture) transport(t *testing.T, key string, reported *atomic.Int64, opts ...ratemonitor.Option) *ratemonitor.Transport {
+	base := &http.Transport{}
+	t.Cleanup(base.CloseIdleConnections)
+	opts = append([]ratemonitor.Option{ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}), ratemonitor.WithStore(f.store),
+		ratemonitor.WithKeyFunc(func(*http.Request) string { return key }), ratemonitor.WithLogger(slog.New(slog.DiscardHandler)),
+		ratemonitor.WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }), ratemonitor.WithErrorPolicy(ratemonitor.FailOpen)}, opts...)
+	return newTransport(t, base, opts...)
+}
+
+// TestContentionPastDeadline: when every conditional write on the key loses (the store returns
+// dynamostore.ErrContended each time), a request under the default FailOpen is retried until
+// its context's deadline and then not sent: RoundTrip returns an error wrapping both
+// context.DeadlineExceeded and cache.ErrContended, the error handler is not called (contention
+// is not an outage), the upstream sees nothing and the key counts nothing. So for paced and
+// monitored requests, and for Reserve. Before the fix the request was sent uncounted at once.
+func TestContentionPastDeadline(t *testing.T) {
+	f := newContentionFixture(t, -1)
+	const timeout = 100 * time.Millisecond
+	for _, mode := range []string{"pacing", "monitoring", "Reserve"} {
+		t.Run(mode, func(t *testing.T) {
+			var reported atomic.Int64
+			var opts []ratemonitor.Option
+			if mode == "pacing" {
+				opts = append(opts, ratemonitor.WithPacing())
+			}
+			tr := f.transport(t, "k", &reported, opts...)
+			before := f.updates.Load()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			deadline, _ := ctx.Deadline()
+			var err error
+			if mode == "Reserve" {
+				_, err = tr.Reserve(ctx, "k", 1)
+			} else {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url, nil)
+				var resp *http.Response
+				if resp, err = tr.RoundTrip(req); resp != nil {
+					resp.Body.Close()
+				}
+			}
+			early := time.Until(deadline)
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, cache.ErrContended) || !errors.Is(err, dynamostore.ErrContended) {
+				t.Errorf("err = %v, want one wrapping context.DeadlineExceeded and cache.ErrContended", err)
+			}
+			var se *ratemonitor.StoreError
+			if errors.As(err, &se) {
+				t.Errorf("err = %v is a *ratemonitor.StoreError: contention is not a store failure", err)
+			}
+			if n := f.arrived.Load(); n != 0 {
+				t.Errorf("the upstream got %d requests, want 0", n)
+			}
+			if n := reported.Load(); n != 0 {
+				t.Errorf("%d store errors reported, want 0", n)
+			}
+			if early > 0 {
+				t.Errorf("gave up %v before the deadline", early)
+			}
+			if n := f.updates.Load() - before; n < 2 {
+				t.Errorf("%d conditional writes tried, want the first and retries", n)
+			}
+			if used := usedOf(t, tr, "k"); used[0] != 0 {
+				t.Errorf("used = %d, want 0", used[0])
+			}
+		})
+	}
+}
+
+// TestContentionRetried: when the first 5 conditional writes on the key lose, a request is
+// retried by the Transport until the sixth lands, then sent once and counted once, with no store
+// error reported; in both modes, and for Reserve (one slot held).
+func TestContentionRetried(t *testing.T) {
+	f := newContentionFixture(t, 5)
+	for _, mode := range []string{"pacing", "monitoring", "Reserve"} {
+		t.Run(mode, func(t *testing.T) {
+			f.updates.Store(0)
+			f.arrived.Store(0)
+			var reported atomic.Int64
+			var opts []ratemonitor.Option
+			if mode == "pacing" {
+				opts = append(opts, ratemonitor.WithPacing())
+			}
+			tr := f.transport(t, mode, &reported, opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var err error
+			if mode == "Reserve" {
+				var r *ratemonitor.Reservation
+				if r, err = tr.Reserve(ctx, mode, 1); err == nil && r.Remaining() != 1 {
+					t.Errorf("Remaining = %d, want 1", r.Remaining())
+				}
+			} else {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url, nil)
+				var resp *http.Response
+				if resp, err = tr.RoundTrip(req); resp != nil {
+					resp.Body.Close()
+				}
+			}
+			wantSent := int64(1)
+			if mode == "Reserve" {
+				wantSent = 0
+			}
+			if err != nil || f.arrived.Load() != wantSent || reported.Load() != 0 || f.updates.Load() != 6 {
+				t.Errorf("err %v, %d sent, %d store errors reported, %d conditional writes; want nil, %d, 0, 6",
+					err, f.arrived.Load(), reported.Load(), f.updates.Load(), wantSent)
+			}
+			if used := usedOf(t, tr, mode); used[0] != 1 {
+				t.Errorf("used = %d, want 1", used[0])
+			}
 		})
 	}
 }
