@@ -8,7 +8,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// newPacedXero is the README's "rules of your own": the limits written out instead of a profile.
+// newPacedXero is called once, at start-up, like NewXero; Close the Transport at shutdown.
 func newPacedXero() (*ratemonitor.Transport, *http.Client, error) {
 	tr, err := ratemonitor.New(http.DefaultTransport,
 		ratemonitor.WithRules(
