@@ -1,0 +1,32 @@
+package docs
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/metrics"
+	"github.com/ratemonitor/ratemonitor/middleware"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+func prometheusMetrics(s *strategy.Strategy) error {
+	reg := prometheus.NewRegistry()
+	obs, err := metrics.New(reg, metrics.Options{})
+	if err != nil {
+		return err
+	}
+	store, err := cache.NewMemory(cache.MemoryConfig{Observer: obs})
+	if err != nil {
+		return err
+	}
+	limiter, err := middleware.New(store, s, middleware.WithObserver(obs))
+	if err != nil {
+		return err
+	}
+	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	_ = limiter
+	return store.Close()
+}

@@ -1,0 +1,43 @@
+package docs
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+func layered() error {
+	store, err := cache.NewMemory(cache.MemoryConfig{}) // or a Redis store shared by processes
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	hourly, err := ratemonitor.New(http.DefaultTransport, ratemonitor.WithStore(store),
+		ratemonitor.WithRules(strategy.Rule{Limit: 1000, Window: time.Hour}))
+	if err != nil {
+		return err
+	}
+	minutely, err := ratemonitor.New(hourly, ratemonitor.WithStore(store),
+		ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute}))
+	if err != nil {
+		return err // cache.ErrCounterConflict if these rules would split a count (below)
+	}
+	client := &http.Client{Transport: minutely}
+	_ = client
+	return errors.Join(minutely.Close(), hourly.Close())
+}
+
+func dynamo(ctx context.Context, awsCfg aws.Config) (*dynamostore.Store, error) {
+	client := dynamodb.NewFromConfig(awsCfg) // or dynamostore.EndpointClient("http://127.0.0.1:8000")
+	store, err := dynamostore.OpenOrCreate(ctx, client, dynamostore.Options{Table: "ratemonitor"})
+	return store, err
+}
