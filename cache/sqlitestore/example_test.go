@@ -34,7 +34,7 @@ func ExampleOpen() {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	opts := sqlitestore.Options{
 		Clock:       clk,
-		BusyTimeout: 5 * time.Second,                                         // waiting for another process's write lock
+		BusyTimeout: 5 * time.Second,                                            // waiting for another process's write lock
 		OnError:     func(err error) { log.Printf("ratelimit store: %v", err) }, // failed background prunes
 	}
 	ctx := context.Background()
