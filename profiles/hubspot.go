@@ -33,7 +33,8 @@ func HubSpot() []ratemonitor.Option {
 	return []ratemonitor.Option{
 		ratemonitor.WithRules(
 			strategy.Rule{Limit: HubSpotTenSecondLimit, Window: 10 * time.Second, Granularity: 100 * time.Millisecond, Margin: 200 * time.Millisecond},
-			strategy.Rule{Limit: HubSpotDayLimit, Window: 24 * time.Hour, Margin: time.Second}),
+			// The day in 10 s buckets, as Xero's (see Xero): the Redis store refuses 1 s ones.
+			strategy.Rule{Limit: HubSpotDayLimit, Window: 24 * time.Hour, Margin: 10 * time.Second, Granularity: 10 * time.Second}),
 		ratemonitor.WithKeyFunc(byCredential),
 		ratemonitor.WithSync(ratemonitor.SyncConfig{
 			Readers:  []headers.Reader{headers.HubSpotReader(10*time.Second, 24*time.Hour)},

@@ -25,7 +25,10 @@ const (
 // tenant; a request without one by its host), each tenant held to 60 a minute and 5000 a day,
 // and every request also counted under appKey (choose one no tenant id can be, such as
 // "xero-app:<client id>") against the app's 10 000 a minute. Each minute rule keeps a 1 s
-// margin for the time between recording a request and Xero counting it.
+// margin for the time between recording a request and Xero counting it. The day is counted in
+// 10 s buckets with a 10 s margin: in 1 s buckets a key's day could hold 86 400 of them, which
+// the Redis store refuses (a script walking them would hold Redis up) and which costs the
+// memory store up to 2 MB a key.
 //
 // It reads Xero's X-MinLimit-Remaining, X-DayLimit-Remaining and X-AppMinLimit-Remaining on
 // every response (headers.XeroReader), and a 429's Retry-After with X-Rate-Limit-Problem
@@ -43,7 +46,7 @@ func Xero(appKey string) []ratemonitor.Option {
 	return []ratemonitor.Option{
 		ratemonitor.WithRules(
 			strategy.Rule{Limit: XeroMinuteLimit, Window: time.Minute, Margin: time.Second},
-			strategy.Rule{Limit: XeroDayLimit, Window: 24 * time.Hour, Margin: time.Second}),
+			strategy.Rule{Limit: XeroDayLimit, Window: 24 * time.Hour, Margin: 10 * time.Second, Granularity: 10 * time.Second}),
 		ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)),
 		ratemonitor.WithAppRules(appKey, strategy.Rule{Limit: XeroAppMinuteLimit, Window: time.Minute, Margin: time.Second}),
 		ratemonitor.WithInFlight(XeroInFlight),
