@@ -39,9 +39,15 @@ var (
 var discard = slog.New(slog.DiscardHandler)
 
 // newStore returns a Redis store on srv, closed when the test ends. Stores made with the same
-// options on one server share their state, as two processes' stores would.
+// options on one server share their state, as two processes' stores would. Without a Timeout
+// it waits up to 5 s for an answer (not the default 100 ms), so that a slow answer on a busy
+// machine (-race, other packages' tests) is not taken for a store failure, which would switch
+// the Transport to its error policy; the tests of that timeout make their store themselves.
 func newStore(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
 	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = 5 * time.Second
+	}
 	st, err := redisstore.New(srv.Client(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +56,10 @@ func newStore(t *testing.T, srv *redistest.Server, opts redisstore.Options) *red
 	return st
 }
 
-// leaseStore returns a Redis store with a prefix of the test's own and a timeout long enough
-// for a busy -race run.
+// leaseStore returns a Redis store with a prefix of the test's own.
 func leaseStore(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	t.Helper()
-	return newStore(t, srv, redisstore.Options{Prefix: "inflight-" + strings.ReplaceAll(t.Name(), "/", "-"), Timeout: 5 * time.Second})
+	return newStore(t, srv, redisstore.Options{Prefix: "inflight-" + strings.ReplaceAll(t.Name(), "/", "-")})
 }
 
 func newTransport(t *testing.T, base http.RoundTripper, opts ...ratemonitor.Option) *ratemonitor.Transport {

@@ -73,7 +73,11 @@ func TestRedisDownAndBack(t *testing.T) {
 func TestRedisHangsFailClosed(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
-	store := newStore(t, srv, redisstore.Options{})
+	store, err := redisstore.New(client, redisstore.Options{}) // the default timeout, under test
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
 	empty := roundTripFunc(func(*http.Request) (*http.Response, error) { return &http.Response{}, nil })
 	tr := newTransport(t, empty, ratemonitor.WithRules(minute), ratemonitor.WithStore(store),
 		ratemonitor.WithErrorPolicy(ratemonitor.FailClosed), ratemonitor.WithLogger(discard))
@@ -86,7 +90,7 @@ func TestRedisHangsFailClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err := tr.RoundTrip(req)
+	_, err = tr.RoundTrip(req)
 	elapsed := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) || elapsed > 900*time.Millisecond {
 		t.Errorf("RoundTrip against a paused Redis: %v after %v; want DeadlineExceeded well before the pause ends", err, elapsed)
