@@ -5,22 +5,18 @@ package ratemonitor_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache"
-	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cost"
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -62,52 +58,6 @@ func send(tr http.RoundTripper, url string, timeout time.Duration) error {
 	}
 	io.Copy(io.Discard, resp.Body)
 	return resp.Body.Close()
-}
-
-// TestCostCorrectionRaceRedis: two Transports (two processes) over one Redis store, 40
-// goroutines, each request charged 5 and reported at 1, on a rule of 10 a minute: the
-// upstream never receives more than 10 in the minute, and after all the store counts exactly
-// what reached the upstream (every give-back took the request's own slots, none twice).
-func TestCostCorrectionRaceRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	store, err := redisstore.New(srv.Client(), redisstore.Options{Prefix: "review-cost-race:"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	var hits atomic.Int64
-	up := costUpstream(t, "1", &hits)
-	var trs []*ratemonitor.Transport
-	for range 2 {
-		tr, err := ratemonitor.New(up.Client().Transport, ratemonitor.WithStore(store), ratemonitor.WithPacing(),
-			ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
-			ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
-			ratemonitor.WithCost(func(*http.Request) int { return 5 }), ratemonitor.WithCostReport(headerCost))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		trs = append(trs, tr)
-	}
-	var wg sync.WaitGroup
-	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := send(trs[i%2], up.URL, 10*time.Second) // a wait of ~1 min fails at once (DeadlineError)
-			var de *ratemonitor.DeadlineError
-			if err != nil && !errors.As(err, &de) && !errors.Is(err, context.DeadlineExceeded) {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if n := hits.Load(); n > 10 || n < 2 {
-		t.Errorf("upstream received %d in the minute, want 2 to 10", n)
-	}
-	if u := used(t, trs[0], "k"); u != int(hits.Load()) {
-		t.Errorf("store counts %d after %d requests of real cost 1", u, hits.Load())
-	}
 }
 
 // TestCostStackedCountedOnce: two Transports stacked on one store, both with WithCost and

@@ -18,6 +18,16 @@ import (
 	"github.com/ratemonitor/ratemonitor/observe"
 )
 
+// reviewEvents keeps the observer's events, dropping those that do not fit.
+type reviewEvents struct{ ch chan observe.Event }
+
+func (o reviewEvents) Observe(e observe.Event) {
+	select {
+	case o.ch <- e:
+	default:
+	}
+}
+
 // panicFirst panics on its first RoundTrip (a bug in a wrapped RoundTripper; net/http's
 // server recovers a handler's panic, so the process lives on), then delegates.
 type panicFirst struct {

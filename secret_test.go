@@ -15,12 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratemonitor/ratemonitor/cache"
-	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -178,10 +174,10 @@ func TestKeyByHeaderHashesCredentials(t *testing.T) {
 }
 
 // TestNoCredentialLeaks sends requests carrying a bearer token (and, in some URLs, the token as
-// a query parameter) through every failure path a Transport has, over the memory and Redis
-// stores, and checks that the token appears in no error, log line, observer event, or key
-// written to Redis, while the hashed key does reach the store. (The SQLite store's part is
-// TestTransportNoCredentialLeaksSQLite in cache/sqlitestore/internal/transporttest.)
+// a query parameter) through every failure path a Transport has, over the memory store, and
+// checks that the token appears in no error, log line or observer event. The stores' own cases
+// are TestNoCredentialLeaksRedis (cache/redisstore/internal/transporttest) and
+// TestTransportNoCredentialLeaksSQLite (cache/sqlitestore/internal/transporttest).
 func TestNoCredentialLeaks(t *testing.T) {
 	up := secretUpstream(t)
 	ctx := context.Background()
@@ -229,52 +225,6 @@ func TestNoCredentialLeaks(t *testing.T) {
 		w.add(fmt.Sprintf("%+v", st))
 	})
 
-	t.Run("redis", func(t *testing.T) {
-		srv := redistest.Start(t)
-		store, err := redisstore.New(srv.Client(), redisstore.Options{Observer: w, Prefix: "leak"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		app := WithAppRules("app", strategy.Rule{Limit: 100, Window: time.Minute})
-		rules := WithRules(minute, strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: time.Minute})
-		tr := newTransport(t, nil, common(rules, WithStore(store), WithPacing(), app)...)
-		monitor := newTransport(t, nil, common(rules, WithStore(store), WithSync(SyncConfig{}), app)...)
-		if err := sendSecret(ctx, w, tr, up.URL+"/ok"); err != nil {
-			t.Fatal(err)
-		}
-		// Monitoring: no wait for the pauses these ask for.
-		for _, path := range []string{"/limited", "/skewed?access_token=" + secretToken} {
-			if err := sendSecret(ctx, w, monitor, up.URL+path); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// Paced into the pause: refused at once, past the deadline.
-		short, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		if err := sendSecret(short, w, tr, up.URL+"/ok"); !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("paced into a pause: %v, want DeadlineExceeded", err)
-		}
-		keys := redisContents(t, srv.Client())
-		if !strings.Contains(keys, "{k"+base64.RawURLEncoding.EncodeToString([]byte(hashedBearer))+"}") {
-			t.Errorf("the hashed key is not among the Redis keys:\n%s", keys)
-		}
-		if leaks(keys) {
-			t.Errorf("the credential is in Redis:\n%s", keys)
-		}
-		// Redis down: degraded mode, and fail closed.
-		srv.Stop()
-		closed := newTransport(t, nil, common(WithRules(minute), WithStore(store), WithPacing(), WithErrorPolicy(FailClosed))...)
-		var se *StoreError
-		if err := sendSecret(ctx, w, closed, up.URL+"/ok"); !errors.As(err, &se) || se.Key != hashedBearer {
-			t.Errorf("Redis down, fail closed: %v, want a StoreError on %s", err, hashedBearer)
-		}
-		down, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		sendSecret(down, w, tr, withToken) // degrades, and the hold-back passes the deadline
-		open := newTransport(t, nil, common(WithRules(minute), WithStore(store), WithErrorPolicy(FailOpen), WithSync(SyncConfig{}))...)
-		sendSecret(down, w, open, withToken)
-	})
-
 	all := w.check(t)
 	// The paths above did reach the places they test.
 	for _, want := range []string{"key=" + hashedBearer, "not sent", "past the context's deadline", "could not store what the upstream said",
@@ -289,35 +239,4 @@ func authRequest(url string) *http.Request {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Authorization", bearer)
 	return req
-}
-
-// redisContents returns every key in Redis and, for strings and hashes, what they hold.
-func redisContents(t *testing.T, c *redis.Client) string {
-	t.Helper()
-	ctx := context.Background()
-	keys, err := c.Keys(ctx, "*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k + "\n")
-		switch c.Type(ctx, k).Val() {
-		case "string":
-			b.WriteString("  " + c.Get(ctx, k).Val() + "\n")
-		case "hash":
-			for f, v := range c.HGetAll(ctx, k).Val() {
-				b.WriteString("  " + f + "=" + v + "\n")
-			}
-		}
-		// The store's reversible encoding of the key, decoded: "<prefix>:{k<base64url>}:...".
-		if _, rest, ok := strings.Cut(k, "{k"); ok {
-			if enc, _, ok := strings.Cut(rest, "}"); ok {
-				if dec, err := base64.RawURLEncoding.DecodeString(enc); err == nil {
-					b.WriteString("  decoded key: " + string(dec) + "\n")
-				}
-			}
-		}
-	}
-	return b.String()
 }

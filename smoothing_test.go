@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
-	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -147,30 +145,6 @@ func TestSmoothedPacer(t *testing.T) {
 	}
 	if r := (sm.took - time.Minute).Seconds() / (plain.took - time.Minute).Seconds(); math.Round(r*100) != 202 {
 		t.Errorf("after the first window the smoothed batch took %.4f × the plain one's time, want 2.02", r)
-	}
-}
-
-// TestSmoothedPacerRedis: the same batch over the Redis store (its script's GCRA, on the
-// test's clock in place of Redis TIME) is sent at exactly the instants the memory store gave.
-func TestSmoothedPacerRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	clk := clock.NewManual(t0)
-	clk.Auto = true
-	red, err := redisstore.New(srv.Client(), redisstore.Options{Clock: clk, Prefix: "smooth-" + t.Name()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer red.Close()
-	const n = 200
-	got := runBatchOn(t, clk, red, minute, true, n)
-	want := runBatch(t, minute, true, n)
-	for i := range want.sends {
-		if !got.sends[i].Equal(want.sends[i]) {
-			t.Fatalf("send %d at +%v over Redis, +%v over memory", i, got.sends[i].Sub(t0), want.sends[i].Sub(t0))
-		}
-	}
-	if got.used != 31 || got.atOnce != 30 || got.maxWindow != 60 {
-		t.Errorf("over Redis: used %d, %d at once, at most %d in a window; want 31, 30, 60", got.used, got.atOnce, got.maxWindow)
 	}
 }
 

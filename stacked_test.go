@@ -3,26 +3,22 @@ package ratemonitor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
-	"github.com/ratemonitor/ratemonitor/cache/redisstore"
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/middleware"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// stackStores returns makers of the stores the stacking tests run on: a memory store and a
-// Redis store (each call a new, empty one).
+// stackStores returns makers of the stores the stacking tests run on in this module: a memory
+// store (each call a new, empty one). The same tests over the Redis store are in
+// the Redis module's transporttest package.
 func stackStores(t *testing.T) map[string]func() cache.Store {
-	srv := redistest.Start(t)
 	return map[string]func() cache.Store{
 		"memory": func() cache.Store {
 			mem, err := cache.NewMemory(cache.MemoryConfig{})
@@ -32,22 +28,8 @@ func stackStores(t *testing.T) map[string]func() cache.Store {
 			t.Cleanup(func() { mem.Close() })
 			return mem
 		},
-		"redis": func() cache.Store {
-			// A prefix unique in the process: counter claims last the life of the process per
-			// address and prefix (cache.ClaimCounters), and a later test's server may get an
-			// earlier one's port.
-			rs, err := redisstore.New(srv.Client(), redisstore.Options{Prefix: fmt.Sprintf("stack%d:", stackPrefixes.Add(1))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { rs.Close() })
-			return rs
-		},
 	}
 }
-
-// stackPrefixes numbers the Redis prefixes of stackStores across the test binary.
-var stackPrefixes atomic.Int64
 
 // day10 is Xero's day rule in 10 s buckets, which the Redis store accepts.
 var day10 = strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: 10 * time.Second}
@@ -233,29 +215,4 @@ func TestAppRulesDoNotConflictWithKeyRules(t *testing.T) {
 			newTransport(t, nil, WithRules(tenant), WithAppRules("other-app", strategy.Rule{Limit: 100, Window: time.Minute, Margin: 2 * time.Second}), WithStore(st))
 		})
 	}
-}
-
-// TestClaimsReleasedOnRedisClose: a Redis store's Close forgets the counter claims made on its
-// address and prefix, so that a later store there (a server restarted on the port, another
-// test's) may use the same window with another margin; while the first is open it is refused.
-// Before, the claims lasted the process: a test whose server got an earlier test's port was
-// refused rules it never used.
-func TestClaimsReleasedOnRedisClose(t *testing.T) {
-	srv := redistest.Start(t)
-	open := func() *redisstore.Store {
-		st, err := redisstore.New(srv.Client(), redisstore.Options{Prefix: "claims"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	first := open()
-	newTransport(t, nil, WithRules(strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}), WithStore(first))
-	other := strategy.Rule{Limit: 60, Window: time.Minute, Margin: 2 * time.Second}
-	if _, err := New(nil, WithRules(other), WithStore(open())); !errors.Is(err, cache.ErrCounterConflict) {
-		t.Fatalf("another margin while the first store is open: %v, want ErrCounterConflict", err)
-	}
-	first.Close()
-	newTransport(t, nil, WithRules(other), WithStore(open()))
 }

@@ -1,4 +1,4 @@
-package ratemonitor
+package transporttest
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -19,18 +20,15 @@ import (
 // with a clear error; once Redis is back both recover without a restart.
 func TestRedisDownAndBack(t *testing.T) {
 	srv := redistest.Start(t)
-	store, err := redisstore.New(srv.Client(), redisstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := newStore(t, srv, redisstore.Options{})
 	up, hits := upstream(t, nil)
 	key := strings.TrimPrefix(up.URL, "http://")
 	var reported atomic.Int64
-	open := newTransport(t, nil, WithRules(minute), WithStore(store), WithLogger(discard),
-		WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }))
-	closed := newTransport(t, nil, WithRules(minute), WithStore(store), WithLogger(discard),
-		WithErrorPolicy(FailClosed), WithPacing())
-	send := func(tr *Transport) error {
+	open := newTransport(t, nil, ratemonitor.WithRules(minute), ratemonitor.WithStore(store), ratemonitor.WithLogger(discard),
+		ratemonitor.WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }))
+	closed := newTransport(t, nil, ratemonitor.WithRules(minute), ratemonitor.WithStore(store), ratemonitor.WithLogger(discard),
+		ratemonitor.WithErrorPolicy(ratemonitor.FailClosed), ratemonitor.WithPacing())
+	send := func(tr *ratemonitor.Transport) error {
 		_, err := get(t, &http.Client{Transport: tr}, up.URL)
 		return err
 	}
@@ -53,8 +51,8 @@ func TestRedisDownAndBack(t *testing.T) {
 		t.Errorf("fail open: upstream hits %d (want 9), errors reported %d (want 3)", hits.Load(), reported.Load())
 	}
 	start := time.Now()
-	err = send(closed)
-	var se *StoreError
+	err := send(closed)
+	var se *ratemonitor.StoreError
 	if !errors.As(err, &se) || time.Since(start) > time.Second || hits.Load() != 9 {
 		t.Errorf("fail closed with Redis down: %v after %v, hits %d", err, time.Since(start), hits.Load())
 	}
@@ -75,18 +73,24 @@ func TestRedisDownAndBack(t *testing.T) {
 func TestRedisHangsFailClosed(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
-	store, _ := redisstore.New(client, redisstore.Options{})
-	tr := newTransport(t, &recorder{resp: &http.Response{}}, WithRules(minute), WithStore(store),
-		WithErrorPolicy(FailClosed), WithLogger(discard))
+	store, err := redisstore.New(client, redisstore.Options{}) // the default timeout, under test
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	empty := roundTripFunc(func(*http.Request) (*http.Response, error) { return &http.Response{}, nil })
+	tr := newTransport(t, empty, ratemonitor.WithRules(minute), ratemonitor.WithStore(store),
+		ratemonitor.WithErrorPolicy(ratemonitor.FailClosed), ratemonitor.WithLogger(discard))
 	req, _ := http.NewRequest(http.MethodGet, "https://a.example/", nil)
 	if _, err := tr.RoundTrip(req); err != nil {
 		t.Fatal(err)
 	}
+	// CLIENT PAUSE ALL holds every client's commands, the store's included.
 	if err := client.Do(context.Background(), "CLIENT", "PAUSE", "1000", "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err := tr.RoundTrip(req)
+	_, err = tr.RoundTrip(req)
 	elapsed := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) || elapsed > 900*time.Millisecond {
 		t.Errorf("RoundTrip against a paused Redis: %v after %v; want DeadlineExceeded well before the pause ends", err, elapsed)
@@ -99,13 +103,16 @@ func TestRedisHangsFailClosed(t *testing.T) {
 // is made, not request by request.
 func TestRedisRefusesRulesAtNew(t *testing.T) {
 	srv := redistest.Start(t)
-	store, _ := redisstore.New(srv.Client(), redisstore.Options{})
-	_, err := New(nil, WithRules(day), WithStore(store))
+	store := newStore(t, srv, redisstore.Options{})
+	_, err := ratemonitor.New(nil, ratemonitor.WithRules(day), ratemonitor.WithStore(store))
 	if err == nil || !strings.Contains(err.Error(), "Granularity") {
 		t.Errorf("a day at 1 s granularity over Redis: %v", err)
 	}
-	if _, err := New(nil, WithRules(strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: time.Minute}), WithStore(store)); err != nil {
+	tr, err := ratemonitor.New(nil, ratemonitor.WithRules(strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: time.Minute}), ratemonitor.WithStore(store))
+	if err != nil {
 		t.Errorf("a day at 1 min granularity: %v", err)
+	} else {
+		tr.Close()
 	}
 }
 
@@ -115,15 +122,11 @@ func TestRedisSyncIsShared(t *testing.T) {
 	srv := redistest.Start(t)
 	a := &answer{}
 	up, hits := upstream(t, a.serve)
-	var trs []*Transport
+	var trs []*ratemonitor.Transport
 	for range 2 {
-		st, err := redisstore.New(srv.Client(), redisstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		day := strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: 10 * time.Second}
-		trs = append(trs, newTransport(t, nil, WithRules(minute, day), WithStore(st), WithLogger(discard),
-			WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)), WithSync(SyncConfig{}), WithPacing()))
+		st := newStore(t, srv, redisstore.Options{})
+		trs = append(trs, newTransport(t, nil, ratemonitor.WithRules(minute, day10), ratemonitor.WithStore(st), ratemonitor.WithLogger(discard),
+			ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)), ratemonitor.WithSync(ratemonitor.SyncConfig{}), ratemonitor.WithPacing()))
 	}
 	a.set(429, "Retry-After", "20", "X-Rate-Limit-Problem", "day", "X-DayLimit-Remaining", "0", "X-MinLimit-Remaining", "55")
 	get(t, &http.Client{Transport: trs[0]}, up.URL, "Xero-Tenant-Id", "t1")
@@ -157,5 +160,57 @@ func TestRedisSyncIsShared(t *testing.T) {
 	}
 	if took := time.Since(start); took < 900*time.Millisecond {
 		t.Fatalf("the other process sent %v after a 1 s pause began", took)
+	}
+}
+
+// cancelAfterKey is the Redis store; the caller's context is cancelled right after the
+// request key's Reserve returns (the caller gives up while the app key is being asked).
+type cancelAfterKey struct {
+	*redisstore.Store
+	cancel atomic.Pointer[context.CancelFunc]
+}
+
+func (c *cancelAfterKey) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	res, err := c.Store.Reserve(ctx, s, key, n)
+	if key != "app" {
+		if f := c.cancel.Load(); f != nil {
+			(*f)()
+		}
+	}
+	return res, err
+}
+
+// TestRedisCancelIsNotAStoreError: a caller cancelling between the key's and the app key's
+// reservation gets its context's error under either policy: no store failure is reported,
+// nothing is sent, no slot is kept.
+func TestRedisCancelIsNotAStoreError(t *testing.T) {
+	srv := redistest.Start(t)
+	rs := newStore(t, srv, redisstore.Options{})
+	for _, policy := range []ratemonitor.ErrorPolicy{ratemonitor.FailOpen, ratemonitor.FailClosed} {
+		st := &cancelAfterKey{Store: rs}
+		var sent, reported atomic.Int64
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			sent.Add(1)
+			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+		})
+		key := "k-" + policy.String()
+		tr := newTransport(t, base, ratemonitor.WithStore(st), ratemonitor.WithRules(minute), ratemonitor.WithAppRules("app", minute),
+			ratemonitor.WithPacing(), ratemonitor.WithErrorPolicy(policy), ratemonitor.WithLogger(discard),
+			ratemonitor.WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }))
+		ctx, cancel := context.WithCancel(context.Background())
+		st.cancel.Store(&cancel)
+		req, _ := http.NewRequestWithContext(ratemonitor.WithKey(ctx, key), http.MethodGet, "http://example.invalid/", nil)
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		st.cancel.Store(nil)
+		var se *ratemonitor.StoreError
+		u := used(t, tr, key)
+		if errors.As(err, &se) || !errors.Is(err, context.Canceled) || reported.Load() != 0 || sent.Load() != 0 || u != 0 {
+			t.Errorf("%v: cancelled by the caller: err %v (StoreError %v), store errors reported %d, passed to base %d, key counts %d; want ctx.Err(), nothing reported, sent or counted",
+				policy, err, se != nil, reported.Load(), sent.Load(), u)
+		}
+		cancel()
 	}
 }
