@@ -91,13 +91,13 @@ const (
 	Degrade
 )
 
-// String returns "fail open", "fail closed" or "degrade".
+// String returns "send uncounted", "send nothing" or "degrade".
 func (p ErrorPolicy) String() string {
 	switch p {
 	case FailOpen:
-		return "fail open"
+		return "send uncounted"
 	case FailClosed:
-		return "fail closed"
+		return "send nothing"
 	case Degrade:
 		return "degrade"
 	}
@@ -586,10 +586,10 @@ func (t *Transport) warnLevel(l *lograte.Limiter) (slog.Level, int64) {
 }
 
 func (t *Transport) storeFailed(req *http.Request, key string, err error) {
-	action := "sent anyway (fail open); this request is not counted"
+	action := "sent anyway (send uncounted); this request is not counted"
 	switch t.policy {
 	case FailClosed:
-		action = "not sent (fail closed)"
+		action = "not sent (send nothing)"
 	case Degrade:
 		action = "not sent (degrade: an error degraded mode does not cover)"
 	}

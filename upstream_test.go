@@ -258,7 +258,7 @@ func TestSyncStoreErrorKeepsResponse(t *testing.T) {
 	if err != nil || resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "5" {
 		t.Fatalf("response after a failed sync: %v %v", resp, err)
 	}
-	// The record (fail open) and the sync each reported their error.
+	// The record (SendUncounted) and the sync each reported their error.
 	if failures.Load() != 2 {
 		t.Fatalf("error handler called %d times, want 2", failures.Load())
 	}

@@ -65,7 +65,7 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 		}
 	}
 	if c.policy != FailClosed && c.policy != FailOpen {
-		return nil, fmt.Errorf("ratemonitor: middleware: unknown error policy %d", c.policy)
+		return nil, fmt.Errorf("ratemonitor: middleware: WithOutagePolicy(%d): unknown policy: want Reject or Admit", c.policy)
 	}
 	keys, err := newKeyer(&c)
 	if err != nil {

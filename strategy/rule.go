@@ -1,9 +1,11 @@
-// Package strategy holds what every rate-limit algorithm in ratemonitor shares: the Rule a limit
-// is written as, the Counter one rule keeps per key, the Algorithm that makes counters, and the
-// layering that applies several rules to one key.
+// Package strategy holds what a user of ratemonitor writes and reads about limits: the Rule a
+// limit is written as (ParseRule reads the CLI's syntax), the usage and decisions a Transport or
+// a middleware Limiter reports per rule, and the errors of a burst that can never fit.
 //
-// Nothing here reads a clock or touches a store: every operation takes the instant it happens
-// at, and stores serialise access per key. That keeps the rate math testable to the nanosecond.
+// An algorithm is chosen by its package (rollingwindow, fixedwindow, tokenbucket), whose New
+// layers rules into a strategy for ratemonitor.WithStrategy or middleware.New. What algorithms
+// and stores implement (counters, the layering of rules on a key, upstream state) is in package
+// strategy/engine.
 package strategy
 
 import (
@@ -12,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/rulecheck"
 )
 
 // DefaultGranularity is the time-bucket width used when Rule.Granularity is zero.
@@ -63,22 +67,11 @@ func (r Rule) Validate() error {
 }
 
 // validateBase checks what every algorithm needs, granularity aside: a limit, a positive window
-// within MaxWindow, and sane margin and headroom.
+// within MaxWindow, and sane margin and headroom (engine.New makes the same checks for the
+// algorithms that use no buckets).
 func (r Rule) validateBase() error {
-	switch {
-	case r.Limit < 1:
-		return fmt.Errorf("%w %s: limit is %d, it must be at least 1", ErrInvalidRule, r, r.Limit)
-	case r.Window <= 0:
-		return fmt.Errorf("%w %s: window %v must be positive", ErrInvalidRule, r, r.Window)
-	case r.Granularity < 0:
-		return fmt.Errorf("%w %s: granularity %v is negative", ErrInvalidRule, r, r.Granularity)
-	case r.Margin < 0:
-		return fmt.Errorf("%w %s: margin %v is negative", ErrInvalidRule, r, r.Margin)
-	case r.Headroom < 0 || r.Headroom >= r.Limit:
-		return fmt.Errorf("%w %s: headroom %d must be at least 0 and less than the limit %d",
-			ErrInvalidRule, r, r.Headroom, r.Limit)
-	case r.Window > MaxWindow || r.Margin > MaxWindow || r.EffectiveWindow() > MaxWindow:
-		return fmt.Errorf("%w %s: window+margin is longer than %v", ErrInvalidRule, r, MaxWindow)
+	if msg := rulecheck.Base(r.Limit, r.Window, r.Granularity, r.Margin, r.Headroom, MaxWindow); msg != "" {
+		return fmt.Errorf("%w %s: %s", ErrInvalidRule, r, msg)
 	}
 	return nil
 }
@@ -129,7 +122,7 @@ func (r Rule) String() string {
 // option, or a value Validate refuses whatever the algorithm (a limit below 1, a window that is
 // not positive, a negative granularity or margin, headroom not below the limit, a window over
 // MaxWindow). Whether Window+Margin is a whole multiple of the granularity matters only to the
-// algorithms that use buckets, so New checks it with the algorithm (Rule.Validate checks it
+// algorithms that use buckets, so engine.New checks it with the algorithm (Rule.Validate checks it
 // always): ParseRule("10/1500ms") is a token-bucket rule the rolling window refuses.
 func ParseRule(s string) (Rule, error) {
 	bad := func(format string, a ...any) error {

@@ -1,6 +1,10 @@
-package strategy
+package engine
 
-import "math"
+import (
+	"math"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
 
 // Scaled returns the strategy of the same rules, under the same algorithm, with each rule's
 // effective limit (Limit − Headroom) multiplied by share and rounded down, but never below 1,
@@ -13,7 +17,7 @@ func (s *Strategy) Scaled(share float64) *Strategy {
 	if !(share > 0 && share <= 1) {
 		return s
 	}
-	rules := make([]Rule, len(s.rules))
+	rules := make([]strategy.Rule, len(s.rules))
 	same := true
 	for i, r := range s.rules {
 		lim := max(1, int(math.Floor(float64(r.EffectiveLimit())*share)))

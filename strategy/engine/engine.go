@@ -1,17 +1,13 @@
-package strategy
+package engine
 
 import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/rulecheck"
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
-
-// ErrInvalidBurst is returned for a burst below 1.
-var ErrInvalidBurst = errors.New("burst must be at least 1")
-
-// ErrBurstTooLarge is wrapped when a burst is larger than a rule's effective limit: such a
-// burst can never fit, so it is refused instead of waiting forever.
-var ErrBurstTooLarge = errors.New("burst exceeds limit")
 
 // ErrNoRules is returned by New when it is given no rule.
 var ErrNoRules = errors.New("strategy needs at least one rule")
@@ -59,24 +55,9 @@ type Algorithm interface {
 	// CounterID names the counter rule r is kept in. Rules with equal IDs share one counter,
 	// so one request counts once in it even when two strategies layer the same window on a
 	// key. Stores use the ID as part of the state's address.
-	CounterID(r Rule) string
+	CounterID(r strategy.Rule) string
 	// NewCounter returns an empty counter for r.
-	NewCounter(r Rule) Counter
-}
-
-// Usage is how much of one rule's allocation a key has used at an instant.
-type Usage struct {
-	Rule Rule
-	// Used is the number of requests that count now. It may exceed the limit after
-	// recording in monitoring mode.
-	Used int
-	// Remaining is Rule.EffectiveLimit() − Used, never below 0.
-	Remaining int
-	// Reported is the last remaining count the upstream gave for this rule's counter
-	// (Store.Sync), meaningful only when ReportedAt is not zero.
-	Reported int
-	// ReportedAt is the store's instant when Reported was given; zero when never.
-	ReportedAt time.Time
+	NewCounter(r strategy.Rule) Counter
 }
 
 // Result is the answer to a reservation.
@@ -90,16 +71,6 @@ type Result struct {
 	At time.Time
 }
 
-// Snapshot is a read-only view of one key: usage per rule, in rule order, and the wait for the
-// burst asked about (0 when the burst asked about is 0).
-type Snapshot struct {
-	Usage []Usage
-	Wait  time.Duration
-	// PausedUntil is the end of a pause the upstream asked for (Store.Sync) when it has not
-	// ended yet; zero otherwise.
-	PausedUntil time.Time
-}
-
 // Strategy layers one or more validated rules on a key under one Algorithm. It is immutable
 // and safe for concurrent use; the Counters it works on are not, and must be guarded by the
 // store.
@@ -108,7 +79,7 @@ type Snapshot struct {
 // counters have the same ID share a slot (one request counts once in it).
 type Strategy struct {
 	alg     Algorithm
-	rules   []Rule
+	rules   []strategy.Rule
 	slotOf  []int    // rule index -> slot
 	ids     []string // slot -> counter ID
 	firstOf []int    // slot -> first rule index using it (a GCRA slot: the rule it smooths)
@@ -121,20 +92,16 @@ type Strategy struct {
 // error wrapping ErrInvalidRule for the first invalid one (Rule.Validate, without the
 // granularity checks for an algorithm that does not use it, then the algorithm's own
 // RuleChecker when it has one).
-func New(alg Algorithm, rules ...Rule) (*Strategy, error) {
+func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
 	if alg == nil {
-		return nil, errors.New("strategy: nil Algorithm")
+		return nil, errors.New("engine.New: nil Algorithm: pass an algorithm such as rollingwindow.Algorithm{}")
 	}
 	if len(rules) == 0 {
 		return nil, ErrNoRules
 	}
-	s := &Strategy{alg: alg, rules: append([]Rule(nil), rules...)}
+	s := &Strategy{alg: alg, rules: append([]strategy.Rule(nil), rules...)}
 	for i, r := range s.rules {
-		validate := r.Validate
-		if g, ok := alg.(GranularityUser); ok && !g.UsesGranularity() {
-			validate = r.validateBase
-		}
-		if err := validate(); err != nil {
+		if err := validate(alg, r); err != nil {
 			return nil, err
 		}
 		if rc, ok := alg.(RuleChecker); ok {
@@ -161,18 +128,30 @@ func New(alg Algorithm, rules ...Rule) (*Strategy, error) {
 	return s, nil
 }
 
+// validate is Rule.Validate, without the granularity checks for an algorithm that does not use
+// it (GranularityUser).
+func validate(alg Algorithm, r strategy.Rule) error {
+	if g, ok := alg.(GranularityUser); !ok || g.UsesGranularity() {
+		return r.Validate()
+	}
+	if msg := rulecheck.Base(r.Limit, r.Window, r.Granularity, r.Margin, r.Headroom, strategy.MaxWindow); msg != "" {
+		return fmt.Errorf("%w %s: %s", strategy.ErrInvalidRule, r, msg)
+	}
+	return nil
+}
+
 // Name returns the algorithm's name.
 func (s *Strategy) Name() string { return s.alg.Name() }
 
 // Rules returns a copy of the rules, in the order given to New.
-func (s *Strategy) Rules() []Rule { return append([]Rule(nil), s.rules...) }
+func (s *Strategy) Rules() []strategy.Rule { return append([]strategy.Rule(nil), s.rules...) }
 
 // NumRules returns how many rules s layers.
 func (s *Strategy) NumRules() int { return len(s.rules) }
 
 // Rule returns rule i, in the order given to New (0 ≤ i < NumRules()), without copying the
 // others.
-func (s *Strategy) Rule(i int) Rule { return s.rules[i] }
+func (s *Strategy) Rule(i int) strategy.Rule { return s.rules[i] }
 
 // Slots returns the number of distinct counters a key holds under s.
 func (s *Strategy) Slots() int { return len(s.ids) }
@@ -185,7 +164,7 @@ func (s *Strategy) SlotOf(i int) int { return s.slotOf[i] }
 
 // SlotRule returns the first rule counted in slot j: its effective window and granularity
 // describe the slot's counter, for stores that keep counters in their own form.
-func (s *Strategy) SlotRule(j int) Rule { return s.rules[s.firstOf[j]] }
+func (s *Strategy) SlotRule(j int) strategy.Rule { return s.rules[s.firstOf[j]] }
 
 // NewCounter returns an empty counter for slot j.
 func (s *Strategy) NewCounter(j int) Counter {
@@ -228,12 +207,12 @@ func (s *Strategy) MaxBurst() int {
 // an error wrapping ErrBurstTooLarge that names the rule it can never fit in.
 func (s *Strategy) CheckBurst(n int) error {
 	if n < 1 {
-		return fmt.Errorf("%w, got %d", ErrInvalidBurst, n)
+		return fmt.Errorf("%w, got %d", strategy.ErrInvalidBurst, n)
 	}
 	for _, r := range s.rules {
 		if n > r.EffectiveLimit() {
 			return fmt.Errorf("%w: a burst of %d can never fit rule %s, which allows %d per window",
-				ErrBurstTooLarge, n, r, r.EffectiveLimit())
+				strategy.ErrBurstTooLarge, n, r, r.EffectiveLimit())
 		}
 	}
 	return s.checkSmoothBurst(n)
@@ -286,8 +265,8 @@ func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
 
 // Peek reports usage per rule and, for n ≥ 1, the wait for a burst of n (measured from now, as
 // Reserve's), changing nothing that counts. n == 0 asks for usage only. Errors are CheckBurst's for n ≠ 0.
-func (s *Strategy) Peek(cs []Counter, now time.Time, n int) (Snapshot, error) {
-	var snap Snapshot
+func (s *Strategy) Peek(cs []Counter, now time.Time, n int) (strategy.Snapshot, error) {
+	var snap strategy.Snapshot
 	if n != 0 {
 		if err := s.CheckBurst(n); err != nil {
 			return snap, err
@@ -296,10 +275,10 @@ func (s *Strategy) Peek(cs []Counter, now time.Time, n int) (Snapshot, error) {
 			snap.Wait += skew(cs, now) // measured from now, not the latest instant
 		}
 	}
-	snap.Usage = make([]Usage, len(s.rules))
+	snap.Usage = make([]strategy.Usage, len(s.rules))
 	for i, r := range s.rules {
 		used := cs[s.slotOf[i]].Used(now)
-		snap.Usage[i] = Usage{Rule: r, Used: used, Remaining: max(0, r.EffectiveLimit()-used)}
+		snap.Usage[i] = strategy.Usage{Rule: r, Used: used, Remaining: max(0, r.EffectiveLimit()-used)}
 	}
 	return snap, nil
 }

@@ -1,4 +1,4 @@
-package strategy_test
+package engine_test
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -16,23 +17,23 @@ import (
 func TestRebase(t *testing.T) {
 	t0 := time.Unix(102_000, 0) // a whole number of minutes
 	minute := strategy.Rule{Limit: 10, Window: time.Minute}
-	for _, alg := range []strategy.Algorithm{rollingwindow.Algorithm{}, fixedwindow.Algorithm{}, tokenbucket.Algorithm{}} {
+	for _, alg := range []engine.Algorithm{rollingwindow.Algorithm{}, fixedwindow.Algorithm{}, tokenbucket.Algorithm{}} {
 		t.Run(alg.Name(), func(t *testing.T) {
-			s, err := strategy.New(alg, minute)
+			s, err := engine.New(alg, minute)
 			if err != nil {
 				t.Fatal(err)
 			}
 			cs := s.NewCounters()
 			s.Record(cs, t0.Add(10*time.Second), 10) // t0 is aligned: the fixed window is [t0, t0+60)
-			up := &strategy.Upstream{PausedUntil: t0.Add(40 * time.Second),
-				Reported: map[string]strategy.Reported{s.CounterID(0): {Remaining: 3, At: t0.Add(10 * time.Second)}}}
+			up := &engine.Upstream{PausedUntil: t0.Add(40 * time.Second),
+				Reported: map[string]engine.Reported{s.CounterID(0): {Remaining: 3, At: t0.Add(10 * time.Second)}}}
 
-			within := t0.Add(10*time.Second - strategy.StepTolerance)
-			if d := strategy.Rebase(cs, up, within); d != 0 || !cs[0].Latest().Equal(t0.Add(10*time.Second)) {
+			within := t0.Add(10*time.Second - engine.StepTolerance)
+			if d := engine.Rebase(cs, up, within); d != 0 || !cs[0].Latest().Equal(t0.Add(10*time.Second)) {
 				t.Fatalf("within the tolerance: shift %v, latest %v; want 0, unchanged", d, cs[0].Latest())
 			}
 			now := t0.Add(10*time.Second - time.Hour)
-			if d := strategy.Rebase(cs, up, now); d != -time.Hour {
+			if d := engine.Rebase(cs, up, now); d != -time.Hour {
 				t.Fatalf("shift = %v, want -1h", d)
 			}
 			if !cs[0].Latest().Equal(now) || !up.PausedUntil.Equal(t0.Add(40*time.Second-time.Hour)) ||
@@ -51,7 +52,7 @@ func TestRebase(t *testing.T) {
 			if snap.Usage[0].Used != 10 || snap.Wait != want {
 				t.Errorf("after the step: used %d, wait %v; want 10, %v", snap.Usage[0].Used, snap.Wait, want)
 			}
-			if d := strategy.Rebase(cs, up, now); d != 0 {
+			if d := engine.Rebase(cs, up, now); d != 0 {
 				t.Errorf("a second rebase at the same instant shifted by %v", d)
 			}
 		})
@@ -70,7 +71,7 @@ func TestWaitFromCallersInstant(t *testing.T) {
 	cs := s.NewCounters()
 	s.Record(cs, t0, 10)
 	behind := t0.Add(-700 * time.Millisecond)
-	strategy.Rebase(cs, nil, behind)
+	engine.Rebase(cs, nil, behind)
 	res, err := s.Reserve(cs, behind, 1)
 	if err != nil || res.Allowed || res.Wait != 60700*time.Millisecond {
 		t.Errorf("reserve: %+v %v; want refused, wait 1m0.7s", res, err)
@@ -83,7 +84,7 @@ func TestWaitFromCallersInstant(t *testing.T) {
 	if d.Allowed || d.RetryAfter != 60700*time.Millisecond || d.Rules[0].Reset != 60700*time.Millisecond || !d.At.Equal(t0) {
 		t.Errorf("admit: %+v; want refused at t0, retry after and reset 1m0.7s", d)
 	}
-	up := &strategy.Upstream{PausedUntil: t0.Add(90 * time.Second)}
+	up := &engine.Upstream{PausedUntil: t0.Add(90 * time.Second)}
 	res, _ = s.ReserveWith(cs, up, behind, 1)
 	if res.Wait != 90700*time.Millisecond {
 		t.Errorf("reserve under a pause: wait %v, want 1m30.7s", res.Wait)
@@ -110,7 +111,7 @@ func TestRebaseLayeredFixedWindows(t *testing.T) {
 		t.Fatalf("reserve: %+v %v", res, err)
 	}
 	now := t0.Add(-59 * time.Minute)
-	if d := strategy.Rebase(cs, nil, now); d != -59*time.Minute {
+	if d := engine.Rebase(cs, nil, now); d != -59*time.Minute {
 		t.Fatalf("shift = %v, want -59m", d)
 	}
 	res, err := s.Reserve(cs, now, 1)

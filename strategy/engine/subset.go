@@ -1,4 +1,8 @@
-package strategy
+package engine
+
+import (
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
 
 // Without returns the strategy of the rules of s whose counters skip does not name: what is left
 // to count on a key when another layer (a Transport wrapping this one, over the same store) has
@@ -6,7 +10,7 @@ package strategy
 // its counters, and nil when it names them all. skip is called once per slot with the slot's
 // counter ID.
 func (s *Strategy) Without(skip func(id string) bool) *Strategy {
-	var keep []Rule
+	var keep []strategy.Rule
 	for i, r := range s.rules {
 		if !skip(s.ids[s.slotOf[i]]) {
 			keep = append(keep, r)
@@ -34,5 +38,5 @@ func (s *Strategy) Without(skip func(id string) bool) *Strategy {
 // stores refuse such pairs (cache.ClaimCounters).
 func (s *Strategy) Family(i int) string {
 	r := s.rules[i]
-	return s.alg.CounterID(Rule{Limit: r.Limit, Window: r.Window})
+	return s.alg.CounterID(strategy.Rule{Limit: r.Limit, Window: r.Window})
 }

@@ -1,4 +1,4 @@
-package strategy_test
+package engine_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 func TestSmoothParameters(t *testing.T) {
@@ -24,7 +25,7 @@ func TestSmoothParameters(t *testing.T) {
 		{strategy.Rule{Limit: 70, Headroom: 10, Window: time.Minute, Margin: 2 * time.Second}, 30, 2 * time.Second},
 		{strategy.Rule{Limit: 5000, Window: 24 * time.Hour}, 2500, 34546182 * time.Microsecond}, // 86 400 s / 2501
 	} {
-		if b, T := strategy.SmoothBurst(tc.r), strategy.SmoothInterval(tc.r); b != tc.burst || T != tc.T {
+		if b, T := engine.SmoothBurst(tc.r), engine.SmoothInterval(tc.r); b != tc.burst || T != tc.T {
 			t.Errorf("%s: burst %d, interval %v; want %d, %v", tc.r, b, T, tc.burst, tc.T)
 		}
 	}
@@ -33,7 +34,7 @@ func TestSmoothParameters(t *testing.T) {
 func TestGCRA(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	T := 20 * time.Second
-	g := strategy.NewGCRA(T, 3)
+	g := engine.NewGCRA(T, 3)
 	if d := g.WaitTime(t0, 3, 0); d != 0 {
 		t.Fatalf("idle: wait(3) = %v", d)
 	}
@@ -67,7 +68,7 @@ func TestGCRA(t *testing.T) {
 		t.Fatalf("after an old refund: wait(1) = %v, want %v", d, T)
 	}
 	b, _ := g.MarshalBinary()
-	h := strategy.NewGCRA(T, 3)
+	h := engine.NewGCRA(T, 3)
 	if err := h.UnmarshalBinary(b); err != nil {
 		t.Fatal(err)
 	}
@@ -78,16 +79,16 @@ func TestGCRA(t *testing.T) {
 	if e := g.Expiry(); !e.Equal(t0.Add(65*time.Second + 3*T - time.Hour)) {
 		t.Fatalf("shifted TAT %v", e.Sub(t0))
 	}
-	far := strategy.NewGCRA(T, 3)
+	far := engine.NewGCRA(T, 3)
 	far.Add(t0, 3)
 	fb, _ := far.MarshalBinary()
 	for name, data := range map[string][]byte{"truncated": fb[:len(fb)-1], "trailing": append(append([]byte(nil), fb...), 0), "other format": {1, 0}} {
-		if err := strategy.NewGCRA(T, 3).UnmarshalBinary(data); err == nil {
+		if err := engine.NewGCRA(T, 3).UnmarshalBinary(data); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
 	}
 	// the same state for a GCRA with a smaller burst: its TAT is further ahead than b·T
-	if err := strategy.NewGCRA(T, 2).UnmarshalBinary(fb); err == nil {
+	if err := engine.NewGCRA(T, 2).UnmarshalBinary(fb); err == nil {
 		t.Error("a TAT 3·T ahead decoded for a burst of 2")
 	}
 }
@@ -143,7 +144,7 @@ func TestSmoothed(t *testing.T) {
 		t.Errorf("Without the day: smoothing %v, slots %d; want true, 2", sub.Smoothing(), sub.Slots())
 	}
 	fw, _ := fixedwindow.New(minute)
-	if _, err := fw.Smoothed(); !errors.Is(err, strategy.ErrNotSmoothable) {
+	if _, err := fw.Smoothed(); !errors.Is(err, engine.ErrNotSmoothable) {
 		t.Errorf("fixed window: %v, want ErrNotSmoothable", err)
 	}
 }

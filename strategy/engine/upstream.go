@@ -1,9 +1,11 @@
-package strategy
+package engine
 
 import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // ErrInvalidUpdate is wrapped when an Update names a rule the strategy does not have or
@@ -61,12 +63,12 @@ type Report struct {
 // negative or longer than MaxWindow, names a rule out of range, or carries a negative or too
 // large (over 2^31) figure.
 func (s *Strategy) CheckUpdate(u Update) error {
-	if u.Pause < 0 || u.Pause > MaxWindow {
-		return fmt.Errorf("%w: pause %v, want 0 to %v", ErrInvalidUpdate, u.Pause, MaxWindow)
+	if u.Pause < 0 || u.Pause > strategy.MaxWindow {
+		return fmt.Errorf("%w: pause %v, want 0 to %v", ErrInvalidUpdate, u.Pause, strategy.MaxWindow)
 	}
 	for _, r := range u.Reports {
-		if r.Reset < 0 || r.Reset > MaxWindow {
-			return fmt.Errorf("%w: reset %v, want 0 to %v", ErrInvalidUpdate, r.Reset, MaxWindow)
+		if r.Reset < 0 || r.Reset > strategy.MaxWindow {
+			return fmt.Errorf("%w: reset %v, want 0 to %v", ErrInvalidUpdate, r.Reset, strategy.MaxWindow)
 		}
 	}
 	for _, r := range u.Reports {
@@ -138,7 +140,7 @@ func (s *Strategy) ReserveWith(cs []Counter, up *Upstream, now time.Time, n int)
 // pause, Snapshot.PausedUntil is set while the pause lasts, and each rule's usage carries the
 // last figure reported for its counter while it is less than a window old (a figure about a
 // window that has passed says nothing any more). up may be nil.
-func (s *Strategy) PeekWith(cs []Counter, up *Upstream, now time.Time, n int) (Snapshot, error) {
+func (s *Strategy) PeekWith(cs []Counter, up *Upstream, now time.Time, n int) (strategy.Snapshot, error) {
 	snap, err := s.Peek(cs, now, n)
 	if err != nil || up == nil {
 		return snap, err

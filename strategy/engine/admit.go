@@ -1,35 +1,10 @@
-package strategy
+package engine
 
-import "time"
+import (
+	"time"
 
-// Decision is the answer to one admission (Strategy.Admit): whether the attempt is admitted,
-// and every rule's state after it, for a server's 429 and its RateLimit fields.
-type Decision struct {
-	// Allowed is true when the attempt fitted every rule.
-	Allowed bool
-	// RetryAfter is how long until an attempt of the same size would fit; 0 when Allowed.
-	// Servers send it rounded up to whole seconds as Retry-After (RFC 9110 §10.2.3).
-	RetryAfter time.Duration
-	// At is the instant the decision was taken at (the later of the store's clock and the
-	// latest instant the key has seen).
-	At time.Time
-	// Rules is one entry per rule, in the order given to New.
-	Rules []RuleState
-}
-
-// RuleState is one rule's allocation after an admission.
-type RuleState struct {
-	Rule Rule
-	// Used counts the attempts that count now, refused ones included under the fixed window;
-	// it may exceed the limit.
-	Used int
-	// Remaining is Rule.EffectiveLimit() − Used, never below 0.
-	Remaining int
-	// Reset is how long until the rule's whole effective limit is available again (IETF t):
-	// the end of the fixed window, the rolling window's last counted request leaving it, the
-	// token bucket full again. 0 when nothing counts.
-	Reset time.Duration
-}
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
 
 // RefusedCounter is implemented by algorithms under which an attempt counts whether or not it
 // is admitted: the fixed window increments its counter before it checks the limit, as an
@@ -48,7 +23,7 @@ type GranularityUser interface {
 // RuleChecker is implemented by algorithms that accept fewer rules than Rule.Validate does
 // (the token bucket bounds Limit × Window); New calls it for every rule.
 type RuleChecker interface {
-	CheckRule(r Rule) error
+	CheckRule(r strategy.Rule) error
 }
 
 // Admit decides one attempt of n requests, as a server does for each request it receives. The
@@ -56,12 +31,12 @@ type RuleChecker interface {
 // attempts (RefusedCounter) it is recorded either way. The decision and every rule's state are
 // at the later of now and the latest instant the counters have seen; RetryAfter and each Reset
 // are measured from now (see StepTolerance). Errors are CheckBurst's.
-func (s *Strategy) Admit(cs []Counter, now time.Time, n int) (Decision, error) {
+func (s *Strategy) Admit(cs []Counter, now time.Time, n int) (strategy.Decision, error) {
 	if err := s.CheckBurst(n); err != nil {
-		return Decision{}, err
+		return strategy.Decision{}, err
 	}
 	at := latest(cs, now)
-	d := Decision{At: at, RetryAfter: s.Wait(cs, at, n)}
+	d := strategy.Decision{At: at, RetryAfter: s.Wait(cs, at, n)}
 	d.Allowed = d.RetryAfter == 0
 	if rc, ok := s.alg.(RefusedCounter); d.Allowed || ok && rc.CountsRefused() {
 		s.Record(cs, at, n)
@@ -86,13 +61,13 @@ func (s *Strategy) Admit(cs []Counter, now time.Time, n int) (Decision, error) {
 }
 
 // States returns every rule's state at now, in rule order, changing nothing that counts.
-func (s *Strategy) States(cs []Counter, now time.Time) []RuleState {
-	st := make([]RuleState, len(s.rules))
+func (s *Strategy) States(cs []Counter, now time.Time) []strategy.RuleState {
+	st := make([]strategy.RuleState, len(s.rules))
 	for i, r := range s.rules {
 		c := cs[s.slotOf[i]]
 		used := c.Used(now)
 		lim := r.EffectiveLimit()
-		st[i] = RuleState{Rule: r, Used: used, Remaining: max(0, lim-used)}
+		st[i] = strategy.RuleState{Rule: r, Used: used, Remaining: max(0, lim-used)}
 		if used > 0 {
 			st[i].Reset = c.WaitTime(now, lim, lim)
 		}

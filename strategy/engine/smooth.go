@@ -1,4 +1,4 @@
-package strategy
+package engine
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // Smoothing: a second check beside every rule that spreads requests out instead of letting a
@@ -31,12 +33,12 @@ type Smoothable interface {
 }
 
 // SmoothBurst returns the GCRA burst of rule r: ⌈EffectiveLimit/2⌉.
-func SmoothBurst(r Rule) int { return (r.EffectiveLimit() + 1) / 2 }
+func SmoothBurst(r strategy.Rule) int { return (r.EffectiveLimit() + 1) / 2 }
 
 // SmoothInterval returns the GCRA emission interval of rule r: EffectiveWindow /
 // (EffectiveLimit − SmoothBurst + 1), rounded up to a whole microsecond (never shorter than
 // the published rule, so never more permissive).
-func SmoothInterval(r Rule) time.Duration {
+func SmoothInterval(r strategy.Rule) time.Duration {
 	k := int64(r.EffectiveLimit()-SmoothBurst(r)+1) * int64(time.Microsecond)
 	return time.Duration((int64(r.EffectiveWindow())+k-1)/k) * time.Microsecond
 }
@@ -118,13 +120,13 @@ func (s *Strategy) checkSmoothBurst(n int) error {
 	for _, r := range s.rules {
 		if b := SmoothBurst(r); n > b {
 			return fmt.Errorf("%w: a burst of %d can never fit the smoothing of rule %s, which lets at most %d go at once",
-				ErrBurstTooLarge, n, r, b)
+				strategy.ErrBurstTooLarge, n, r, b)
 		}
 	}
 	return nil
 }
 
-func gcraID(r Rule) string {
+func gcraID(r strategy.Rule) string {
 	return "gcra:" + strconv.FormatInt(int64(SmoothInterval(r)), 10) + ":" + strconv.Itoa(SmoothBurst(r))
 }
 

@@ -1,4 +1,4 @@
-package strategy_test
+package engine_test
 
 import (
 	"testing"
