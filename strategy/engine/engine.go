@@ -89,7 +89,7 @@ type Strategy struct {
 }
 
 // New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
-// error wrapping ErrInvalidRule for the first invalid one (Rule.Validate, without the
+// error wrapping strategy.ErrInvalidRule for the first invalid one (strategy.Rule.Validate, without the
 // granularity checks for an algorithm that does not use it, then the algorithm's own
 // RuleChecker when it has one).
 func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
@@ -203,8 +203,8 @@ func (s *Strategy) MaxBurst() int {
 	return m
 }
 
-// CheckBurst returns nil when a burst of n can ever fit; otherwise ErrInvalidBurst (n < 1) or
-// an error wrapping ErrBurstTooLarge that names the rule it can never fit in.
+// CheckBurst returns nil when a burst of n can ever fit; otherwise strategy.ErrInvalidBurst (n < 1) or
+// an error wrapping strategy.ErrBurstTooLarge that names the rule it can never fit in.
 func (s *Strategy) CheckBurst(n int) error {
 	if n < 1 {
 		return fmt.Errorf("%w, got %d", strategy.ErrInvalidBurst, n)

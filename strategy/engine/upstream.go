@@ -137,7 +137,7 @@ func (s *Strategy) ReserveWith(cs []Counter, up *Upstream, now time.Time, n int)
 }
 
 // PeekWith is Peek with what the upstream said: the wait for n ≥ 1 is at least the rest of the
-// pause, Snapshot.PausedUntil is set while the pause lasts, and each rule's usage carries the
+// pause, strategy.Snapshot.PausedUntil is set while the pause lasts, and each rule's usage carries the
 // last figure reported for its counter while it is less than a window old (a figure about a
 // window that has passed says nothing any more). up may be nil.
 func (s *Strategy) PeekWith(cs []Counter, up *Upstream, now time.Time, n int) (strategy.Snapshot, error) {
