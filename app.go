@@ -6,12 +6,13 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // appLimit is a set of rules every request is also counted under, on one key.
 type appLimit struct {
 	key   string
-	strat *strategy.Strategy
+	strat *engine.Strategy
 }
 
 // WithAppRules counts every request also under appKey with rules of its own (rolling windows):

@@ -39,7 +39,7 @@ func TestQueuedDeadlineSeesApp(t *testing.T) {
 	_ = up
 }
 
-// Under FailOpen a request whose key's store fails is sent and still counted on the app key,
+// Under SendUncounted a request whose key's store fails is sent and still counted on the app key,
 // paced or not.
 func TestFailOpenCountsApp(t *testing.T) {
 	for _, paced := range []bool{false, true} {
@@ -52,8 +52,8 @@ func TestFailOpenCountsApp(t *testing.T) {
 		b := &clockBase{clk: clk}
 		opts := []Option{WithStore(failOn{m, "k"}), WithRules(minute), WithAppRules("app", strategy.Rule{Limit: 1, Window: time.Minute}), WithLogger(discard)}
 		if paced {
-			// FailOpen by name: paced Transports default to Degrade.
-			opts = append(opts, WithPacing(), WithErrorPolicy(FailOpen))
+			// SendUncounted by name: paced Transports default to Degrade.
+			opts = append(opts, WithPacing(), WithStoreErrorPolicy(SendUncounted))
 		}
 		tr := newTransport(t, b, opts...)
 		for range 3 {

@@ -12,6 +12,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // clockBase is a base RoundTripper that logs the manual clock's instant of every request it is
@@ -140,7 +141,7 @@ func TestAppWaitNeverOvershootsKeyRule(t *testing.T) {
 // "appminute").
 func TestAppPauseNeverOvershootsKeyRule(t *testing.T) {
 	tr, up, clk := appSetup(t, strategy.Rule{Limit: 3, Window: time.Minute}, strategy.Rule{Limit: 1000, Window: time.Minute})
-	if err := tr.store.(cache.Syncer).Sync(context.Background(), tr.app.strat, "app", strategy.Update{Pause: 60 * time.Second}); err != nil {
+	if err := tr.store.(cache.Syncer).Sync(context.Background(), tr.app.strat, "app", engine.Update{Pause: 60 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	sendAll(t, tr, clk, "k", 6)
@@ -165,7 +166,7 @@ func TestPausedKeyHoldsWhileWaitingForApp(t *testing.T) {
 	waitSleepers(t, clk, 1)
 	clk.Advance(10 * time.Second)
 	// Another request of k met a 429 with Retry-After: 120.
-	if err := tr.store.(cache.Syncer).Sync(ctx, tr.strat, "k", strategy.Update{Pause: 120 * time.Second}); err != nil {
+	if err := tr.store.(cache.Syncer).Sync(ctx, tr.strat, "k", engine.Update{Pause: 120 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Set(t0.Add(60 * time.Second)) // the app frees; k is paused until 130 s
@@ -226,24 +227,24 @@ type failOn struct {
 
 var errShardDown = errors.New("shard down")
 
-func (f failOn) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+func (f failOn) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	if key == f.key {
 		return errShardDown
 	}
 	return f.Memory.Record(ctx, s, key, n)
 }
 
-func (f failOn) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (f failOn) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	if key == f.key {
-		return strategy.Result{}, errShardDown
+		return engine.Result{}, errShardDown
 	}
 	return f.Memory.Reserve(ctx, s, key, n)
 }
 
-// TestAppStoreFailure: when the app key's store fails, FailClosed sends nothing and leaves no
-// count on the request's key; FailOpen sends and counts the request's key.
+// TestAppStoreFailure: when the app key's store fails, SendNothing sends nothing and leaves no
+// count on the request's key; SendUncounted sends and counts the request's key.
 func TestAppStoreFailure(t *testing.T) {
-	for _, policy := range []ErrorPolicy{FailClosed, FailOpen} {
+	for _, policy := range []StoreErrorPolicy{SendNothing, SendUncounted} {
 		for _, paced := range []bool{false, true} {
 			clk := clock.NewManual(t0)
 			m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
@@ -253,7 +254,7 @@ func TestAppStoreFailure(t *testing.T) {
 			defer m.Close()
 			b := &clockBase{clk: clk}
 			var reported []string
-			opts := []Option{WithStore(failOn{m, "app"}), WithRules(minute), WithAppRules("app", minute), WithErrorPolicy(policy),
+			opts := []Option{WithStore(failOn{m, "app"}), WithRules(minute), WithAppRules("app", minute), WithStoreErrorPolicy(policy),
 				WithLogger(discard), WithErrorHandler(func(_ *http.Request, key string, _ error) { reported = append(reported, key) })}
 			if paced {
 				opts = append(opts, WithPacing())
@@ -263,11 +264,11 @@ func TestAppStoreFailure(t *testing.T) {
 			used := usedOf(t, tr, "k")[0]
 			var se *StoreError
 			switch policy {
-			case FailClosed:
+			case SendNothing:
 				if !errors.As(err, &se) || se.Key != "app" || b.count() != 0 || used != 0 {
 					t.Errorf("fail closed, paced %v: %v, sent %d, k counts %d; want a StoreError on app, nothing sent or counted", paced, err, b.count(), used)
 				}
-			case FailOpen:
+			case SendUncounted:
 				if err != nil || b.count() != 1 || used != 1 || len(reported) != 1 || reported[0] != "app" {
 					t.Errorf("fail open, paced %v: %v, sent %d, k counts %d, reported %v", paced, err, b.count(), used, reported)
 				}

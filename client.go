@@ -27,22 +27,23 @@ import (
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // ErrNotConfigured is returned by the methods of a Transport not made by New.
 var ErrNotConfigured = errors.New("ratemonitor: Transport has no rules; create it with ratemonitor.New")
 
-// ErrorPolicy says what RoundTrip does when the store fails to record a request.
-type ErrorPolicy int
+// StoreErrorPolicy says what RoundTrip does when the store fails to record a request.
+type StoreErrorPolicy int
 
 const (
-	// FailOpen sends the request anyway and reports the error to the error handler and the
+	// SendUncounted sends the request anyway and reports the error to the error handler and the
 	// logger. The count for that request is lost, so waits may come out early: during an
 	// outage of a shared store nothing is paced at all. The default for monitoring
 	// Transports.
-	FailOpen ErrorPolicy = iota
-	// FailClosed sends nothing and returns a *StoreError from RoundTrip.
-	FailClosed
+	SendUncounted StoreErrorPolicy = iota
+	// SendNothing sends nothing and returns a *StoreError from RoundTrip.
+	SendNothing
 	// Degrade paces on a memory store of the Transport's own while the shared store is
 	// unreachable, at this process's share of each limit, and goes back to the shared store
 	// when it answers (settings: WithDegraded, DegradedConfig). The default for paced
@@ -85,26 +86,26 @@ const (
 	// error wrapping strategy.ErrBurstTooLarge. Slots reserved on one store and given back
 	// after a switch (Reservation.Cancel) are not given back: they count until they expire.
 	// Errors degraded mode does not cover, and every error of an in-process store (cache.Memory,
-	// which is never unreachable), are handled as under FailClosed. Two Transports over one
+	// which is never unreachable), are handled as under SendNothing. Two Transports over one
 	// store in one process pace on separate memory stores: count each as a process in the
 	// share (stacked Transports count different counters and need not).
 	Degrade
 )
 
 // String returns "send uncounted", "send nothing" or "degrade".
-func (p ErrorPolicy) String() string {
+func (p StoreErrorPolicy) String() string {
 	switch p {
-	case FailOpen:
+	case SendUncounted:
 		return "send uncounted"
-	case FailClosed:
+	case SendNothing:
 		return "send nothing"
 	case Degrade:
 		return "degrade"
 	}
-	return fmt.Sprintf("ErrorPolicy(%d)", int(p))
+	return fmt.Sprintf("StoreErrorPolicy(%d)", int(p))
 }
 
-// StoreError is returned by RoundTrip under FailClosed when the store could not record the
+// StoreError is returned by RoundTrip under SendNothing when the store could not record the
 // request. Nothing was sent.
 type StoreError struct {
 	Key string // the key the request was counted under
@@ -136,15 +137,15 @@ func (e *StoreError) Unwrap() error { return e.Err }
 // concurrent use.
 type Transport struct {
 	base     http.RoundTripper
-	strat    *strategy.Strategy
+	strat    *engine.Strategy
 	store    cache.Store
 	ops      cache.Store // where operations go: store, or deg under Degrade
-	deg      *degrader   // ErrorPolicy Degrade over a shared store
+	deg      *degrader   // StoreErrorPolicy Degrade over a shared store
 	ownStore bool
 	keyFunc  KeyFunc
 	clock    clock.Clock
-	policy   ErrorPolicy
-	// policySet: WithErrorPolicy was given; degradedCfg: WithDegraded was.
+	policy   StoreErrorPolicy
+	// policySet: WithStoreErrorPolicy was given; degradedCfg: WithDegraded was.
 	policySet   bool
 	degradedCfg *DegradedConfig
 	onError     func(req *http.Request, key string, err error)
@@ -194,7 +195,7 @@ func WithRules(rules ...strategy.Rule) Option {
 
 // WithStrategy sets a ready-made layered strategy, as an alternative to WithRules: the way to
 // pace under the fixed window (fixedwindow.New) or the token bucket (tokenbucket.New).
-func WithStrategy(s *strategy.Strategy) Option {
+func WithStrategy(s *engine.Strategy) Option {
 	return func(t *Transport) error {
 		if s == nil {
 			return errors.New("ratemonitor: WithStrategy(nil): give a strategy, such as fixedwindow.New(rules...)")
@@ -258,12 +259,12 @@ func WithClock(c clock.Clock) Option {
 	}
 }
 
-// WithErrorPolicy sets what RoundTrip does when the store fails: default Degrade for paced
-// Transports (WithPacing), FailOpen for monitoring ones.
-func WithErrorPolicy(p ErrorPolicy) Option {
+// WithStoreErrorPolicy sets what RoundTrip does when the store fails: default Degrade for paced
+// Transports (WithPacing), SendUncounted for monitoring ones.
+func WithStoreErrorPolicy(p StoreErrorPolicy) Option {
 	return func(t *Transport) error {
-		if p != FailOpen && p != FailClosed && p != Degrade {
-			return fmt.Errorf("ratemonitor: WithErrorPolicy(%d): unknown policy: want FailOpen, FailClosed or Degrade", p)
+		if p != SendUncounted && p != SendNothing && p != Degrade {
+			return fmt.Errorf("ratemonitor: WithStoreErrorPolicy(%d): unknown policy: want SendUncounted, SendNothing or Degrade", p)
 		}
 		t.policy, t.policySet = p, true
 		return nil
@@ -297,7 +298,7 @@ func WithLogger(l *slog.Logger) Option {
 // request recorded in monitoring mode, Granted and Refused for each reserve asked of the store
 // (pacing, Reserve), Waited for the total time a paced request, Reserve or Wait waited,
 // TooManyRequests for each 429 from the upstream, with WithSync, Paused when the upstream
-// pauses a key and, under ErrorPolicy Degrade, Degraded and Recovered when the shared store
+// pauses a key and, under StoreErrorPolicy Degrade, Degraded and Recovered when the shared store
 // goes and comes back. Store errors are the store's events: give o to the store too
 // (cache.MemoryConfig.Observer and the other stores' Options.Observer); the memory store New
 // makes when WithStore is not given gets o. Without WithObserver nothing is built or called.
@@ -391,8 +392,8 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 // and stops renewing in-flight leases (WithInFlight), waiting for a renewal under way: slots
 // still held then free at their leases' expiry, or when their bodies are closed.
 // It does not close the base RoundTripper's idle connections. After Close, RoundTrip meets
-// cache.ErrClosed and follows the ErrorPolicy: under FailOpen requests are still sent,
-// uncounted, and each error is reported; under FailClosed and Degrade nothing is sent.
+// cache.ErrClosed and follows the StoreErrorPolicy: under SendUncounted requests are still sent,
+// uncounted, and each error is reported; under SendNothing and Degrade nothing is sent.
 func (t *Transport) Close() error {
 	var err error
 	if t.inflight != nil {
@@ -429,7 +430,7 @@ func (t *Transport) Store() cache.Store { return t.store }
 // With WithInFlight (or WithAppInFlight), in either mode, it first waits for an in-flight slot,
 // held until the response body is closed or read to EOF: see WithInFlight.
 //
-// When the store fails it follows the ErrorPolicy; under FailClosed it returns a *StoreError,
+// When the store fails it follows the StoreErrorPolicy; under SendNothing it returns a *StoreError,
 // and so it does under Degrade for the errors degraded mode does not cover (see Degrade).
 // Contention (an error wrapping cache.ErrContended) is not a failure: the store call is tried
 // again until the request's context ends, and then RoundTrip sends nothing and returns an
@@ -479,15 +480,15 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 	switch {
 	case t.pacing && lim.strat == nil:
 		// Only the app key is left to count: pace on it alone.
-		ch.appAt, _, ch.local, err = t.acquire(ctx, lim.app.key, n, t.policy == FailOpen, limits{strat: lim.app.strat})
+		ch.appAt, _, ch.local, err = t.acquire(ctx, lim.app.key, n, t.policy == SendUncounted, limits{strat: lim.app.strat})
 	case t.pacing:
-		ch.at, ch.appAt, ch.local, err = t.acquire(ctx, key, n, t.policy == FailOpen, lim)
+		ch.at, ch.appAt, ch.local, err = t.acquire(ctx, key, n, t.policy == SendUncounted, lim)
 	default:
 		err = t.record(ctx, key, n, lim)
 	}
 	if err != nil {
 		var se *StoreError
-		if !errors.As(err, &se) || t.policy != FailOpen {
+		if !errors.As(err, &se) || t.policy != SendUncounted {
 			if se != nil {
 				t.storeFailed(req, se.Key, se.Err)
 			}
@@ -505,8 +506,8 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 }
 
 // record counts a request of cost n on key and, with WithAppRules, on the app key, and returns the
-// first store error as a *StoreError naming the key it was on. Under FailOpen both are tried,
-// since the request is sent either way. Under FailClosed the app key goes first and a failure
+// first store error as a *StoreError naming the key it was on. Under SendUncounted both are tried,
+// since the request is sent either way. Under SendNothing the app key goes first and a failure
 // there records nothing; when the request's key then fails, the app key keeps a count for a
 // request that was not sent (one of the app's many: an over-count, never an under-count).
 func (t *Transport) record(ctx context.Context, key string, n int, lim limits) error {
@@ -527,7 +528,7 @@ func (t *Transport) recordBoth(ctx context.Context, key string, n int, lim limit
 	if lim.app != nil {
 		if err := t.recordOn(ctx, lim.app.strat, lim.app.key, n); err != nil {
 			first = &StoreError{Key: lim.app.key, Err: err}
-			if t.policy != FailOpen {
+			if t.policy != SendUncounted {
 				return first
 			}
 		} else {
@@ -554,7 +555,7 @@ func (t *Transport) recorded(key string, n int) {
 }
 
 // reserved reports a reserve's answer to the observer, if any.
-func (t *Transport) reserved(key string, n int, res strategy.Result) {
+func (t *Transport) reserved(key string, n int, res engine.Result) {
 	if t.obs == nil {
 		return
 	}
@@ -588,7 +589,7 @@ func (t *Transport) warnLevel(l *lograte.Limiter) (slog.Level, int64) {
 func (t *Transport) storeFailed(req *http.Request, key string, err error) {
 	action := "sent anyway (send uncounted); this request is not counted"
 	switch t.policy {
-	case FailClosed:
+	case SendNothing:
 		action = "not sent (send nothing)"
 	case Degrade:
 		action = "not sent (degrade: an error degraded mode does not cover)"

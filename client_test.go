@@ -18,6 +18,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -306,7 +307,7 @@ func TestStoreFailure(t *testing.T) {
 		t.Errorf("fail open: upstream hits %d, reported %v", hits.Load(), reported)
 	}
 
-	closed := newTransport(t, nil, WithRules(minute), WithStore(broken), WithErrorPolicy(FailClosed), WithLogger(discard))
+	closed := newTransport(t, nil, WithRules(minute), WithStore(broken), WithStoreErrorPolicy(SendNothing), WithLogger(discard))
 	body := &bodySpy{Reader: strings.NewReader("x")}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, body)
 	resp, err := closed.RoundTrip(req)
@@ -335,7 +336,7 @@ func TestNewErrors(t *testing.T) {
 		"nil store":            {WithRules(minute), WithStore(nil)},
 		"nil key func":         {WithRules(minute), WithKeyFunc(nil)},
 		"nil clock":            {WithRules(minute), WithClock(nil)},
-		"bad policy":           {WithRules(minute), WithErrorPolicy(7)},
+		"bad policy":           {WithRules(minute), WithStoreErrorPolicy(7)},
 		"rules twice":          {WithRules(minute), WithRules(minute)},
 		"rules and a strategy": {WithRules(minute), WithStrategy(mustFixed(minute))},
 	}
@@ -404,7 +405,7 @@ func TestWaitCancelledContext(t *testing.T) {
 	}
 }
 
-func mustFixed(r strategy.Rule) *strategy.Strategy {
+func mustFixed(r strategy.Rule) *engine.Strategy {
 	s, err := fixedwindow.New(r)
 	if err != nil {
 		panic(err)

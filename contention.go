@@ -7,12 +7,12 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/internal/contend"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Contention (cache.ErrContended) is not an outage: the store lost an optimistic race on the
 // key and recorded nothing. The Transport's store writes go through the helpers below, which
-// try again until the request's context ends, so that the ErrorPolicy never sees contention
+// try again until the request's context ends, so that the StoreErrorPolicy never sees contention
 // and nothing is sent uncounted because of it. Over a store that contends (cache.Contender)
 // the Transport's own callers also take turns per key (pacing's queue; recordTurn in
 // monitoring mode), so that they do not fight over the key among themselves. Over the others
@@ -25,16 +25,16 @@ func contends(s cache.Store) bool {
 }
 
 // reserveOn is t.store.Reserve, retrying contention within ctx.
-func (t *Transport) reserveOn(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (t *Transport) reserveOn(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	res, err := t.ops.Reserve(ctx, s, key, n)
 	if err != nil && errors.Is(err, cache.ErrContended) {
-		res, err = contend.Retry(ctx, err, func() (strategy.Result, error) { return t.ops.Reserve(ctx, s, key, n) })
+		res, err = contend.Retry(ctx, err, func() (engine.Result, error) { return t.ops.Reserve(ctx, s, key, n) })
 	}
 	return res, err
 }
 
 // recordOn is t.store.Record, retrying contention within ctx.
-func (t *Transport) recordOn(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+func (t *Transport) recordOn(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	err := t.ops.Record(ctx, s, key, n)
 	if err != nil && errors.Is(err, cache.ErrContended) {
 		_, err = contend.Retry(ctx, err, func() (struct{}, error) { return struct{}{}, t.ops.Record(ctx, s, key, n) })
@@ -49,7 +49,7 @@ const releaseTimeout = time.Second
 
 // releaseOn is t.store.Release, retrying contention within ctx, and within releaseTimeout when
 // ctx has no end.
-func (t *Transport) releaseOn(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+func (t *Transport) releaseOn(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
 	err := t.ops.Release(ctx, s, key, at, n)
 	if err != nil && errors.Is(err, cache.ErrContended) {
 		if ctx.Done() == nil {

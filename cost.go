@@ -11,7 +11,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/credential"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -70,7 +70,7 @@ func WithCost(f func(*http.Request) int) Option {
 // In monitoring mode a lower cost is not given back: the store does not say at which instant it
 // recorded the charge, and a Release elsewhere could free other requests' slots early; the
 // excess counts until it expires (an over-count, never an under-count). Neither is a charge
-// given back after the Transport switched stores (ErrorPolicy Degrade) since it was made.
+// given back after the Transport switched stores (StoreErrorPolicy Degrade) since it was made.
 //
 // The remaining points the reader gives (cost.Report.Signals) go, with WithSync, to the rule
 // whose window they name, as the header readers' figures do; without WithSync they are not
@@ -158,7 +158,7 @@ func (t *Transport) corrected(req *http.Request, key string, ch *charge, real in
 	if ch == nil || real < 0 || real == ch.n {
 		return
 	}
-	for _, s := range []*strategy.Strategy{ch.lim.strat, ch.lim.appStrat()} {
+	for _, s := range []*engine.Strategy{ch.lim.strat, ch.lim.appStrat()} {
 		if s == nil {
 			continue
 		}
@@ -174,7 +174,7 @@ func (t *Transport) corrected(req *http.Request, key string, ch *charge, real in
 // cost.BodyReader's), as learn applies the header's: each to the rule of its window, a
 // remaining of 0 pausing the key until its reset.
 func (t *Transport) learnSignals(req *http.Request, key string, sigs []headers.Signal) {
-	var keyUp, appUp strategy.Update
+	var keyUp, appUp engine.Update
 	for _, sig := range sigs {
 		up, s := &keyUp, t.strat
 		if sig.App {
@@ -249,7 +249,7 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 // the instant of the correction, so that every store gives back the same. No time elapsed
 // (e == 0) owes all of back; a clock that went back since at (e < 0: the refill since is
 // unknown) owes none, an over-count rather than tokens the upstream's bucket may not hold.
-func owedBack(s *strategy.Strategy, at, now time.Time, back int) int {
+func owedBack(s *engine.Strategy, at, now time.Time, back int) int {
 	if s.Name() != (tokenbucket.Algorithm{}).Name() {
 		return back
 	}

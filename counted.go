@@ -6,21 +6,21 @@ import (
 	"sync/atomic"
 
 	"github.com/ratemonitor/ratemonitor/cache"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // limits is what one attempt is counted under: the Transport's rules on the request's key and
 // its app rules, less any counters a Transport wrapping this one has already counted the attempt
 // in. A nil strat means nothing is left to count on the key; a nil app, nothing on the app key.
 type limits struct {
-	strat *strategy.Strategy
+	strat *engine.Strategy
 	app   *appLimit
 }
 
 func (t *Transport) allLimits() limits { return limits{strat: t.strat, app: t.app} }
 
 // appStrat returns the app rules' strategy, or nil.
-func (l limits) appStrat() *strategy.Strategy {
+func (l limits) appStrat() *engine.Strategy {
 	if l.app == nil {
 		return nil
 	}
@@ -72,7 +72,7 @@ func (m *countMark) Value(k any) any {
 // countedOn says that an attempt was counted in every counter of strat on key.
 type countedOn struct {
 	key   string
-	strat *strategy.Strategy
+	strat *engine.Strategy
 }
 
 // counters is what a mark says an attempt was counted in; it holds a few entries at most.

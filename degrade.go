@@ -10,13 +10,14 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // DefaultProbeInterval is how often, at most, a degraded Transport asks the shared store
 // whether it answers again, unless DegradedConfig.ProbeInterval says otherwise.
 const DefaultProbeInterval = 500 * time.Millisecond
 
-// DegradedConfig sets the degraded mode of ErrorPolicy Degrade (WithDegraded). Its zero value
+// DegradedConfig sets the degraded mode of StoreErrorPolicy Degrade (WithDegraded). Its zero value
 // is the default.
 //
 // While the shared store is unreachable, the Transport paces on a memory store of its own
@@ -51,8 +52,8 @@ type DegradedConfig struct {
 	NoHoldBack bool
 }
 
-// WithDegraded sets the degraded mode's settings (see DegradedConfig) and chooses ErrorPolicy
-// Degrade. New fails when the settings are out of range, or when WithErrorPolicy chose
+// WithDegraded sets the degraded mode's settings (see DegradedConfig) and chooses StoreErrorPolicy
+// Degrade. New fails when the settings are out of range, or when WithStoreErrorPolicy chose
 // another policy.
 func WithDegraded(cfg DegradedConfig) Option {
 	return func(t *Transport) error {
@@ -72,17 +73,17 @@ func WithDegraded(cfg DegradedConfig) Option {
 	}
 }
 
-// resolvePolicy settles the ErrorPolicy once every option is applied: Degrade for a paced
-// Transport when no policy was chosen (and whenever WithDegraded was given), FailOpen for a
+// resolvePolicy settles the StoreErrorPolicy once every option is applied: Degrade for a paced
+// Transport when no policy was chosen (and whenever WithDegraded was given), SendUncounted for a
 // monitoring one.
 func (t *Transport) resolvePolicy() error {
 	switch {
 	case t.degradedCfg != nil && t.policySet && t.policy != Degrade:
-		return fmt.Errorf("ratemonitor: WithDegraded: it is for ErrorPolicy Degrade, but WithErrorPolicy chose %s: drop one of them", t.policy)
+		return fmt.Errorf("ratemonitor: WithDegraded: it is for StoreErrorPolicy Degrade, but WithStoreErrorPolicy chose %s: drop one of them", t.policy)
 	case t.degradedCfg != nil || (!t.policySet && t.pacing):
 		t.policy = Degrade
 	case !t.policySet:
-		t.policy = FailOpen
+		t.policy = SendUncounted
 	}
 	return nil
 }
@@ -90,7 +91,7 @@ func (t *Transport) resolvePolicy() error {
 // startDegrader sets up the degraded mode (its memory store is made at the first outage) when
 // the policy is Degrade and the store lives outside the process: an in-process store
 // (cache.InProcess, such as cache.Memory) is never unreachable, so there Degrade handles
-// errors as FailClosed does. SQLite, though Clocked, is shared through its file and degrades.
+// errors as SendNothing does. SQLite, though Clocked, is shared through its file and degrades.
 func (t *Transport) startDegrader() error {
 	t.ops = t.store
 	if t.policy != Degrade {
@@ -134,7 +135,7 @@ func isOutage(ctx context.Context, err error) bool {
 		return false
 	}
 	for _, not := range []error{context.Canceled, cache.ErrContended, cache.ErrClosed, cache.ErrInvalidCount,
-		strategy.ErrInvalidBurst, strategy.ErrBurstTooLarge, strategy.ErrInvalidUpdate, cache.ErrCounterConflict} {
+		strategy.ErrInvalidBurst, strategy.ErrBurstTooLarge, engine.ErrInvalidUpdate, cache.ErrCounterConflict} {
 		if errors.Is(err, not) {
 			return false
 		}
@@ -154,7 +155,7 @@ func (t *Transport) gen() uint64 {
 // has switched between the shared and the memory store since, the slots' instant belongs to
 // the other store, so nothing is given back (the slots stay counted until they expire: an
 // over-count, never an under-count).
-func (t *Transport) releaseIn(ctx context.Context, gen uint64, s *strategy.Strategy, key string, at time.Time, n int) error {
+func (t *Transport) releaseIn(ctx context.Context, gen uint64, s *engine.Strategy, key string, at time.Time, n int) error {
 	if t.gen() != gen {
 		return nil
 	}

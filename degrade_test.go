@@ -21,6 +21,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // fleetStore is a real Redis store that says how many processes share it (cache.Fleet), as
@@ -69,9 +70,9 @@ func TestDegradeConfig(t *testing.T) {
 		"processes negative":    {WithDegraded(DegradedConfig{Processes: -2})},
 		"share and processes":   {WithDegraded(DegradedConfig{Share: 0.5, Processes: 2})},
 		"negative probe":        {WithDegraded(DegradedConfig{ProbeInterval: -time.Second})},
-		"degraded, fail open":   {WithDegraded(DegradedConfig{}), WithErrorPolicy(FailOpen)},
-		"fail closed, degraded": {WithErrorPolicy(FailClosed), WithDegraded(DegradedConfig{})},
-		"unknown policy":        {WithErrorPolicy(Degrade + 1)},
+		"degraded, fail open":   {WithDegraded(DegradedConfig{}), WithStoreErrorPolicy(SendUncounted)},
+		"fail closed, degraded": {WithStoreErrorPolicy(SendNothing), WithDegraded(DegradedConfig{})},
+		"unknown policy":        {WithStoreErrorPolicy(Degrade + 1)},
 	}
 	for name, opts := range bad {
 		if tr, err := New(nil, append([]Option{WithRules(minute), WithStore(st), WithPacing()}, opts...)...); err == nil {
@@ -79,19 +80,19 @@ func TestDegradeConfig(t *testing.T) {
 			t.Errorf("%s: New accepted it", name)
 		}
 	}
-	// Defaults: Degrade for paced Transports, FailOpen for monitoring ones; WithDegraded
+	// Defaults: Degrade for paced Transports, SendUncounted for monitoring ones; WithDegraded
 	// chooses Degrade; explicit policies stay.
 	for _, c := range []struct {
 		name string
 		opts []Option
-		want ErrorPolicy
+		want StoreErrorPolicy
 		deg  bool
 	}{
 		{"paced", []Option{WithPacing()}, Degrade, true},
-		{"monitoring", nil, FailOpen, false},
+		{"monitoring", nil, SendUncounted, false},
 		{"monitoring, WithDegraded", []Option{WithDegraded(DegradedConfig{Processes: 3})}, Degrade, true},
-		{"paced, fail open", []Option{WithPacing(), WithErrorPolicy(FailOpen)}, FailOpen, false},
-		{"paced, fail closed", []Option{WithPacing(), WithErrorPolicy(FailClosed)}, FailClosed, false},
+		{"paced, fail open", []Option{WithPacing(), WithStoreErrorPolicy(SendUncounted)}, SendUncounted, false},
+		{"paced, fail closed", []Option{WithPacing(), WithStoreErrorPolicy(SendNothing)}, SendNothing, false},
 	} {
 		tr := newTransport(t, nil, append([]Option{WithRules(minute), WithStore(st)}, c.opts...)...)
 		if tr.policy != c.want || (tr.deg != nil) != c.deg {
@@ -191,7 +192,7 @@ type atLog struct {
 	ats *[]time.Time
 }
 
-func (g atLog) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (g atLog) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	res, err := g.Store.Reserve(ctx, s, key, n)
 	if err == nil && res.Allowed {
 		g.mu.Lock()
@@ -294,7 +295,7 @@ func TestDegradeFleetOutage(t *testing.T) {
 		}
 	}
 	// The upstream's count, by arrival: at most 20 in each of the 5 seconds the 4 s outage
-	// touches (under FailOpen, the default before, thousands).
+	// touches (under SendUncounted, the default before, thousands).
 	if n := base.between(stop, restart); n > 100 {
 		t.Errorf("%d requests reached the upstream during the 4 s outage, want at most 100", n)
 	}
@@ -348,11 +349,11 @@ func (b *okBase) between(from, to time.Time) int {
 // TestDegradeOutageFigure is issue 14's measurement: one paced Transport, 20 per second, eight
 // senders, Redis down for 2 s. Under the default (Degrade; no fleet size known, so the whole
 // limit) it sends nothing for the hold-back's second, then 20: at most 40 in 2 s. Under
-// FailOpen (the default before) every request goes, uncounted: thousands, logged only.
+// SendUncounted (the default before) every request goes, uncounted: thousands, logged only.
 func TestDegradeOutageFigure(t *testing.T) {
 	srv := redistest.Start(t)
 	rule := strategy.Rule{Limit: 20, Window: time.Second}
-	for i, opts := range [][]Option{nil, {WithErrorPolicy(FailOpen)}} {
+	for i, opts := range [][]Option{nil, {WithStoreErrorPolicy(SendUncounted)}} {
 		base := &okBase{}
 		tr := newTransport(t, base, append([]Option{WithRules(rule), WithStore(newRedisStore(t, srv)), WithPacing(), WithLogger(discard)}, opts...)...)
 		srv.Stop()
@@ -424,7 +425,7 @@ func TestDegradeAppAndStacked(t *testing.T) {
 	}
 	for name, c := range map[string]struct {
 		tr       *Transport
-		s        *strategy.Strategy
+		s        *engine.Strategy
 		key      string
 		wantRule strategy.Rule
 	}{
@@ -656,7 +657,7 @@ type hookStore struct {
 	onRecord func()
 }
 
-func (h hookStore) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+func (h hookStore) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	if h.onRecord != nil {
 		h.onRecord()
 	}

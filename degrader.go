@@ -12,7 +12,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/observe"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // The degrader's states. healthy: every operation goes to the shared store. degraded: to the
@@ -26,7 +26,7 @@ const (
 	settling
 )
 
-// degrader is the Transport's store under ErrorPolicy Degrade: a cache.Store that routes each
+// degrader is the Transport's store under StoreErrorPolicy Degrade: a cache.Store that routes each
 // operation to the shared store or to the degraded mode's memory store.
 type degrader struct {
 	t       *Transport
@@ -53,13 +53,13 @@ type degrader struct {
 	nextProbe time.Time
 	probing   bool
 	share     float64
-	settle    time.Duration                 // how long the current return settles (probed)
-	slowest   time.Duration                 // the longest a failed call to the shared store took, this episode
-	inflight  int                           // memory-store operations of the degraded state under way (whileDegraded)
-	idle      sync.Cond                     // signalled when inflight drops to 0; its L is &mu
-	scaled    map[string]*strategy.Strategy // by strategyKey, for this episode's share
-	used      map[usedKey]usedEntry         // keys granted locally, for the carry-over
-	master    string                        // the Sentinel master last seen (masterChange)
+	settle    time.Duration               // how long the current return settles (probed)
+	slowest   time.Duration               // the longest a failed call to the shared store took, this episode
+	inflight  int                         // memory-store operations of the degraded state under way (whileDegraded)
+	idle      sync.Cond                   // signalled when inflight drops to 0; its L is &mu
+	scaled    map[string]*engine.Strategy // by strategyKey, for this episode's share
+	used      map[usedKey]usedEntry       // keys granted locally, for the carry-over
+	master    string                      // the Sentinel master last seen (masterChange)
 }
 
 type usedKey struct {
@@ -68,7 +68,7 @@ type usedKey struct {
 }
 
 type usedEntry struct {
-	orig, scaled *strategy.Strategy
+	orig, scaled *engine.Strategy
 	last         time.Time // the last local grant or record
 }
 
@@ -84,7 +84,7 @@ func newDegrader(t *Transport, cfg DegradedConfig, longest time.Duration) *degra
 // strategyKey names a strategy by its algorithm and rules, every field of them, and whether it
 // is smoothed: counter IDs alone would not do, since rules of one window but different limits
 // share a counter.
-func strategyKey(s *strategy.Strategy) string {
+func strategyKey(s *engine.Strategy) string {
 	var b strings.Builder
 	b.WriteString(s.Name())
 	if s.Smoothing() {
@@ -147,7 +147,7 @@ func (d *degrader) fail(err error, start time.Time) {
 	d.slowest = now.Sub(start)
 	d.state, d.since, d.nextProbe = degraded, now, now.Add(d.cfg.ProbeInterval)
 	if share := d.episodeShare(); share != d.share || d.scaled == nil {
-		d.share, d.scaled = share, map[string]*strategy.Strategy{}
+		d.share, d.scaled = share, map[string]*engine.Strategy{}
 	}
 	if d.used == nil {
 		d.used = map[usedKey]usedEntry{}
@@ -206,7 +206,7 @@ func (d *degrader) probed(ok bool, start time.Time) {
 // hold-back again, for ever. The carry is made twice: once while the other callers are still
 // served by the memory store, and once more, for what they granted meanwhile, after the
 // switch, when no local-only grant is in flight.
-func (d *degrader) probe(ctx context.Context, s *strategy.Strategy, key string) bool {
+func (d *degrader) probe(ctx context.Context, s *engine.Strategy, key string) bool {
 	start := d.clock.Now()
 	res, err := d.shared.Reserve(ctx, s, key, 1)
 	if err == nil && res.Allowed {
@@ -286,12 +286,12 @@ func (d *degrader) carry(ctx context.Context, before map[carried]int) (map[carri
 }
 
 // scaledFor returns s scaled to this episode's share.
-func (d *degrader) scaledFor(s *strategy.Strategy) *strategy.Strategy {
+func (d *degrader) scaledFor(s *engine.Strategy) *engine.Strategy {
 	k := strategyKey(s)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.scaled == nil {
-		d.scaled = map[string]*strategy.Strategy{}
+		d.scaled = map[string]*engine.Strategy{}
 		d.share = d.episodeShare()
 	}
 	sc, ok := d.scaled[k]
@@ -303,7 +303,7 @@ func (d *degrader) scaledFor(s *strategy.Strategy) *strategy.Strategy {
 }
 
 // touched notes a local grant or record on key, for the carry-over.
-func (d *degrader) touched(s, sc *strategy.Strategy, key string) {
+func (d *degrader) touched(s, sc *engine.Strategy, key string) {
 	d.mu.Lock()
 	if d.used == nil {
 		d.used = map[usedKey]usedEntry{}
@@ -315,7 +315,7 @@ func (d *degrader) touched(s, sc *strategy.Strategy, key string) {
 // holdUntil is when s's first local grant of this outage may come: once every grant the shared
 // store made before the outage was seen has aged out of s's longest window. Zero with
 // NoHoldBack.
-func (d *degrader) holdUntil(s *strategy.Strategy) time.Time {
+func (d *degrader) holdUntil(s *engine.Strategy) time.Time {
 	if d.cfg.NoHoldBack {
 		return time.Time{}
 	}
@@ -330,20 +330,20 @@ func (d *degrader) burstErr(err error) error {
 }
 
 // localReserve reserves on the memory store at the share and, with hold, after the hold-back.
-func (d *degrader) localReserve(ctx context.Context, s *strategy.Strategy, key string, n int, hold bool) (strategy.Result, error) {
+func (d *degrader) localReserve(ctx context.Context, s *engine.Strategy, key string, n int, hold bool) (engine.Result, error) {
 	sc := d.scaledFor(s)
 	if err := sc.CheckBurst(n); err != nil {
-		return strategy.Result{}, d.burstErr(err)
+		return engine.Result{}, d.burstErr(err)
 	}
 	// A closed Transport answers ErrClosed before the hold-back's wait, so that its paced
 	// callers stop now rather than sleep and probe until the hold-back ends (a day for a day
 	// rule).
 	local, err := d.mem()
 	if err != nil {
-		return strategy.Result{}, err
+		return engine.Result{}, err
 	}
 	if until, now := d.holdUntil(s), d.clock.Now(); hold && now.Before(until) {
-		return strategy.Result{Wait: until.Sub(now)}, nil
+		return engine.Result{Wait: until.Sub(now)}, nil
 	}
 	res, err := local.Reserve(ctx, sc, key, n)
 	if err == nil && res.Allowed {

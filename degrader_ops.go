@@ -8,6 +8,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // The degrader's cache.Store methods: each operation follows the state (degrader.mode) to the
@@ -41,7 +42,7 @@ func (d *degrader) whileDegraded(f func()) bool {
 }
 
 // Reserve implements cache.Store.
-func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (res strategy.Result, err error) {
+func (d *degrader) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (res engine.Result, err error) {
 	for range maxSwitches {
 		state, probe := d.mode()
 		if probe && d.probe(ctx, s, key) {
@@ -81,7 +82,7 @@ func (d *degrader) Reserve(ctx context.Context, s *strategy.Strategy, key string
 // store holds what it granted before the outage (a store that lost it, restarted empty,
 // reports StateLost; counts restart lower then for every process, degraded or not). again
 // says that the shared store failed, so that the Transport is degraded again.
-func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key string, n int) (res strategy.Result, again bool, err error) {
+func (d *degrader) settleReserve(ctx context.Context, s *engine.Strategy, key string, n int) (res engine.Result, again bool, err error) {
 	lres, err := d.localReserve(ctx, s, key, n, false)
 	if err != nil || !lres.Allowed {
 		return lres, false, err
@@ -102,7 +103,7 @@ func (d *degrader) settleReserve(ctx context.Context, s *strategy.Strategy, key 
 }
 
 // Record implements cache.Store: on the memory store while degraded, on both while settling.
-func (d *degrader) Record(ctx context.Context, s *strategy.Strategy, key string, n int) (err error) {
+func (d *degrader) Record(ctx context.Context, s *engine.Strategy, key string, n int) (err error) {
 	local := func() error {
 		sc := d.scaledFor(s)
 		local, err := d.mem()
@@ -148,7 +149,7 @@ func (d *degrader) Record(ctx context.Context, s *strategy.Strategy, key string,
 
 // Release implements cache.Store: on the store the current state reserves on (the shared one
 // while settling). The Transport gives back only slots of the current generation.
-func (d *degrader) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+func (d *degrader) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
 	d.mu.Lock()
 	state := d.state
 	d.mu.Unlock()
@@ -164,7 +165,7 @@ func (d *degrader) Release(ctx context.Context, s *strategy.Strategy, key string
 
 // localPeek is Peek on the memory store at the share, with the hold-back in the wait when
 // hold is set.
-func (d *degrader) localPeek(ctx context.Context, s *strategy.Strategy, key string, n int, hold bool) (strategy.Snapshot, error) {
+func (d *degrader) localPeek(ctx context.Context, s *engine.Strategy, key string, n int, hold bool) (strategy.Snapshot, error) {
 	sc := d.scaledFor(s)
 	if n > 0 {
 		if err := sc.CheckBurst(n); err != nil {
@@ -186,7 +187,7 @@ func (d *degrader) localPeek(ctx context.Context, s *strategy.Strategy, key stri
 
 // Peek implements cache.Store: while degraded, usage is the memory store's, against the
 // scaled rules; while settling, the wait is the longer of both stores'.
-func (d *degrader) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+func (d *degrader) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error) {
 	state, probe := d.mode()
 	if probe && d.probe(ctx, s, key) {
 		state = settling

@@ -18,6 +18,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Issue 14, "Tested for real, in CI": a paced fleet of four processes across a graceful
@@ -76,7 +77,7 @@ type fleetTop struct {
 	proc int
 }
 
-func (f fleetTop) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (f fleetTop) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	res, err := f.degrader.Reserve(ctx, s, key, n)
 	if err == nil && res.Allowed {
 		f.log.mu.Lock()
@@ -104,19 +105,19 @@ func (f fleetShared) answer(err error) {
 	}
 }
 
-func (f fleetShared) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (f fleetShared) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	res, err := f.Store.Reserve(ctx, s, key, n)
 	f.answer(err)
 	return res, err
 }
 
-func (f fleetShared) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+func (f fleetShared) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error) {
 	snap, err := f.Store.Peek(ctx, s, key, n)
 	f.answer(err)
 	return snap, err
 }
 
-func (f fleetShared) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+func (f fleetShared) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	err := f.Store.Record(ctx, s, key, n)
 	f.answer(err)
 	return err
@@ -194,7 +195,7 @@ func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []str
 					if resp, err := tr.RoundTrip(req); err == nil {
 						resp.Body.Close()
 					} else if ctx.Err() == nil {
-						time.Sleep(10 * time.Millisecond) // a refusal (FailClosed-like): do not spin
+						time.Sleep(10 * time.Millisecond) // a refusal (SendNothing-like): do not spin
 					}
 				}
 			})
@@ -363,7 +364,7 @@ var quietRedis = sync.OnceFunc(func() { redis.SetLogger(fleetQuiet{}) })
 
 // fleetKey returns a tenant name whose Redis keys (fleetRule's strategy) lie on the master
 // ok accepts.
-func fleetKey(t *testing.T, cl *redistest.Cluster, st *redisstore.Store, s *strategy.Strategy, prefix string, ok func(master string) bool) (key, master string) {
+func fleetKey(t *testing.T, cl *redistest.Cluster, st *redisstore.Store, s *engine.Strategy, prefix string, ok func(master string) bool) (key, master string) {
 	t.Helper()
 	for i := range 1000 {
 		key = prefix + "-" + strconv.Itoa(i)

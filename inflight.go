@@ -60,8 +60,8 @@ type inflightConfig struct {
 // counts from the instant it is recorded, so one held while waiting for an in-flight slot
 // would count from before the send and free early upstream, costing 429s; an in-flight slot
 // held while waiting for a rate slot costs nothing upstream, as the request is not sent
-// meanwhile. Store errors follow the ErrorPolicy: under FailOpen the request is sent without
-// a slot (and reported), under FailClosed it is refused with a *StoreError, and under Degrade,
+// meanwhile. Store errors follow the StoreErrorPolicy: under SendUncounted the request is sent without
+// a slot (and reported), under SendNothing it is refused with a *StoreError, and under Degrade,
 // while the shared store is unreachable, slots are counted in this process at its share of n
 // (at least 1; see DegradedConfig.Share), the slots it still holds in the store counted
 // against that share, and slots taken so are not known to the shared

@@ -80,7 +80,7 @@ func (t *Transport) roundTripInFlight(base http.RoundTripper, req *http.Request,
 	return h.attach(resp), nil
 }
 
-// take takes key's slot and then the app key's, as configured. A store error under FailOpen
+// take takes key's slot and then the app key's, as configured. A store error under SendUncounted
 // is reported and the request goes on without that slot.
 func (f *inflight) take(req *http.Request, key string) (*held, error) {
 	ctx := req.Context()
@@ -105,7 +105,7 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 		var se *StoreError
 		if errors.As(err, &se) {
 			f.t.storeFailed(req, se.Key, se.Err) // logged and handed to WithErrorHandler, as RoundTrip does
-			if f.t.policy == FailOpen {
+			if f.t.policy == SendUncounted {
 				continue
 			}
 		}

@@ -345,18 +345,18 @@ func concurrentRun(t *testing.T, trs []*Transport, url string, workers, each int
 	}
 }
 
-// TestInFlightStoreError: when the store cannot take a lease (here: closed), FailOpen sends
-// without a slot and reports the error (lease and record: 2), FailClosed sends nothing and
+// TestInFlightStoreError: when the store cannot take a lease (here: closed), SendUncounted sends
+// without a slot and reports the error (lease and record: 2), SendNothing sends nothing and
 // returns a *StoreError, reported once.
 func TestInFlightStoreError(t *testing.T) {
-	for _, policy := range []ErrorPolicy{FailOpen, FailClosed} {
+	for _, policy := range []StoreErrorPolicy{SendUncounted, SendNothing} {
 		m, err := cache.NewMemory(cache.MemoryConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		up, hits := upstream(t, nil)
 		var reported atomic.Int64
-		tr := newTransport(t, nil, WithRules(minute), WithStore(m), WithInFlight(1), WithErrorPolicy(policy), WithLogger(discard),
+		tr := newTransport(t, nil, WithRules(minute), WithStore(m), WithInFlight(1), WithStoreErrorPolicy(policy), WithLogger(discard),
 			WithErrorHandler(func(_ *http.Request, _ string, err error) {
 				if errors.Is(err, cache.ErrClosed) {
 					reported.Add(1)
@@ -366,14 +366,14 @@ func TestInFlightStoreError(t *testing.T) {
 		r, err := send(tr, context.Background(), up.URL)
 		var se *StoreError
 		switch policy {
-		case FailOpen:
+		case SendUncounted:
 			if err != nil || hits.Load() != 1 || reported.Load() != 2 {
 				t.Errorf("fail open: %v, hits %d, reported %d, want sent, 1, 2", err, hits.Load(), reported.Load())
 			}
 			if err == nil {
 				r.Body.Close()
 			}
-		case FailClosed:
+		case SendNothing:
 			if !errors.As(err, &se) || hits.Load() != 0 || reported.Load() != 1 {
 				t.Errorf("fail closed: %v, hits %d, reported %d, want a *StoreError, 0, 1", err, hits.Load(), reported.Load())
 			}

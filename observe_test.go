@@ -88,7 +88,7 @@ func TestObserverTransport(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantEvents(t, rec)
-		// The store New made reports to the same observer: after Close, FailOpen sends
+		// The store New made reports to the same observer: after Close, SendUncounted sends
 		// uncounted and the store's error is an event.
 		tr.Close()
 		get(tr)

@@ -12,6 +12,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // TestNewErrorsNameTheOption: every error New can return starts with "ratemonitor: " and the
@@ -65,7 +66,7 @@ func TestNewErrorsNameTheOption(t *testing.T) {
 		{"WithKeyFunc", []Option{WithRules(minute), WithKeyFunc(nil)}, nil},
 		{"WithClock", []Option{WithRules(minute), WithClock(nil)}, nil},
 		{"WithClock", []Option{WithRules(minute), WithClock(clock.NewManual(time.Unix(0, 0))), WithStore(storeClock)}, nil},
-		{"WithErrorPolicy", []Option{WithRules(minute), WithErrorPolicy(ErrorPolicy(99))}, nil},
+		{"WithStoreErrorPolicy", []Option{WithRules(minute), WithStoreErrorPolicy(StoreErrorPolicy(99))}, nil},
 		{"WithLogger", []Option{WithRules(minute), WithLogger(nil)}, nil},
 		{"WithObserver", []Option{WithRules(minute), WithObserver(nil)}, nil},
 		{"WithCost", []Option{WithRules(minute), WithCost(nil)}, nil},
@@ -82,7 +83,7 @@ func TestNewErrorsNameTheOption(t *testing.T) {
 		{"WithDegraded", []Option{WithRules(minute), WithDegraded(DegradedConfig{Processes: -1})}, nil},
 		{"WithDegraded", []Option{WithRules(minute), WithDegraded(DegradedConfig{Share: 0.5, Processes: 2})}, nil},
 		{"WithDegraded", []Option{WithRules(minute), WithDegraded(DegradedConfig{ProbeInterval: -time.Second})}, nil},
-		{"WithDegraded", []Option{WithRules(minute), WithDegraded(DegradedConfig{}), WithErrorPolicy(FailOpen)}, nil},
+		{"WithDegraded", []Option{WithRules(minute), WithDegraded(DegradedConfig{}), WithStoreErrorPolicy(SendUncounted)}, nil},
 		{"WithSmoothing", []Option{WithStrategy(fixed), WithSmoothing()}, nil},
 		{"WithInFlight", []Option{WithRules(minute), WithInFlight(0)}, nil},
 		{"WithInFlight", []Option{WithRules(minute), WithInFlight(1), WithStore(plainStore{mem()})}, nil},
@@ -115,6 +116,6 @@ var errRefused = errors.New("test store: refuses every strategy")
 // store that cannot hold the rules it is given.
 type refusingStore struct{ cache.Store }
 
-func (refusingStore) Validate(s *strategy.Strategy) error {
+func (refusingStore) Validate(s *engine.Strategy) error {
 	return fmt.Errorf("%w (%d rules)", errRefused, len(s.Rules()))
 }

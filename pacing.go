@@ -12,7 +12,7 @@ import (
 // it: the attempt is reserved in the store (check and record in one atomic step, so concurrent
 // senders never overshoot a rule), waiting as long as needed. See Transport.RoundTrip for how
 // the request's context bounds the wait, and Transport.Reserve for fairness. A paced Transport's
-// ErrorPolicy is Degrade unless WithErrorPolicy says otherwise.
+// StoreErrorPolicy is Degrade unless WithStoreErrorPolicy says otherwise.
 func WithPacing() Option {
 	return func(t *Transport) error {
 		t.pacing = true
@@ -92,7 +92,7 @@ func (t *Transport) queued(qkey string) int {
 // A store error comes back as a *StoreError; a context that ends first comes back as its error,
 // and a wait that would pass its deadline, at once, as a *DeadlineError. On error nothing stays
 // recorded, except the key's slots when the app key's store call failed and keepOnStoreError is
-// set (the request is then sent anyway, under FailOpen).
+// set (the request is then sent anyway, under SendUncounted).
 func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError bool, lim limits) (at, appAt, local time.Time, err error) {
 	if t.obs == nil {
 		return t.acquireSlots(ctx, key, n, keepOnStoreError, lim)
@@ -129,7 +129,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 				return 0, gaveUp(ctx, err) // the caller gave up: not the store's failure
 			}
 			if lim.app != nil && keepOnStoreError {
-				// The request goes anyway (FailOpen): the app key still counts it.
+				// The request goes anyway (SendUncounted): the app key still counts it.
 				t.recordOn(ctx, lim.app.strat, lim.app.key, n)
 			}
 			return 0, &StoreError{Key: key, Err: err}

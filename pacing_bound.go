@@ -3,7 +3,7 @@ package ratemonitor
 import (
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // minSpan returns a lower bound on the time from the first to the last of k requests granted
@@ -15,10 +15,10 @@ import (
 //     any interval of W holds at most N grants: (⌈k/N⌉−1)·W;
 //   - fixed window: k requests fill at least ⌈k/N⌉ windows: (⌈k/N⌉−2)·W;
 //   - token bucket: a bucket of at most Limit tokens refilled at Limit per W: (k−Limit)·W/Limit;
-//   - smoothed (strategy.SmoothInterval T, SmoothBurst b): (k−b)·T.
+//   - smoothed (engine.SmoothInterval T, SmoothBurst b): (k−b)·T.
 //
 // An algorithm it does not know adds nothing; the largest bound of all the rules is returned.
-func minSpan(s *strategy.Strategy, k int) time.Duration {
+func minSpan(s *engine.Strategy, k int) time.Duration {
 	var span time.Duration
 	for _, r := range s.Rules() {
 		n, w := r.EffectiveLimit(), r.EffectiveWindow()
@@ -33,7 +33,7 @@ func minSpan(s *strategy.Strategy, k int) time.Duration {
 			d = time.Duration(float64(max(k-r.Limit, 0)) * float64(w) / float64(r.Limit))
 		}
 		if s.Smoothing() {
-			d = max(d, time.Duration(max(k-strategy.SmoothBurst(r), 0))*strategy.SmoothInterval(r))
+			d = max(d, time.Duration(max(k-engine.SmoothBurst(r), 0))*engine.SmoothInterval(r))
 		}
 		span = max(span, d)
 	}

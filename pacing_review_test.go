@@ -14,6 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -59,8 +60,8 @@ func TestQueueDeadlineCheckCountsWaitersBeyondBurst(t *testing.T) {
 // TestMinSpanPerAlgorithm: the lower bound on the time k requests take one after another,
 // per algorithm, exact values.
 func TestMinSpanPerAlgorithm(t *testing.T) {
-	mk := func(alg strategy.Algorithm, smooth bool, rules ...strategy.Rule) *strategy.Strategy {
-		s, err := strategy.New(alg, rules...)
+	mk := func(alg engine.Algorithm, smooth bool, rules ...strategy.Rule) *engine.Strategy {
+		s, err := engine.New(alg, rules...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +77,7 @@ func TestMinSpanPerAlgorithm(t *testing.T) {
 	sixty := strategy.Rule{Limit: 60, Window: time.Minute}
 	cases := []struct {
 		name string
-		s    *strategy.Strategy
+		s    *engine.Strategy
 		k    int
 		want time.Duration
 	}{
@@ -86,7 +87,7 @@ func TestMinSpanPerAlgorithm(t *testing.T) {
 		{"fixed 10/min, 25", mk(fixedwindow.Algorithm{}, false, tenMin), 25, time.Minute},
 		{"fixed 10/min, 15", mk(fixedwindow.Algorithm{}, false, tenMin), 15, 0},
 		{"token bucket 10/min, 15", mk(tokenbucket.Algorithm{}, false, tenMin), 15, 30 * time.Second},
-		{"smoothed rolling 60/min, 40", mk(rollingwindow.Algorithm{}, true, sixty), 40, 10 * strategy.SmoothInterval(sixty)},
+		{"smoothed rolling 60/min, 40", mk(rollingwindow.Algorithm{}, true, sixty), 40, 10 * engine.SmoothInterval(sixty)},
 	}
 	for _, c := range cases {
 		if got := minSpan(c.s, c.k); got != c.want {

@@ -342,15 +342,15 @@ func TestPacingStoreFailure(t *testing.T) {
 	broken, _ := cache.NewMemory(cache.MemoryConfig{})
 	broken.Close()
 	srv, hits := upstream(t, nil)
-	closed := newTransport(t, nil, WithRules(minute), WithStore(broken), WithPacing(), WithErrorPolicy(FailClosed),
+	closed := newTransport(t, nil, WithRules(minute), WithStore(broken), WithPacing(), WithStoreErrorPolicy(SendNothing),
 		WithLogger(discard))
 	var se *StoreError
 	if _, err := get(t, &http.Client{Transport: closed}, srv.URL); !errors.As(err, &se) || hits.Load() != 0 {
 		t.Errorf("fail closed: %v, hits %d", err, hits.Load())
 	}
-	// FailOpen by name: paced Transports default to Degrade, which fails closed on a closed
+	// SendUncounted by name: paced Transports default to Degrade, which fails closed on a closed
 	// store (TestDegradeClosedStore).
-	open := newTransport(t, nil, WithRules(minute), WithStore(broken), WithPacing(), WithErrorPolicy(FailOpen), WithLogger(discard))
+	open := newTransport(t, nil, WithRules(minute), WithStore(broken), WithPacing(), WithStoreErrorPolicy(SendUncounted), WithLogger(discard))
 	if _, err := get(t, &http.Client{Transport: open}, srv.URL); err != nil || hits.Load() != 1 {
 		t.Errorf("fail open: %v, hits %d", err, hits.Load())
 	}

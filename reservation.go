@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Reservation is a burst of slots on one key, recorded in the store by Transport.Reserve and
@@ -46,7 +46,7 @@ type Reservation struct {
 // can never fit; a *DeadlineError (wrapping context.DeadlineExceeded), at once, when the wait would pass the
 // context's deadline; the context's error if it ends while waiting, or, when the store was
 // contended until then (cache.ErrContended, retried meanwhile), an error wrapping both; a
-// *StoreError when the store fails (the ErrorPolicy does not apply: nothing is sent here). On
+// *StoreError when the store fails (the StoreErrorPolicy does not apply: nothing is sent here). On
 // error nothing is recorded.
 func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservation, error) {
 	if t.strat == nil {
@@ -108,7 +108,7 @@ func (r *Reservation) take(t *Transport, key string) bool {
 	now := t.clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now.Before(r.from.Add(-strategy.StepTolerance)) {
+	if now.Before(r.from.Add(-engine.StepTolerance)) {
 		r.stale = true
 	}
 	if r.stale || r.left == 0 || !now.Before(r.until) {
@@ -132,13 +132,13 @@ func (r *Reservation) Remaining() int {
 // Reservation.Cancel. A slot spent by a request is never given back, whatever the response —
 // an error, a 429, a timeout — because the upstream counts every attempt that reaches it.
 // Cancel is safe to call more than once; only the first returns slots. After a clock step back
-// beyond strategy.StepTolerance since the reservation (a wall clock), nothing is given back:
+// beyond engine.StepTolerance since the reservation (a wall clock), nothing is given back:
 // the slots are held until they expire. If the store fails, the
 // slots stay reserved and the store's error is returned, so Cancel can be tried again.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.t.clock.Now().Before(r.from.Add(-strategy.StepTolerance)) {
+	if r.t.clock.Now().Before(r.from.Add(-engine.StepTolerance)) {
 		r.stale = true
 	}
 	if r.stale {

@@ -191,10 +191,10 @@ func TestNoCredentialLeaks(t *testing.T) {
 	t.Run("memory store closed", func(t *testing.T) {
 		closed, _ := cache.NewMemory(cache.MemoryConfig{Observer: w})
 		closed.Close()
-		for _, p := range []ErrorPolicy{FailOpen, FailClosed, Degrade} {
-			tr := newTransport(t, nil, common(WithRules(minute), WithStore(closed), WithErrorPolicy(p), WithSync(SyncConfig{}))...)
-			paced := newTransport(t, nil, common(WithRules(minute), WithStore(closed), WithErrorPolicy(p), WithPacing())...)
-			sendSecret(ctx, w, tr, withToken) // record fails; under FailOpen the 429 then fails to sync
+		for _, p := range []StoreErrorPolicy{SendUncounted, SendNothing, Degrade} {
+			tr := newTransport(t, nil, common(WithRules(minute), WithStore(closed), WithStoreErrorPolicy(p), WithSync(SyncConfig{}))...)
+			paced := newTransport(t, nil, common(WithRules(minute), WithStore(closed), WithStoreErrorPolicy(p), WithPacing())...)
+			sendSecret(ctx, w, tr, withToken) // record fails; under SendUncounted the 429 then fails to sync
 			sendSecret(ctx, w, paced, withToken)
 			_, err := paced.Reserve(ctx, paced.Key(authRequest(up.URL)), 1)
 			w.err(err)

@@ -13,7 +13,7 @@ import "fmt"
 // batch's throughput after its first window (use the plain pacer for batches that must finish
 // fast). With 60/min and 5000/day both rules are smoothed: the day's GCRA (b = 2500, T ≈
 // 34.5 s) paces a batch once half the day's allocation is spent. See
-// strategy.Strategy.Smoothed.
+// engine.Strategy.Smoothed.
 //
 // Smoothing applies to everything that waits or reserves: paced RoundTrips (WithPacing),
 // Reserve, Wait, WaitTime and WaitSeconds; a burst larger than b is refused with

@@ -16,6 +16,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // inWindow returns, for each send i, how many sends lie in [sends[i], sends[i]+w): the W-long
@@ -122,9 +123,9 @@ func runBatchOn(tb testing.TB, clk *clock.Manual, st cache.Store, rule strategy.
 // the first window (half the throughput is the price of half the window left free).
 func TestSmoothedPacer(t *testing.T) {
 	const n = 1000
-	T := strategy.SmoothInterval(minute)
-	if T != 1935484*time.Microsecond || strategy.SmoothBurst(minute) != 30 {
-		t.Fatalf("interval %v, burst %d; want 1.935484s and 30", T, strategy.SmoothBurst(minute))
+	T := engine.SmoothInterval(minute)
+	if T != 1935484*time.Microsecond || engine.SmoothBurst(minute) != 30 {
+		t.Fatalf("interval %v, burst %d; want 1.935484s and 30", T, engine.SmoothBurst(minute))
 	}
 	sm := runBatch(t, minute, true, n)
 	plain := runBatch(t, minute, false, n)
@@ -166,7 +167,7 @@ func TestSmoothedBurstAndCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := tr.WaitTime(ctx, "k", 1); d != strategy.SmoothInterval(minute) {
+	if d, _ := tr.WaitTime(ctx, "k", 1); d != engine.SmoothInterval(minute) {
 		t.Fatalf("after 30: WaitTime(1) = %v, want one interval", d)
 	}
 	if err := r.Cancel(ctx); err != nil {
@@ -219,7 +220,7 @@ func TestSmoothingNeedsRollingWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = New(nil, WithStrategy(fw), WithSmoothing())
-	if !errors.Is(err, strategy.ErrNotSmoothable) || !strings.Contains(err.Error(), "WithSmoothing") {
+	if !errors.Is(err, engine.ErrNotSmoothable) || !strings.Contains(err.Error(), "WithSmoothing") {
 		t.Fatalf("New = %v, want an error naming WithSmoothing and wrapping ErrNotSmoothable", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -17,15 +18,15 @@ import (
 func TestPacingOtherStrategies(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		s    func() (*strategy.Strategy, error)
+		s    func() (*engine.Strategy, error)
 		want []time.Duration // send instants after t0 (which is on a 10 s boundary)
 	}{
 		// 3 per aligned 10 s: three at 2 s, the rest when the next window opens.
-		{"fixedwindow", func() (*strategy.Strategy, error) {
+		{"fixedwindow", func() (*engine.Strategy, error) {
 			return fixedwindow.New(strategy.Rule{Limit: 3, Window: 10 * time.Second})
 		}, []time.Duration{2 * time.Second, 2 * time.Second, 2 * time.Second, 10 * time.Second, 10 * time.Second}},
 		// 2 tokens refilled at one a second: two at once, then one a second.
-		{"tokenbucket", func() (*strategy.Strategy, error) {
+		{"tokenbucket", func() (*engine.Strategy, error) {
 			return tokenbucket.New(strategy.Rule{Limit: 2, Window: 2 * time.Second})
 		}, []time.Duration{2 * time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second}},
 	} {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/headers"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // checkReaders refuses a reader of WithSync (or of WithCostReport) that declares a window no
@@ -67,7 +67,7 @@ func (t *Transport) checkWindows(what string, r any) error {
 	return nil
 }
 
-func hasWindow(s *strategy.Strategy, w time.Duration) bool {
+func hasWindow(s *engine.Strategy, w time.Duration) bool {
 	for i := range s.NumRules() {
 		if s.Rule(i).Window == w {
 			return true
@@ -76,7 +76,7 @@ func hasWindow(s *strategy.Strategy, w time.Duration) bool {
 	return false
 }
 
-func ruleList(s *strategy.Strategy) string {
+func ruleList(s *engine.Strategy) string {
 	rs := make([]string, s.NumRules())
 	for i := range rs {
 		rs[i] = s.Rule(i).String()

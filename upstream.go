@@ -15,6 +15,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Defaults of SyncConfig.
@@ -193,7 +194,7 @@ func (t *Transport) headerNow(now time.Time) time.Time {
 func (t *Transport) learn(req *http.Request, key string, resp *http.Response, extra []headers.Signal) {
 	now := t.clock.Now()
 	hnow := t.headerNow(now)
-	var keyUp, appUp strategy.Update
+	var keyUp, appUp engine.Update
 	app := false
 	// the latest reset of a limit the response says is used up, per key
 	var keyReset, appReset time.Duration
@@ -293,7 +294,7 @@ func (t *Transport) dateSkewed(req *http.Request, key string, ra headers.RetryAf
 // addReport turns sig into a report on the first rule of s with sig's window, replacing an
 // earlier report on that rule (two readers may see the same figure). Signals no rule matches
 // are dropped.
-func (t *Transport) addReport(reports []strategy.Report, s *strategy.Strategy, sig headers.Signal) []strategy.Report {
+func (t *Transport) addReport(reports []engine.Report, s *engine.Strategy, sig headers.Signal) []engine.Report {
 	for i := range s.NumRules() {
 		r := s.Rule(i)
 		if r.Window != sig.Window {
@@ -307,7 +308,7 @@ func (t *Transport) addReport(reports []strategy.Report, s *strategy.Strategy, s
 		if sig.Limit != headers.Unknown && sig.Limit > limit {
 			limit = sig.Limit
 		}
-		rep := strategy.Report{Rule: i, Remaining: min(sig.Remaining, 1<<31), Used: min(max(0, limit-sig.Remaining), 1<<31)}
+		rep := engine.Report{Rule: i, Remaining: min(sig.Remaining, 1<<31), Used: min(max(0, limit-sig.Remaining), 1<<31)}
 		switch {
 		case sig.Reset == 0:
 			rep.Used = 0 // the usage reported is already freed: nothing to raise
@@ -371,7 +372,7 @@ func (t *Transport) Status(ctx context.Context, key string) (Status, error) {
 	return st, err
 }
 
-func (t *Transport) status(ctx context.Context, s *strategy.Strategy, key string) (Status, error) {
+func (t *Transport) status(ctx context.Context, s *engine.Strategy, key string) (Status, error) {
 	snap, err := t.store.Peek(ctx, s, key, 1)
 	if err != nil {
 		return Status{Key: key}, err

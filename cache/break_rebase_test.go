@@ -10,6 +10,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // TestRebaseFlipFlop (not fixed; run with RATEMONITOR_BREAK_REPRO=1): 50 requests at t0 under
@@ -91,7 +92,7 @@ func TestPauseOnlyKeyRebased(t *testing.T) {
 	m := newMemory(t, MemoryConfig{Clock: clk})
 	s := mustStrategy(t, strategy.Rule{Limit: 100, Window: time.Minute})
 	ctx := context.Background()
-	if err := m.Sync(ctx, s, "k", strategy.Update{Pause: 30 * time.Second}); err != nil {
+	if err := m.Sync(ctx, s, "k", engine.Update{Pause: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Step(-time.Hour)

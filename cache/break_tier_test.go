@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // TestPinnedCostDuringPinning replays, step by step, an interleaving of two operations on one
@@ -32,7 +33,7 @@ func TestPinnedCostDuringPinning(t *testing.T) {
 	}
 	// Operation 1: records the second request under the entry's lock and starts the pin.
 	e.mu.Lock()
-	now := m.apply(e, s, func(cs []strategy.Counter, _ *strategy.Upstream, now time.Time) { s.Record(cs, now, 1) })
+	now := m.apply(e, s, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, 1) })
 	e.maintain(s, now)
 	if !e.atLimit(s, now) || !m.startPin(e) {
 		e.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // ErrCounterConflict is wrapped by ClaimCounters (and so by ratemonitor.New and middleware.New)
@@ -24,7 +25,7 @@ type Namespacer interface {
 	Namespace() string
 }
 
-// claims holds, per store and per family of rules (strategy.Strategy.Family), the counter IDs
+// claims holds, per store and per family of rules (engine.Strategy.Family), the counter IDs
 // every strategy used with that store so far keeps that family in: their intersection, so that
 // one counter holds the requests of all of them.
 var claims struct {
@@ -55,7 +56,7 @@ type claim struct {
 // Claims last as long as the store: the memory store and the Redis store forget them on Close
 // (ReleaseClaims), the others keep them for the life of the process. The check covers the strategies of one process; processes sharing
 // a store must be given the same rules.
-func ClaimCounters(st Store, scope string, s *strategy.Strategy) error {
+func ClaimCounters(st Store, scope string, s *engine.Strategy) error {
 	sid, ok := storeIdentity(st)
 	if !ok {
 		return nil

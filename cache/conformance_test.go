@@ -15,6 +15,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest/conformance"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -41,7 +42,7 @@ func TestConformance(t *testing.T) { conformance.Run(t, memoryTarget) }
 // clock, and requires identical answers: what the memory store adds (ristretto, costs, locks,
 // expiry) changes no answer.
 func TestSameAsReference(t *testing.T) {
-	algs := []strategy.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
+	algs := []engine.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
 	var iteration atomic.Int64
 	// One memory store for every check (a new ristretto cache each time costs most of the run
 	// under -race), on one clock that only moves forward, a new key each time.
@@ -63,7 +64,7 @@ func TestSameAsReference(t *testing.T) {
 				Margin:   time.Duration(rapid.IntRange(0, 3).Draw(rt, "m")) * g,
 				Headroom: rapid.IntRange(0, limit-1).Draw(rt, "h")})
 		}
-		s, err := strategy.New(alg, rules...)
+		s, err := engine.New(alg, rules...)
 		if err != nil {
 			rt.Skip(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Defaults of MemoryConfig.
@@ -127,12 +128,12 @@ type entry struct {
 	key      string
 	evicted  bool // set by ristretto's eviction; an evicted entry must not be updated
 	ids      []string
-	counters []strategy.Counter
-	upstream strategy.Upstream  // pause and reported figures (Sync)
-	strat    *strategy.Strategy // the strategy scratch was built for
-	scratch  []strategy.Counter // counters of strat's slots, in slot order
-	ttlUntil int64              // instant (store's clock, ns) up to which the sweep keeps the entry
-	cost     int                // cost last given to ristretto (or counted in the pinned tier)
+	counters []engine.Counter
+	upstream engine.Upstream  // pause and reported figures (Sync)
+	strat    *engine.Strategy // the strategy scratch was built for
+	scratch  []engine.Counter // counters of strat's slots, in slot order
+	ttlUntil int64            // instant (store's clock, ns) up to which the sweep keeps the entry
+	cost     int              // cost last given to ristretto (or counted in the pinned tier)
 	tierState
 }
 
@@ -172,75 +173,75 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 }
 
 // Record implements Store.
-func (m *Memory) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+func (m *Memory) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.fail(ctx, "record", key, m.do(ctx, s, key, true, func(cs []strategy.Counter, _ *strategy.Upstream, now time.Time) { s.Record(cs, now, n) }))
+	return m.fail(ctx, "record", key, m.do(ctx, s, key, true, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
 }
 
 // Reserve implements Store.
-func (m *Memory) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	if s != nil {
 		if err := s.CheckBurst(n); err != nil {
-			return strategy.Result{}, err
+			return engine.Result{}, err
 		}
 	}
 	if err := CheckCount(n); err != nil {
-		return strategy.Result{}, err
+		return engine.Result{}, err
 	}
-	var res strategy.Result
-	err := m.do(ctx, s, key, true, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) {
+	var res engine.Result
+	err := m.do(ctx, s, key, true, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		res, _ = s.ReserveWith(cs, up, now, n)
 	})
 	return res, m.fail(ctx, "reserve", key, err)
 }
 
 // Admit implements Admitter.
-func (m *Memory) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+func (m *Memory) Admit(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Decision, error) {
 	if s != nil {
 		if err := s.CheckBurst(n); err != nil {
 			return strategy.Decision{}, err
 		}
 	}
 	var d strategy.Decision
-	err := m.do(ctx, s, key, true, func(cs []strategy.Counter, _ *strategy.Upstream, now time.Time) {
+	err := m.do(ctx, s, key, true, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) {
 		d, _ = s.Admit(cs, now, n)
 	})
 	return d, m.fail(ctx, "admit", key, err)
 }
 
 // Release implements Store.
-func (m *Memory) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+func (m *Memory) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.fail(ctx, "release", key, m.do(ctx, s, key, false, func(cs []strategy.Counter, _ *strategy.Upstream, _ time.Time) { s.Release(cs, at, n) }))
+	return m.fail(ctx, "release", key, m.do(ctx, s, key, false, func(cs []engine.Counter, _ *engine.Upstream, _ time.Time) { s.Release(cs, at, n) }))
 }
 
 // Peek implements Store. A key with no state is answered from empty counters, without admitting
 // it.
-func (m *Memory) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+func (m *Memory) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error) {
 	if s != nil && n != 0 {
 		if err := s.CheckBurst(n); err != nil {
 			return strategy.Snapshot{}, err
 		}
 	}
 	var snap strategy.Snapshot
-	err := m.do(ctx, s, key, false, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) {
+	err := m.do(ctx, s, key, false, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		snap, _ = s.PeekWith(cs, up, now, n)
 	})
 	return snap, m.fail(ctx, "peek", key, err)
 }
 
 // Sync implements Syncer.
-func (m *Memory) Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error {
+func (m *Memory) Sync(ctx context.Context, s *engine.Strategy, key string, u engine.Update) error {
 	if s != nil {
 		if err := s.CheckUpdate(u); err != nil {
 			return err
 		}
 	}
-	return m.fail(ctx, "sync", key, m.do(ctx, s, key, true, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
+	return m.fail(ctx, "sync", key, m.do(ctx, s, key, true, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
 }
 
 // InProcess reports true (cache.InProcess): the store's state is this process's memory.
@@ -271,7 +272,7 @@ func (m *Memory) Close() error {
 // do runs fn on the counters of key's slots under s, with the key's lock held and the instant
 // read from the store's clock under that lock. A key with no state is admitted when write is
 // set, and otherwise answered from empty counters.
-func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, write bool, fn func([]strategy.Counter, *strategy.Upstream, time.Time)) error {
+func (m *Memory) do(ctx context.Context, s *engine.Strategy, key string, write bool, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
 	if s == nil {
 		return errors.New("ratemonitor: memory store: nil strategy")
 	}
@@ -281,7 +282,7 @@ func (m *Memory) do(ctx context.Context, s *strategy.Strategy, key string, write
 }
 
 // doLive is do, under life.
-func (m *Memory) doLive(ctx context.Context, s *strategy.Strategy, key string, write bool, fn func([]strategy.Counter, *strategy.Upstream, time.Time)) error {
+func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, key string, write bool, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
 	// ristretto's channels panic once it is closed: every call into it runs under life.
 	m.life.RLock()
 	defer m.life.RUnlock()
@@ -294,7 +295,7 @@ func (m *Memory) doLive(ctx context.Context, s *strategy.Strategy, key string, w
 		if !ok || e == stale {
 			if !write {
 				cs := s.NewCounters()
-				fn(cs, &strategy.Upstream{}, m.clock.Now())
+				fn(cs, &engine.Upstream{}, m.clock.Now())
 				return nil
 			}
 			var err error
@@ -339,12 +340,12 @@ func (m *Memory) doLive(ctx context.Context, s *strategy.Strategy, key string, w
 
 // apply runs fn on e's counters for s at the store's instant, and returns that instant. The
 // caller holds e.mu, or e is not yet in the store.
-func (m *Memory) apply(e *entry, s *strategy.Strategy, fn func([]strategy.Counter, *strategy.Upstream, time.Time)) time.Time {
+func (m *Memory) apply(e *entry, s *engine.Strategy, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
 	now := m.clock.Now()
 	cs := e.countersFor(s)
 	// An injected clock may have been stepped back: rebase all of the key's counters, and the
 	// instant the sweep keeps the entry until with them (clock.Real never goes back).
-	if d := strategy.Rebase(e.counters, &e.upstream, now); d != 0 {
+	if d := engine.Rebase(e.counters, &e.upstream, now); d != 0 {
 		if e.ttlUntil != 0 {
 			e.ttlUntil += int64(d)
 		}
@@ -448,14 +449,14 @@ func (m *Memory) logEviction(key string, total int64) {
 }
 
 // countersFor returns the counters of s's slots, creating the missing ones.
-func (e *entry) countersFor(s *strategy.Strategy) []strategy.Counter {
+func (e *entry) countersFor(s *engine.Strategy) []engine.Counter {
 	if e.strat == s {
 		return e.scratch
 	}
 	e.scratch = e.scratch[:0]
 	for j := range s.Slots() {
 		id := s.CounterID(j)
-		var c strategy.Counter
+		var c engine.Counter
 		for i, have := range e.ids {
 			if have == id {
 				c = e.counters[i]
@@ -475,9 +476,9 @@ func (e *entry) countersFor(s *strategy.Strategy) []strategy.Counter {
 
 // maintain decides whether ristretto must be told a new cost (the counters grew), and moves
 // the instant up to which the sweep keeps the entry (the newest request now counts past it).
-func (e *entry) maintain(s *strategy.Strategy, now time.Time) (cost int, ttl time.Duration, refresh bool) {
+func (e *entry) maintain(s *engine.Strategy, now time.Time) (cost int, ttl time.Duration, refresh bool) {
 	cost = e.heapCost()
-	exp := strategy.Expiry(e.counters)
+	exp := engine.Expiry(e.counters)
 	if e.upstream.PausedUntil.After(exp) {
 		exp = e.upstream.PausedUntil // a pause outlives the counts it guards
 	}
@@ -496,4 +497,4 @@ func (e *entry) maintain(s *strategy.Strategy, now time.Time) (cost int, ttl tim
 // slack is how long past its last counted instant an entry is kept: at least a minute, so that
 // the keep-until instant moves about once per window, and figures that Sync reported outlive
 // the counts a little.
-func slack(s *strategy.Strategy) time.Duration { return max(s.Longest(), time.Minute) }
+func slack(s *engine.Strategy) time.Duration { return max(s.Longest(), time.Minute) }

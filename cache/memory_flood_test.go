@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 var fullFlood = flag.Bool("flood", false, "run TestFlood at full size: 1 000 000 keys against the default 64 MiB (about a minute)")
@@ -49,7 +50,7 @@ func (m *Memory) charged() (n, cost int64) {
 // really holds, measured with runtime.ReadMemStats, for a one-rule and a two-rule strategy.
 func TestCostMatchesHeap(t *testing.T) {
 	const keys = 10_000
-	for _, s := range []*strategy.Strategy{
+	for _, s := range []*engine.Strategy{
 		mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute}),
 		mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute}, strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: time.Minute}),
 	} {
@@ -259,7 +260,7 @@ func TestPinnedKeyLeavesWhenBelowLimit(t *testing.T) {
 	if u := used(t, m, s, "k"); u[0] != 1 {
 		t.Fatalf("back in ristretto: used %d, want 1", u[0])
 	}
-	if err := m.Sync(ctx, s, "k", strategy.Update{Pause: time.Second}); err != nil {
+	if err := m.Sync(ctx, s, "k", engine.Update{Pause: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := tiers(); p != 1 {

@@ -17,6 +17,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,7 +39,7 @@ func newMemory(t testing.TB, cfg MemoryConfig) *Memory {
 
 var (
 	mustStrategy = storetest.Strategy
-	used         = func(t testing.TB, st Store, s *strategy.Strategy, key string) []int {
+	used         = func(t testing.TB, st Store, s *engine.Strategy, key string) []int {
 		return storetest.Used(t, st, s, key)
 	}
 )

@@ -10,7 +10,7 @@ import (
 
 	gocachestore "github.com/eko/gocache/lib/v4/store"
 
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // The memory store keeps a policy around ristretto so that a flood of keys costs what it says
@@ -148,7 +148,7 @@ func (m *Memory) lookup(ctx context.Context, key string) (*entry, bool) {
 // the entry is shared (the shard's lock keeps the key's other callers waiting), so that a new
 // key's first operation cannot be lost to an eviction that comes before it; and a key that
 // this leaves at its limit goes straight to the pinned tier.
-func (m *Memory) admit(ctx context.Context, s *strategy.Strategy, key string, stale *entry, fn func([]strategy.Counter, *strategy.Upstream, time.Time)) (e *entry, applied bool, err error) {
+func (m *Memory) admit(ctx context.Context, s *engine.Strategy, key string, stale *entry, fn func([]engine.Counter, *engine.Upstream, time.Time)) (e *entry, applied bool, err error) {
 	sh := m.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -343,7 +343,7 @@ func (m *Memory) drop(v *entry, onlyExpired bool) bool {
 // live reports whether e still holds anything that counts, or a pause, at now. The caller
 // holds e.mu.
 func (e *entry) live(now time.Time) bool {
-	return strategy.Expiry(e.counters).After(now) || e.upstream.PausedUntil.After(now)
+	return engine.Expiry(e.counters).After(now) || e.upstream.PausedUntil.After(now)
 }
 
 // atLimit reports whether e's key has no room for one more request under s at now, or under
@@ -351,7 +351,7 @@ func (e *entry) live(now time.Time) bool {
 // such a key is pinned. A key used with several strategies (stacked Transports: the outer
 // one's minute rule, the inner one's day rule) is thus not unpinned, and left to the flood's
 // evictions, by an operation of a strategy whose rules have room. The caller holds e.mu.
-func (e *entry) atLimit(s *strategy.Strategy, now time.Time) bool {
+func (e *entry) atLimit(s *engine.Strategy, now time.Time) bool {
 	if e.upstream.PausedUntil.After(now) || e.limitUntil > now.UnixNano() {
 		return true
 	}

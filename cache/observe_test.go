@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // TestObserverStoreErrors: every operation on a closed memory store is one StoreError event;
@@ -38,7 +39,7 @@ func TestObserverStoreErrors(t *testing.T) {
 	m.Admit(ctx, s, "k", 1)
 	m.Release(ctx, s, "k", t0, 1)
 	m.Peek(ctx, s, "k", 1)
-	m.Sync(ctx, s, "k", strategy.Update{Pause: time.Second})
+	m.Sync(ctx, s, "k", engine.Update{Pause: time.Second})
 	var want []string
 	for _, op := range []string{"record", "reserve", "admit", "release", "peek", "sync"} {
 		want = append(want, "store_error store=memory op="+op+" key=k err="+ErrClosed.Error())

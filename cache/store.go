@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // ErrClosed is returned by every operation on a closed store.
@@ -48,16 +49,16 @@ const MaxCount = 1 << 31
 type Store interface {
 	// Record adds n requests (1 ≤ n ≤ MaxCount) under every rule of s, whatever the limits
 	// say (monitoring).
-	Record(ctx context.Context, s *strategy.Strategy, key string, n int) error
+	Record(ctx context.Context, s *engine.Strategy, key string, n int) error
 	// Reserve records a burst of n if it fits every rule of s now, and otherwise records
-	// nothing and returns how long until it fits. Burst errors are strategy.CheckBurst's.
-	Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error)
+	// nothing and returns how long until it fits. Burst errors are engine.Strategy.CheckBurst's.
+	Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error)
 	// Release takes back n requests that a Reserve recorded at instant at (its Result.At)
 	// and the caller did not use.
-	Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error
+	Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error
 	// Peek returns usage per rule and the wait for a burst of n (n == 0: usage only) without
 	// recording anything.
-	Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error)
+	Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error)
 	// Close releases the store's resources; later calls return ErrClosed.
 	Close() error
 }
@@ -69,18 +70,18 @@ type Store interface {
 // reported), for every caller sharing the store.
 type Syncer interface {
 	// Sync applies u to key at the store's instant, atomically with the key's other
-	// operations: see strategy.Strategy.Sync. An invalid update returns an error wrapping
-	// strategy.ErrInvalidUpdate and changes nothing.
-	Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error
+	// operations: see engine.Strategy.Sync. An invalid update returns an error wrapping
+	// engine.ErrInvalidUpdate and changes nothing.
+	Sync(ctx context.Context, s *engine.Strategy, key string, u engine.Update) error
 }
 
 // Admitter is implemented by stores that decide a server's requests (the middleware package)
 // in one atomic step that also returns every rule's state for the response's RateLimit fields.
 type Admitter interface {
-	// Admit decides an attempt of n requests for key under s: see strategy.Strategy.Admit.
+	// Admit decides an attempt of n requests for key under s: see engine.Strategy.Admit.
 	// Under the fixed window a refused attempt is counted too. Burst errors are
-	// strategy.CheckBurst's.
-	Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error)
+	// engine.Strategy.CheckBurst's.
+	Admit(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Decision, error)
 }
 
 // Validator is implemented by stores that cannot hold every strategy (the Redis store has a
@@ -89,7 +90,7 @@ type Admitter interface {
 // it, so that such a strategy is refused when the Transport or Limiter is made, not on every
 // request.
 type Validator interface {
-	Validate(s *strategy.Strategy) error
+	Validate(s *engine.Strategy) error
 }
 
 // Contender is implemented by stores whose operations can fail with ErrContended when callers
@@ -109,7 +110,7 @@ type Clocked interface {
 
 // InProcess is implemented by stores whose state lives in this process's memory (cache.Memory):
 // they cannot become unreachable, so a Transport's degraded mode (ratemonitor.Degrade) does
-// not apply to them and their errors are handled as under FailClosed. A store without it
+// not apply to them and their errors are handled as under SendNothing. A store without it
 // (Redis, SQLite, DynamoDB) is taken to be shared, and can be. Being Clocked says nothing about
 // this: the SQLite store keeps its clock in this process but its state in a file other
 // processes write.

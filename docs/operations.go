@@ -9,10 +9,10 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/metrics"
 	"github.com/ratemonitor/ratemonitor/middleware"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-func prometheusMetrics(s *strategy.Strategy) error {
+func prometheusMetrics(s *engine.Strategy) error {
 	reg := prometheus.NewRegistry()
 	obs, err := metrics.New(reg, metrics.Options{})
 	if err != nil {

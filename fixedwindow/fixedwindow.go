@@ -2,7 +2,7 @@
 // [k·W, (k+1)·W) of Unix time (so UTC: a 1 m window starts on the minute, a 24 h window at
 // midnight UTC), where W is the rule's effective window (Window + Margin).
 //
-// Attempts count whether or not they are admitted (strategy.RefusedCounter): the counter is
+// Attempts count whether or not they are admitted (engine.RefusedCounter): the counter is
 // incremented before it is compared with the limit, as a store that upserts and then compares
 // does, so the (limit+1)-th attempt in a window is counted and refused. A refused attempt waits
 // for the window's end: Retry-After = window end − now. The package is pure: it reads no clock
@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// Algorithm is the fixed-window strategy.Algorithm. Its zero value is ready to use.
+// Algorithm is the fixed-window engine.Algorithm. Its zero value is ready to use.
 type Algorithm struct{}
 
 // Name returns "fixedwindow".
@@ -29,15 +30,15 @@ func (Algorithm) CounterID(r strategy.Rule) string {
 }
 
 // NewCounter returns an empty Counter for r.
-func (Algorithm) NewCounter(r strategy.Rule) strategy.Counter { return NewCounter(r.EffectiveWindow()) }
+func (Algorithm) NewCounter(r strategy.Rule) engine.Counter { return NewCounter(r.EffectiveWindow()) }
 
 // CountsRefused reports true: see the package comment.
 func (Algorithm) CountsRefused() bool { return true }
 
-// New layers rules under the fixed window. Errors are strategy.New's: ErrNoRules, or one
+// New layers rules under the fixed window. Errors are engine.New's: ErrNoRules, or one
 // wrapping ErrInvalidRule. Granularity plays no part in a fixed window and is not checked.
-func New(rules ...strategy.Rule) (*strategy.Strategy, error) {
-	return strategy.New(Algorithm{}, rules...)
+func New(rules ...strategy.Rule) (*engine.Strategy, error) {
+	return engine.New(Algorithm{}, rules...)
 }
 
 // WindowStart returns the start of the aligned window of length w that holds t: the largest
@@ -46,7 +47,7 @@ func WindowStart(t time.Time, w time.Duration) time.Time {
 	return time.Unix(0, floorDiv(t.UnixNano(), int64(w))*int64(w)).UTC()
 }
 
-// Counter is the fixed-window strategy.Counter for one rule and one key: the count of the
+// Counter is the fixed-window engine.Counter for one rule and one key: the count of the
 // current window, and the latest instant seen. The zero Counter is not usable; make one with
 // NewCounter. A Counter is not safe for concurrent use.
 type Counter struct {
@@ -174,4 +175,4 @@ func (Algorithm) UsesGranularity() bool { return false }
 
 // Is reports whether s layers its rules under the fixed window: for stores that keep fixed
 // windows in a form of their own (an upsert, an ADD) and everything else as encoded counters.
-func Is(s *strategy.Strategy) bool { return s.Name() == Algorithm{}.Name() }
+func Is(s *engine.Strategy) bool { return s.Name() == Algorithm{}.Name() }

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 func sec(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
 
-func newStrategy(t *testing.T, rules ...strategy.Rule) (*strategy.Strategy, []strategy.Counter) {
+func newStrategy(t *testing.T, rules ...strategy.Rule) (*engine.Strategy, []engine.Counter) {
 	t.Helper()
 	s, err := New(rules...)
 	if err != nil {
@@ -190,7 +191,7 @@ func TestWindowStart(t *testing.T) {
 }
 
 func TestInvalid(t *testing.T) {
-	if _, err := New(); !errors.Is(err, strategy.ErrNoRules) {
+	if _, err := New(); !errors.Is(err, engine.ErrNoRules) {
 		t.Errorf("no rules: %v", err)
 	}
 	if _, err := New(strategy.Rule{Limit: 0, Window: time.Second}); !errors.Is(err, strategy.ErrInvalidRule) {
@@ -242,7 +243,7 @@ func TestAnyWindow(t *testing.T) {
 
 func TestIs(t *testing.T) {
 	s, _ := New(minute)
-	tb, err := strategy.New(otherAlgorithm{}, minute)
+	tb, err := engine.New(otherAlgorithm{}, minute)
 	if err != nil {
 		t.Fatal(err)
 	}

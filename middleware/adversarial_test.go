@@ -41,6 +41,6 @@ func TestFixedMultiRuleRetryAfterEarly(t *testing.T) {
 	}
 }
 
-// The same through the SQLite store (fixedAdmit's own arithmetic), and BREAKER 2 (FailOpen
+// The same through the SQLite store (fixedAdmit's own arithmetic), and BREAKER 2 (Admit
 // and a client that hung up), are in cache/sqlitestore/internal/transporttest: they need the
 // SQLite store.

@@ -13,6 +13,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // contending is the memory store whose first fail Admits (all when fail < 0) lose an
@@ -23,23 +24,23 @@ type contending struct {
 	calls atomic.Int64
 }
 
-func (c *contending) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+func (c *contending) Admit(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Decision, error) {
 	if k := c.calls.Add(1); c.fail < 0 || k <= c.fail {
 		return strategy.Decision{}, fmt.Errorf("%w: test store, try %d", cache.ErrContended, k)
 	}
 	return c.Memory.Admit(ctx, s, key, n)
 }
 
-// TestContentionRetried: under FailOpen, an Admit that loses 5 races is tried again until the
+// TestContentionRetried: under Admit, an Admit that loses 5 races is tried again until the
 // sixth decides: the handler runs once, counted once, with its RateLimit fields, and the error
 // handler is not called (contention is not an outage). Before the fix the first contention
-// was FailOpen'd: the handler ran uncounted.
+// was Admit'd: the handler ran uncounted.
 func TestContentionRetried(t *testing.T) {
 	mem, _ := newStore(t)
 	st := &contending{Memory: mem, fail: 5}
 	var reported atomic.Int64
 	l, err := New(st, must(rollingwindow.New(strategy.Rule{Limit: 5, Window: time.Minute})),
-		WithErrorPolicy(FailOpen), WithErrorHandler(func(*http.Request, error) { reported.Add(1) }))
+		WithOutagePolicy(Admit), WithErrorHandler(func(*http.Request, error) { reported.Add(1) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestContentionRetried(t *testing.T) {
 	wantHeader(t, w, map[string]string{"RateLimit": `"5-per-60s";r=4;t=60`})
 }
 
-// TestContentionPastDeadline: under FailOpen, an Admit that keeps losing races until the
+// TestContentionPastDeadline: under Admit, an Admit that keeps losing races until the
 // request's context ends (100 ms) is answered 503 with Retry-After: 1, the handler never runs
 // (nothing is served uncounted), and the error handler gets an error wrapping
 // cache.ErrContended and context.DeadlineExceeded.
@@ -61,7 +62,7 @@ func TestContentionPastDeadline(t *testing.T) {
 	st := &contending{Memory: mem, fail: -1}
 	var got []error
 	l, err := New(st, must(rollingwindow.New(strategy.Rule{Limit: 5, Window: time.Minute})),
-		WithErrorPolicy(FailOpen), WithErrorHandler(func(_ *http.Request, err error) { got = append(got, err) }))
+		WithOutagePolicy(Admit), WithErrorHandler(func(_ *http.Request, err error) { got = append(got, err) }))
 	if err != nil {
 		t.Fatal(err)
 	}

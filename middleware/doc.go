@@ -41,8 +41,8 @@
 //
 // # Store failures
 //
-// When the store fails, FailClosed (the default) answers 503 Service Unavailable with
-// Retry-After: 1 and a problem details body; FailOpen passes the request to the wrapped
+// When the store fails, Reject (the default) answers 503 Service Unavailable with
+// Retry-After: 1 and a problem details body; Admit passes the request to the wrapped
 // handler without RateLimit fields. Either way the error handler (WithErrorHandler) is called.
 //
 // Contention is not a store failure: when the store lost an optimistic race on the key

@@ -10,6 +10,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 var errDown = errors.New("store down")
@@ -23,7 +24,7 @@ type failing struct {
 	t *testing.T
 }
 
-func (f failing) Admit(ctx context.Context, _ *strategy.Strategy, _ string, n int) (strategy.Decision, error) {
+func (f failing) Admit(ctx context.Context, _ *engine.Strategy, _ string, n int) (strategy.Decision, error) {
 	if ctx.Value(ctxMark{}) != "req" || n != 1 {
 		f.t.Errorf("Admit with context %v, n %d: want the request's context and 1", ctx, n)
 	}
@@ -38,8 +39,8 @@ func TestStoreFailure(t *testing.T) {
 		want   int
 	}{
 		{"default closed", nil, http.StatusServiceUnavailable},
-		{"closed", []Option{WithErrorPolicy(FailClosed)}, http.StatusServiceUnavailable},
-		{"open", []Option{WithErrorPolicy(FailOpen)}, http.StatusOK},
+		{"closed", []Option{WithOutagePolicy(Reject)}, http.StatusServiceUnavailable},
+		{"open", []Option{WithOutagePolicy(Admit)}, http.StatusOK},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mem, _ := newStore(t)
@@ -106,7 +107,7 @@ func TestNewErrors(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		store cache.Store
-		s     *strategy.Strategy
+		s     *engine.Strategy
 		opts  []Option
 	}{
 		{"nil store", nil, s, nil},
@@ -130,7 +131,7 @@ func TestNewErrors(t *testing.T) {
 		{"name not ascii", mem, s, []Option{WithPolicyNames("débit")}},
 		{"names twice", mem, must(fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Minute}, strategy.Rule{Limit: 50, Window: time.Hour})),
 			[]Option{WithPolicyNames("a", "a")}},
-		{"unknown policy", mem, s, []Option{WithErrorPolicy(7)}},
+		{"unknown policy", mem, s, []Option{WithOutagePolicy(7)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l, err := New(c.store, c.s, c.opts...)

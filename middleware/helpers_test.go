@@ -13,7 +13,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -35,7 +35,7 @@ func newStore(t *testing.T) (*cache.Memory, *clock.Manual) {
 }
 
 // must returns s, or panics with err: the tests' rules are valid.
-func must(s *strategy.Strategy, err error) *strategy.Strategy {
+func must(s *engine.Strategy, err error) *engine.Strategy {
 	if err != nil {
 		panic(err)
 	}

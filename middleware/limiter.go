@@ -13,6 +13,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/contend"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Limiter decides each request with a strategy kept in a store. Make one with New; it is safe
@@ -21,12 +22,12 @@ import (
 type Limiter struct {
 	store       cache.Admitter
 	peek        cache.Store
-	strat       *strategy.Strategy
+	strat       *engine.Strategy
 	names       []string
 	members     []string // names serialized as RFC 9651 Strings
 	policy      string   // the RateLimit-Policy field's value
 	keys        *keyer
-	onErr       ErrorPolicy
+	onErr       OutagePolicy
 	onError     func(*http.Request, error)
 	problemType string
 	instance    func(*http.Request) string
@@ -39,7 +40,7 @@ type Limiter struct {
 // (cache.Memory, the SQLite and the Redis stores do) and accept s (cache.Validator); the store is not
 // closed by the Limiter. New returns an error for a nil store or strategy, a store that cannot
 // admit, a strategy the store refuses or that cannot admit one request, and invalid options.
-func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, error) {
+func New(store cache.Store, s *engine.Strategy, opts ...Option) (*Limiter, error) {
 	if isNil(store) {
 		return nil, errors.New("ratemonitor: middleware: nil store")
 	}
@@ -64,7 +65,7 @@ func New(store cache.Store, s *strategy.Strategy, opts ...Option) (*Limiter, err
 			o(&c)
 		}
 	}
-	if c.policy != FailClosed && c.policy != FailOpen {
+	if c.policy != Reject && c.policy != Admit {
 		return nil, fmt.Errorf("ratemonitor: middleware: WithOutagePolicy(%d): unknown policy: want Reject or Admit", c.policy)
 	}
 	keys, err := newKeyer(&c)
@@ -152,7 +153,7 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 		}
 		if err != nil {
 			l.report(r, fmt.Errorf("ratemonitor: middleware: store: %w", err))
-			if l.onErr == FailOpen {
+			if l.onErr == Admit {
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -178,7 +179,7 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 // admit decides one request on key. Over a store that contends (cache.Contender), the
 // requests on one key take turns. Contention (cache.ErrContended: the store lost an
 // optimistic race on the key and recorded nothing) is not an outage: it is tried again within
-// ctx, and never reaches the ErrorPolicy.
+// ctx, and never reaches the OutagePolicy.
 func (l *Limiter) admit(ctx context.Context, key string) (strategy.Decision, error) {
 	if l.turns != nil {
 		// A store that contends: this server's requests on key take turns, rather than

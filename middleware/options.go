@@ -6,17 +6,17 @@ import (
 	"github.com/ratemonitor/ratemonitor/observe"
 )
 
-// ErrorPolicy says what the middleware does with a request when the store fails.
-type ErrorPolicy int
+// OutagePolicy says what the middleware does with a request when the store fails.
+type OutagePolicy int
 
 const (
-	// FailClosed answers 503 Service Unavailable (with Retry-After: 1 and a problem details
+	// Reject answers 503 Service Unavailable (with Retry-After: 1 and a problem details
 	// body) and does not call the wrapped handler. It is the zero value and the default: a
 	// limit that protects a server does not vanish silently while its store is down.
-	FailClosed ErrorPolicy = iota
-	// FailOpen passes the request to the wrapped handler, uncounted and without RateLimit
+	Reject OutagePolicy = iota
+	// Admit passes the request to the wrapped handler, uncounted and without RateLimit
 	// fields: the server stays available while its store is down.
-	FailOpen
+	Admit
 )
 
 // KeyFunc returns the key a request is counted under. An error, or an empty key, is answered
@@ -35,7 +35,7 @@ type config struct {
 	ipv6Bits      int
 	proxyHeader   string
 	proxyRanges   []string
-	policy        ErrorPolicy
+	policy        OutagePolicy
 	onError       func(*http.Request, error)
 	names         []string
 	problemType   string
@@ -101,13 +101,13 @@ func WithTrustedProxies(header string, ranges ...string) Option {
 	}
 }
 
-// WithErrorPolicy sets what happens when the store fails (default FailClosed).
-func WithErrorPolicy(p ErrorPolicy) Option {
+// WithOutagePolicy sets what happens when the store fails (default Reject).
+func WithOutagePolicy(p OutagePolicy) Option {
 	return func(c *config) { c.policy = p }
 }
 
 // WithErrorHandler makes f receive every store error and every key error, with the request
-// it happened to, before the response is written (under either ErrorPolicy). f runs on the
+// it happened to, before the response is written (under either OutagePolicy). f runs on the
 // request's goroutine: keep it short.
 func WithErrorHandler(f func(r *http.Request, err error)) Option {
 	return func(c *config) { c.onError = f }

@@ -18,7 +18,7 @@ type Admission struct {
 type admissionKey struct{}
 
 // FromContext returns the Admission of the request whose context ctx is, inside a handler a
-// Limiter wraps; false when the Limiter did not decide it (FailOpen after a store error, or
+// Limiter wraps; false when the Limiter did not decide it (Admit after a store error, or
 // a handler not wrapped).
 func FromContext(ctx context.Context) (Admission, bool) {
 	a, ok := ctx.Value(admissionKey{}).(Admission)

@@ -128,7 +128,7 @@ func CheckRetry(t *ratemonitor.Transport, base retryablehttp.CheckRetry) retryab
 // X-RateLimit-Remaining is 0 its X-RateLimit-Reset, a minute for a GitHub secondary limit's
 // refusal that gives no wait (headers.GitHubSecondary), each capped at t.MaxPause(), and the
 // monitor's wait for one more request on its key. A monitor error (a store that is down) adds
-// nothing: the Transport's ErrorPolicy decides what happens to the retry itself. An
+// nothing: the Transport's StoreErrorPolicy decides what happens to the retry itself. An
 // implausible Date is reported by the Transport (WithSync), which sees the same response.
 func floor(t *ratemonitor.Transport, resp *http.Response, now time.Time) time.Duration {
 	var d time.Duration

@@ -11,9 +11,10 @@ import (
 	"strconv"
 
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// Algorithm is the rolling-window strategy.Algorithm. Its zero value is ready to use.
+// Algorithm is the rolling-window engine.Algorithm. Its zero value is ready to use.
 type Algorithm struct{}
 
 // Name returns "rollingwindow".
@@ -26,16 +27,16 @@ func (Algorithm) CounterID(r strategy.Rule) string {
 }
 
 // NewCounter returns an empty Log for r.
-func (Algorithm) NewCounter(r strategy.Rule) strategy.Counter {
+func (Algorithm) NewCounter(r strategy.Rule) engine.Counter {
 	return NewLog(r.EffectiveWindow(), r.Bucket())
 }
 
-// New layers rules under the rolling window. Errors are strategy.New's: ErrNoRules, or one
+// New layers rules under the rolling window. Errors are engine.New's: ErrNoRules, or one
 // wrapping ErrInvalidRule.
-func New(rules ...strategy.Rule) (*strategy.Strategy, error) {
-	return strategy.New(Algorithm{}, rules...)
+func New(rules ...strategy.Rule) (*engine.Strategy, error) {
+	return engine.New(Algorithm{}, rules...)
 }
 
-// Smoothable reports true (strategy.Smoothable): a rolling-window strategy may carry a GCRA
-// beside each rule (strategy.Strategy.Smoothed).
+// Smoothable reports true (engine.Smoothable): a rolling-window strategy may carry a GCRA
+// beside each rule (engine.Strategy.Smoothed).
 func (Algorithm) Smoothable() bool { return true }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // sec turns a whole number of seconds into an instant.
@@ -13,8 +14,8 @@ func sec(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
 
 type key struct {
 	t  *testing.T
-	s  *strategy.Strategy
-	cs []strategy.Counter
+	s  *engine.Strategy
+	cs []engine.Counter
 }
 
 func newKey(t *testing.T, rules ...strategy.Rule) *key {
@@ -347,7 +348,7 @@ func TestRuleValidation(t *testing.T) {
 			t.Errorf("New accepted %+v", c.r)
 		}
 	}
-	if _, err := New(); !errors.Is(err, strategy.ErrNoRules) {
+	if _, err := New(); !errors.Is(err, engine.ErrNoRules) {
 		t.Errorf("New() err = %v", err)
 	}
 	ok := strategy.Rule{Limit: 1, Window: 1500 * time.Millisecond, Granularity: 500 * time.Millisecond}

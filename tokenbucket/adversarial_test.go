@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Rule promises Window = capacity/rate rounded UP to the nanosecond, "so the refill is never
@@ -53,7 +54,7 @@ func TestMaxProductBoundary(t *testing.T) {
 	}
 	b := NewBucket(capacity, w)
 	t0 := time.Unix(1_800_000_000, 0)
-	cs := []strategy.Counter{b}
+	cs := []engine.Counter{b}
 	if res, _ := s.Reserve(cs, t0, capacity); !res.Allowed {
 		t.Fatal("full bucket refused its capacity")
 	}

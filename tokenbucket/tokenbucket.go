@@ -19,13 +19,14 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // MaxProduct bounds a rule's Limit × effective window in nanoseconds, so that the exact
 // arithmetic fits in 64 bits: 2^62, e.g. up to 53 million tokens per 24 h.
 const MaxProduct = 1 << 62
 
-// Algorithm is the token-bucket strategy.Algorithm. Its zero value is ready to use.
+// Algorithm is the token-bucket engine.Algorithm. Its zero value is ready to use.
 type Algorithm struct{}
 
 // Name returns "tokenbucket".
@@ -38,7 +39,7 @@ func (Algorithm) CounterID(r strategy.Rule) string {
 }
 
 // NewCounter returns a full Bucket for r.
-func (Algorithm) NewCounter(r strategy.Rule) strategy.Counter {
+func (Algorithm) NewCounter(r strategy.Rule) engine.Counter {
 	return NewBucket(r.Limit, r.EffectiveWindow())
 }
 
@@ -51,10 +52,10 @@ func (Algorithm) CheckRule(r strategy.Rule) error {
 	return nil
 }
 
-// New layers rules under the token bucket. Errors are strategy.New's: ErrNoRules, or one
+// New layers rules under the token bucket. Errors are engine.New's: ErrNoRules, or one
 // wrapping ErrInvalidRule (CheckRule's included).
-func New(rules ...strategy.Rule) (*strategy.Strategy, error) {
-	return strategy.New(Algorithm{}, rules...)
+func New(rules ...strategy.Rule) (*engine.Strategy, error) {
+	return engine.New(Algorithm{}, rules...)
 }
 
 // Rule returns the rule for a bucket of capacity tokens refilled at ratePerSecond tokens per
@@ -88,7 +89,7 @@ func Rule(capacity int, ratePerSecond float64) (strategy.Rule, error) {
 	return r, nil
 }
 
-// Bucket is the token-bucket strategy.Counter for one rule and one key. The zero Bucket is not
+// Bucket is the token-bucket engine.Counter for one rule and one key. The zero Bucket is not
 // usable; make one with NewBucket. A Bucket is not safe for concurrent use.
 type Bucket struct {
 	capacity int64

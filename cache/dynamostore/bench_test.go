@@ -9,6 +9,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkOps(b *testing.B) {
 	big := strategy.Rule{Limit: 1 << 20, Window: time.Hour}
 	strategies := []struct {
 		name string
-		s    *strategy.Strategy
+		s    *engine.Strategy
 	}{
 		{"tokenbucket", must(tokenbucket.New(big))},
 		{"fixedwindow", must(fixedwindow.New(big))},
@@ -33,19 +34,19 @@ func BenchmarkOps(b *testing.B) {
 	}
 	ops := []struct {
 		name string
-		fn   func(st *Store, s *strategy.Strategy, key string) error
+		fn   func(st *Store, s *engine.Strategy, key string) error
 	}{
-		{"Admit", func(st *Store, s *strategy.Strategy, key string) error {
+		{"Admit", func(st *Store, s *engine.Strategy, key string) error {
 			_, err := st.Admit(ctx, s, key, 1)
 			return err
 		}},
-		{"Reserve", func(st *Store, s *strategy.Strategy, key string) error {
+		{"Reserve", func(st *Store, s *engine.Strategy, key string) error {
 			_, err := st.Reserve(ctx, s, key, 1)
 			return err
 		}},
-		{"Record", func(st *Store, s *strategy.Strategy, key string) error { return st.Record(ctx, s, key, 1) }},
-		{"Release", func(st *Store, s *strategy.Strategy, key string) error { return st.Release(ctx, s, key, time.Now(), 1) }},
-		{"Peek", func(st *Store, s *strategy.Strategy, key string) error { _, err := st.Peek(ctx, s, key, 1); return err }},
+		{"Record", func(st *Store, s *engine.Strategy, key string) error { return st.Record(ctx, s, key, 1) }},
+		{"Release", func(st *Store, s *engine.Strategy, key string) error { return st.Release(ctx, s, key, time.Now(), 1) }},
+		{"Peek", func(st *Store, s *engine.Strategy, key string) error { _, err := st.Peek(ctx, s, key, 1); return err }},
 	}
 	for _, sc := range strategies {
 		for _, op := range ops {

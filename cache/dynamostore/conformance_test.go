@@ -106,8 +106,8 @@ func (d *restartable) alive() (bool, error) {
 
 // TestConformance runs the conformance suite (internal/storetest/conformance) on the DynamoDB
 // store over dynalite: contention, monitoring, middleware admissions, clock steps
-// (Options.Clock), the paced Transport, and dynalite stopped and restarted under FailOpen and
-// FailClosed.
+// (Options.Clock), the paced Transport, and dynalite stopped and restarted under SendUncounted and
+// SendNothing.
 func TestConformance(t *testing.T) {
 	dynalitetest.Start(t).Stop() // skips, or fails under RATEMONITOR_REQUIRE_DYNAMODB=1, without dynalite
 	l, err := net.Listen("tcp", "127.0.0.1:0")

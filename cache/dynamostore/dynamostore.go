@@ -15,7 +15,7 @@
 //	            the key may count longer); enable DynamoDB TTL on "ttl" with EnableTTL to
 //	            have idle keys deleted
 //
-// and, per counter of the strategy (strategy.Strategy.CounterID: rules that share a counter
+// and, per counter of the strategy (engine.Strategy.CounterID: rules that share a counter
 // share the attributes, and all of a key's counters are in one item, so one conditional write
 // covers every rule atomically):
 //
@@ -78,6 +78,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -110,7 +111,7 @@ const (
 // (1 + Options.MaxRetries) because other writers kept changing the key's item. Nothing was
 // recorded: the request was neither admitted nor refused. It wraps cache.ErrContended, which
 // the Transport and the middleware retry within the request's context (never a store
-// failure under their ErrorPolicy); other callers may retry too.
+// failure under their StoreErrorPolicy); other callers may retry too.
 var ErrContended = fmt.Errorf("%w: dynamodb store: gave up after the retries", cache.ErrContended)
 
 // Options configures New. Table is required; the rest have defaults.
@@ -132,9 +133,9 @@ type Options struct {
 	// DefaultRetryBackoff (2 ms) when zero.
 	RetryBackoff time.Duration
 	// Clock is where instants come from; clock.Wall() when nil. Every process sharing the
-	// table should read the same wall time: within strategy.StepTolerance (1 s), beyond which
+	// table should read the same wall time: within engine.StepTolerance (1 s), beyond which
 	// a clock behind a key's latest instant is taken for a step back and the key is rebased
-	// on it (see strategy.Rebase). Tests pass a clock they can step.
+	// on it (see engine.Rebase). Tests pass a clock they can step.
 	Clock clock.Clock
 	// Observer, when set, receives a Retry event (Store "dynamodb") for each retry after a
 	// conditional-check failure, and a StoreError event for each operation that failed:
@@ -170,7 +171,7 @@ type Store struct {
 	backoff    time.Duration
 	clock      clock.Clock
 	closed     atomic.Bool
-	valid      sync.Map // *strategy.Strategy -> error
+	valid      sync.Map // *engine.Strategy -> error
 
 	accepted, rejected, ccf, retries, contended, misses atomic.Int64
 	obs                                                 observe.Observer
@@ -246,7 +247,7 @@ func (st *Store) Close() error {
 // up to bucketBytes each, and a strategy whose worst case exceeds MaxItemBytes is refused
 // with an error that says to raise the granularity (an item past DynamoDB's 400 KB could no
 // longer be written, and its key would be stuck).
-func (st *Store) Validate(s *strategy.Strategy) error {
+func (st *Store) Validate(s *engine.Strategy) error {
 	if s == nil {
 		return errors.New("ratemonitor: dynamodb store: nil strategy")
 	}
@@ -259,7 +260,7 @@ func (st *Store) Validate(s *strategy.Strategy) error {
 	for j := range s.Slots() {
 		size += slotOverhead + int64(len(s.CounterID(j)))
 		if _, _, ok := s.SmoothSlot(j); ok {
-			continue // a GCRA (strategy.Smoothed): two varints, within the slot's overhead
+			continue // a GCRA (engine.Strategy.Smoothed): two varints, within the slot's overhead
 		}
 		switch c := s.NewCounter(j).(type) {
 		case *tokenbucket.Bucket, *fixedwindow.Counter:
@@ -281,7 +282,7 @@ func (st *Store) Validate(s *strategy.Strategy) error {
 	return err
 }
 
-func (st *Store) check(s *strategy.Strategy, n int) error {
+func (st *Store) check(s *engine.Strategy, n int) error {
 	if st.closed.Load() {
 		return cache.ErrClosed
 	}
@@ -320,7 +321,7 @@ func (st *Store) count(allowed bool) {
 
 // Record implements cache.Store. Errors: cache.ErrClosed, cache.ErrInvalidCount, ErrContended,
 // and DynamoDB's, wrapped with what to do.
-func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n int) (err error) {
+func (st *Store) Record(ctx context.Context, s *engine.Strategy, key string, n int) (err error) {
 	if err := st.check(s, n); err != nil {
 		return st.closedErr(ctx, "record", key, err)
 	}
@@ -329,36 +330,36 @@ func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n
 		_, err := st.fixedAdd(ctx, s, key, n, false)
 		return err
 	}
-	return st.update(ctx, "record", s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+	return st.update(ctx, "record", s, key, func(cs []engine.Counter, now time.Time) (bool, int) {
 		s.Record(cs, now, n)
 		return true, 0
 	})
 }
 
-// Reserve implements cache.Store. Errors: Record's, and strategy.CheckBurst's.
-func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Result, err error) {
+// Reserve implements cache.Store. Errors: Record's, and engine.Strategy.CheckBurst's.
+func (st *Store) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (_ engine.Result, err error) {
 	if err := st.check(s, n); err != nil {
-		return strategy.Result{}, st.closedErr(ctx, "reserve", key, err)
+		return engine.Result{}, st.closedErr(ctx, "reserve", key, err)
 	}
 	if err := s.CheckBurst(n); err != nil {
-		return strategy.Result{}, err
+		return engine.Result{}, err
 	}
 	defer st.observeErr(ctx, "reserve", key, &err)
-	var res strategy.Result
-	err = st.update(ctx, "reserve", s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+	var res engine.Result
+	err = st.update(ctx, "reserve", s, key, func(cs []engine.Counter, now time.Time) (bool, int) {
 		res, _ = s.Reserve(cs, now, n)
 		return res.Allowed, n
 	})
 	if err != nil {
-		return strategy.Result{}, err
+		return engine.Result{}, err
 	}
 	st.count(res.Allowed)
 	return res, nil
 }
 
-// Admit implements cache.Admitter: see strategy.Strategy.Admit. Under the fixed window a
+// Admit implements cache.Admitter: see engine.Strategy.Admit. Under the fixed window a
 // refused attempt is counted too, by the ADD the package comment gives. Errors: Reserve's.
-func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Decision, err error) {
+func (st *Store) Admit(ctx context.Context, s *engine.Strategy, key string, n int) (_ strategy.Decision, err error) {
 	if err := st.check(s, n); err != nil {
 		return strategy.Decision{}, st.closedErr(ctx, "admit", key, err)
 	}
@@ -370,7 +371,7 @@ func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n 
 	if fixedwindow.Is(s) {
 		d, err = st.fixedAdd(ctx, s, key, n, true)
 	} else {
-		err = st.update(ctx, "admit", s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+		err = st.update(ctx, "admit", s, key, func(cs []engine.Counter, now time.Time) (bool, int) {
 			d, _ = s.Admit(cs, now, n)
 			return d.Allowed, n
 		})
@@ -383,22 +384,22 @@ func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n 
 }
 
 // Release implements cache.Store. Errors: Record's.
-func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) (err error) {
+func (st *Store) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) (err error) {
 	if err := st.check(s, n); err != nil {
 		return st.closedErr(ctx, "release", key, err)
 	}
 	defer st.observeErr(ctx, "release", key, &err)
-	return st.update(ctx, "release", s, key, func(cs []strategy.Counter, _ time.Time) (bool, int) {
+	return st.update(ctx, "release", s, key, func(cs []engine.Counter, _ time.Time) (bool, int) {
 		s.Release(cs, at, n)
 		return true, 0
 	})
 }
 
 // Peek implements cache.Store with one strongly consistent read; it writes nothing, except for
-// a key whose clock was stepped back (see strategy.Rebase), whose rebased state it writes once
+// a key whose clock was stepped back (see engine.Rebase), whose rebased state it writes once
 // with the versioned update (so its errors include ErrContended then). Errors: cache.ErrClosed,
-// strategy.CheckBurst's for n ≠ 0, and DynamoDB's.
-func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Snapshot, err error) {
+// engine.Strategy.CheckBurst's for n ≠ 0, and DynamoDB's.
+func (st *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (_ strategy.Snapshot, err error) {
 	if err := st.check(s, 1); err != nil {
 		return strategy.Snapshot{}, st.closedErr(ctx, "peek", key, err)
 	}
@@ -417,14 +418,14 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 		return strategy.Snapshot{}, fmt.Errorf("ratemonitor: dynamodb store: key %q: %w", key, err)
 	}
 	now := st.clock.Now()
-	if strategy.Rebase(cs, nil, now) == 0 {
+	if engine.Rebase(cs, nil, now) == 0 {
 		return s.Peek(cs, now, n)
 	}
 	// The clock was stepped back: write the rebased state (see updateOnce), so that the wait
 	// told here is the one a Reserve after it finds.
 	var snap strategy.Snapshot
 	var perr error
-	if err := st.update(ctx, "peek", s, key, func(cs []strategy.Counter, now time.Time) (bool, int) {
+	if err := st.update(ctx, "peek", s, key, func(cs []engine.Counter, now time.Time) (bool, int) {
 		snap, perr = s.Peek(cs, now, n)
 		return false, 0
 	}); err != nil {
@@ -436,7 +437,7 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 // update runs the versioned read-modify-write: op applies the operation to the counters read
 // at now and reports whether to write, and how many tokens the write spends (consume > 0
 // adds the enough-tokens condition for token buckets).
-func (st *Store) update(ctx context.Context, opName string, s *strategy.Strategy, key string, op func([]strategy.Counter, time.Time) (write bool, consume int)) error {
+func (st *Store) update(ctx context.Context, opName string, s *engine.Strategy, key string, op func([]engine.Counter, time.Time) (write bool, consume int)) error {
 	for attempt := 0; ; attempt++ {
 		done, err := st.updateOnce(ctx, s, key, attempt, op)
 		if done || err != nil {
@@ -450,7 +451,7 @@ func (st *Store) update(ctx context.Context, opName string, s *strategy.Strategy
 
 // updateOnce is one attempt of update: done is false when the conditional write failed
 // because the item changed since it was read (nothing was written).
-func (st *Store) updateOnce(ctx context.Context, s *strategy.Strategy, key string, attempt int, op func([]strategy.Counter, time.Time) (write bool, consume int)) (done bool, err error) {
+func (st *Store) updateOnce(ctx context.Context, s *engine.Strategy, key string, attempt int, op func([]engine.Counter, time.Time) (write bool, consume int)) (done bool, err error) {
 	it, err := st.get(ctx, key)
 	if err != nil {
 		return false, err
@@ -468,7 +469,7 @@ func (st *Store) updateOnce(ctx context.Context, s *strategy.Strategy, key strin
 	now := st.clock.Now()
 	// A clock stepped back: the shift is written even when op writes nothing (a refusal, a
 	// Peek), since it is anchored at this instant and redone later it would move the key again.
-	shifted := strategy.Rebase(cs, nil, now) != 0
+	shifted := engine.Rebase(cs, nil, now) != 0
 	write, consume := op(cs, now)
 	if !write {
 		if !shifted {

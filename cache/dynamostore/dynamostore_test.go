@@ -22,6 +22,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -47,7 +48,7 @@ func newStore(t testing.TB, c *dynamodb.Client, opts Options) *Store {
 	return st
 }
 
-func must(s *strategy.Strategy, err error) *strategy.Strategy {
+func must(s *engine.Strategy, err error) *engine.Strategy {
 	if err != nil {
 		panic(err)
 	}
@@ -68,7 +69,7 @@ func TestAdmit(t *testing.T) {
 // and requires identical answers.
 func TestSameAsMemory(t *testing.T) {
 	_, c := server(t)
-	algs := []strategy.Algorithm{tokenbucket.Algorithm{}, fixedwindow.Algorithm{}, rollingwindow.Algorithm{}}
+	algs := []engine.Algorithm{tokenbucket.Algorithm{}, fixedwindow.Algorithm{}, rollingwindow.Algorithm{}}
 	var iteration atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := clock.NewManual(t0.Add(time.Duration(rapid.Int64Range(0, 1e9).Draw(rt, "start µs")) * time.Microsecond))
@@ -88,7 +89,7 @@ func TestSameAsMemory(t *testing.T) {
 				Margin:   time.Duration(rapid.IntRange(0, 3).Draw(rt, "m")) * g,
 				Headroom: rapid.IntRange(0, limit-1).Draw(rt, "h")})
 		}
-		s, err := strategy.New(alg, rules...)
+		s, err := engine.New(alg, rules...)
 		if err != nil {
 			rt.Skip(err)
 		}
@@ -328,7 +329,7 @@ func TestErrors(t *testing.T) {
 
 // hammer runs goroutines × per admissions of one request on key, spread over stores, and
 // returns how many were admitted, refused and contended.
-func hammer(t *testing.T, stores []*Store, goroutines, per int, s *strategy.Strategy, key string) (admitted, refused, contended int64) {
+func hammer(t *testing.T, stores []*Store, goroutines, per int, s *engine.Strategy, key string) (admitted, refused, contended int64) {
 	t.Helper()
 	var a, r, k atomic.Int64
 	var wg sync.WaitGroup

@@ -11,23 +11,24 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // fixedAdd counts n attempts in every fixed window of s with one UpdateItem: ADD n to each
 // counter, under the condition that each counter's window is the one that holds now and its
-// latest instant is not after now. With admit it returns the decision strategy.Strategy.Admit
+// latest instant is not after now. With admit it returns the decision engine.Strategy.Admit
 // gives on the state before the ADD (which the returned state minus n is). When the condition
 // fails, it makes one attempt of the versioned update; when that fails too (another writer
 // came first, typically starting the same new window), it tries the ADD again, and so on, up
 // to the retries.
-func (st *Store) fixedAdd(ctx context.Context, s *strategy.Strategy, key string, n int, admit bool) (strategy.Decision, error) {
+func (st *Store) fixedAdd(ctx context.Context, s *engine.Strategy, key string, n int, admit bool) (strategy.Decision, error) {
 	for attempt := 0; ; attempt++ {
 		d, ok, err := st.fixedFast(ctx, s, key, n, admit)
 		if ok || err != nil {
 			return d, err
 		}
 		st.misses.Add(1)
-		done, err := st.updateOnce(ctx, s, key, attempt, func(cs []strategy.Counter, now time.Time) (bool, int) {
+		done, err := st.updateOnce(ctx, s, key, attempt, func(cs []engine.Counter, now time.Time) (bool, int) {
 			if admit {
 				d, _ = s.Admit(cs, now, n)
 			} else {
@@ -52,7 +53,7 @@ func (st *Store) fixedAdd(ctx context.Context, s *strategy.Strategy, key string,
 // the item's ttl (which another strategy's counters on the key may have set later): the ADD
 // sets ttl under the condition that the stored one is not later, and when that is what
 // failed, a second ADD leaves ttl alone under the condition that it is later.
-func (st *Store) fixedFast(ctx context.Context, s *strategy.Strategy, key string, n int, admit bool) (d strategy.Decision, ok bool, err error) {
+func (st *Store) fixedFast(ctx context.Context, s *engine.Strategy, key string, n int, admit bool) (d strategy.Decision, ok bool, err error) {
 	now := st.clock.Now()
 	names := map[string]string{"#v": attrVersion, "#ttl": attrTTL}
 	values := item{":n": num(int64(n)), ":one": num(1), ":now": num(now.UnixNano())}

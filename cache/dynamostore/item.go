@@ -22,6 +22,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -133,7 +134,7 @@ func getNum(m item, name string) (int64, bool) {
 }
 
 // decode returns one counter per slot of s from it (empty counters for what it lacks).
-func decode(s *strategy.Strategy, it item) ([]strategy.Counter, error) {
+func decode(s *engine.Strategy, it item) ([]engine.Counter, error) {
 	cs := s.NewCounters()
 	for j, c := range cs {
 		id := s.CounterID(j)
@@ -195,7 +196,7 @@ type preBucket struct {
 	last time.Time
 }
 
-func snapshotBuckets(cs []strategy.Counter) []preBucket {
+func snapshotBuckets(cs []engine.Counter) []preBucket {
 	pre := make([]preBucket, len(cs))
 	for j, c := range cs {
 		if b, ok := c.(*tokenbucket.Bucket); ok {
@@ -221,12 +222,12 @@ func (st *Store) ttlFor(now, exp time.Time) int64 {
 
 // versionedUpdate builds the UpdateItem that writes cs under the version read (or for a new
 // item), with the enough-tokens condition when consume > 0.
-func (st *Store) versionedUpdate(s *strategy.Strategy, key string, cs []strategy.Counter, pre []preBucket, now time.Time, version int64, exists bool, consume int, oldTTL int64) *dynamodb.UpdateItemInput {
+func (st *Store) versionedUpdate(s *engine.Strategy, key string, cs []engine.Counter, pre []preBucket, now time.Time, version int64, exists bool, consume int, oldTTL int64) *dynamodb.UpdateItemInput {
 	names := map[string]string{"#v": attrVersion, "#ttl": attrTTL}
 	values := item{
 		":v1": num(version + 1),
 		// Never lower the ttl: another strategy's counters in the item may count longer.
-		":ttl": num(max(st.ttlFor(now, strategy.Expiry(cs)), oldTTL)),
+		":ttl": num(max(st.ttlFor(now, engine.Expiry(cs)), oldTTL)),
 	}
 	set := "SET #v = :v1, #ttl = :ttl"
 	cond := "attribute_not_exists(" + attrPK + ")"
@@ -275,7 +276,7 @@ func (st *Store) versionedUpdate(s *strategy.Strategy, key string, cs []strategy
 // stored instant to now, still holds consume tokens for every rule counted in it: the
 // enough-tokens condition, debt ≤ (limit − n)·W + elapsed·capacity. ok is false when the bound
 // exceeds int64 (the condition always holds).
-func debtBound(s *strategy.Strategy, j int, p preBucket, now time.Time, consume int) (int64, bool) {
+func debtBound(s *engine.Strategy, j int, p preBucket, now time.Time, consume int) (int64, bool) {
 	r := s.SlotRule(j)
 	capacity, w := int64(r.Limit), int64(r.EffectiveWindow())
 	limit := int64(math.MaxInt64)

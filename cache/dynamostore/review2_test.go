@@ -14,6 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -44,7 +45,7 @@ func TestSharedKeyDifferential(t *testing.T) {
 		defer mem.Close()
 		dyn := newStore(t, c, Options{Clock: clk})
 		sec := time.Second
-		ss := []*strategy.Strategy{
+		ss := []*engine.Strategy{
 			must(fixedwindow.New(strategy.Rule{Limit: 3, Window: 2 * sec}, strategy.Rule{Limit: 5, Window: 10 * sec})),
 			must(fixedwindow.New(strategy.Rule{Limit: 4, Window: 2 * sec, Headroom: 1})),
 			must(fixedwindow.New(strategy.Rule{Limit: 6, Window: 10 * sec}, strategy.Rule{Limit: 2, Window: time.Second, Margin: time.Second})),

@@ -24,6 +24,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -36,7 +37,7 @@ func TestContention(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		name string
-		s    *strategy.Strategy
+		s    *engine.Strategy
 		lim  int
 	}{
 		{"tb", must(tokenbucket.New(strategy.Rule{Limit: 300, Window: time.Hour}, strategy.Rule{Limit: 200, Window: 24 * time.Hour})), 200},
@@ -342,7 +343,7 @@ func TestThrottling(t *testing.T) {
 		return false, 0, ""
 	}
 	st := newStore(t, faultClient(srv.Endpoint, 1, throttle), Options{})
-	for _, s := range []*strategy.Strategy{must(tokenbucket.New(strategy.Rule{Limit: 10, Window: time.Hour})), must(fixedwindow.New(strategy.Rule{Limit: 10, Window: time.Hour}))} {
+	for _, s := range []*engine.Strategy{must(tokenbucket.New(strategy.Rule{Limit: 10, Window: time.Hour})), must(fixedwindow.New(strategy.Rule{Limit: 10, Window: time.Hour}))} {
 		_, err := st.Admit(ctx, s, "k", 1)
 		var pte *types.ProvisionedThroughputExceededException
 		if err == nil || errors.Is(err, ErrContended) || !errors.As(err, &pte) {

@@ -15,7 +15,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestSmoothedSameAsMemory: under smoothed rolling-window strategies (strategy.Smoothed, whose
+// TestSmoothedSameAsMemory: under smoothed rolling-window strategies (engine.Strategy.Smoothed, whose
 // GCRAs the store keeps as encoded counters in the key's item) random operations give the
 // same answers from the DynamoDB store as from the memory store.
 func TestSmoothedSameAsMemory(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // serverMicros runs f b.N times after CONFIG RESETSTAT and reports what the server says one
@@ -155,7 +156,7 @@ func BenchmarkServerCost(b *testing.B) {
 
 // fill records on key under s, on a manual clock that ends at Redis's now, one request each 10
 // minutes of the last day, each minute of the last hour and each second of the last minute.
-func fill(b *testing.B, c *redis.Client, s *strategy.Strategy, key string) {
+func fill(b *testing.B, c *redis.Client, s *engine.Strategy, key string) {
 	b.Helper()
 	ctx := context.Background()
 	now, err := c.Time(ctx).Result()

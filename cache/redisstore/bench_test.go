@@ -12,6 +12,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -98,7 +99,7 @@ func BenchmarkRedisAdmit(b *testing.B) {
 		"3-rules": {{Limit: big, Window: time.Minute}, {Limit: big, Window: time.Hour, Granularity: time.Minute},
 			{Limit: big, Window: 24 * time.Hour, Granularity: time.Minute}},
 	}
-	algs := []strategy.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
+	algs := []engine.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
 	for _, alg := range algs {
 		for _, name := range []string{"1-rule", "3-rules"} {
 			rules := sets[name]
@@ -106,7 +107,7 @@ func BenchmarkRedisAdmit(b *testing.B) {
 				// a token bucket needs limit × window ≤ 2^62 ns
 				rules = []strategy.Rule{{Limit: 1 << 20, Window: time.Minute}, {Limit: 1 << 20, Window: time.Hour}, {Limit: 50_000, Window: 24 * time.Hour}}[:len(rules)]
 			}
-			s, err := strategy.New(alg, rules...)
+			s, err := engine.New(alg, rules...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -36,7 +37,7 @@ func TestRecordsNeverDropped(t *testing.T) {
 	ctx := context.Background()
 	rule := strategy.Rule{Limit: 100, Window: time.Minute}
 	for _, a := range []struct {
-		mk   func(...strategy.Rule) (*strategy.Strategy, error)
+		mk   func(...strategy.Rule) (*engine.Strategy, error)
 		used int
 	}{{rollingwindow.New, 140}, {fixedwindow.New, 140}, {tokenbucket.New, 119}} {
 		s, err := a.mk(rule)

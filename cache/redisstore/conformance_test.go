@@ -20,7 +20,7 @@ const conformanceTimeout = 250 * time.Millisecond
 // TestConformance runs the conformance suite (internal/storetest/conformance) on the Redis
 // store: contention, monitoring, middleware admissions, clock steps (Options.Clock), the paced
 // Transport, Redis stopped and restarted, paused (CLIENT PAUSE) and its scripts flushed under
-// FailOpen and FailClosed, and 4 processes sharing the server with one killed.
+// SendUncounted and SendNothing, and 4 processes sharing the server with one killed.
 func TestConformance(t *testing.T) {
 	redis.SetLogger(quiet{}) // the restart makes go-redis log every refused dial
 	var srv *redistest.Server

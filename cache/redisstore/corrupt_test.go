@@ -13,6 +13,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -58,34 +59,34 @@ func TestCorruptKey(t *testing.T) {
 	}
 	type op struct {
 		name string
-		do   func(st *Store, s *strategy.Strategy, key string) error
+		do   func(st *Store, s *engine.Strategy, key string) error
 		used int
 	}
 	ops := []op{
-		{"record", func(st *Store, s *strategy.Strategy, key string) error { return st.Record(ctx, s, key, 2) }, 2},
-		{"reserve", func(st *Store, s *strategy.Strategy, key string) error {
+		{"record", func(st *Store, s *engine.Strategy, key string) error { return st.Record(ctx, s, key, 2) }, 2},
+		{"reserve", func(st *Store, s *engine.Strategy, key string) error {
 			res, err := st.Reserve(ctx, s, key, 2)
 			if err == nil && !res.Allowed {
 				t.Errorf("reserve 2 on a key started afresh: %+v, want allowed", res)
 			}
 			return err
 		}, 2},
-		{"admit", func(st *Store, s *strategy.Strategy, key string) error {
+		{"admit", func(st *Store, s *engine.Strategy, key string) error {
 			d, err := st.Admit(ctx, s, key, 1)
 			if err == nil && !d.Allowed {
 				t.Errorf("admit 1 on a key started afresh: %+v, want allowed", d)
 			}
 			return err
 		}, 1},
-		{"peek", func(st *Store, s *strategy.Strategy, key string) error { _, err := st.Peek(ctx, s, key, 1); return err }, 0},
-		{"release", func(st *Store, s *strategy.Strategy, key string) error { return st.Release(ctx, s, key, t0, 3) }, 0},
-		{"sync", func(st *Store, s *strategy.Strategy, key string) error {
-			return st.Sync(ctx, s, key, strategy.Update{Reports: []strategy.Report{{Rule: 0, Remaining: 5, Used: 5}, {Rule: 1, Remaining: 95, Used: 5}}})
+		{"peek", func(st *Store, s *engine.Strategy, key string) error { _, err := st.Peek(ctx, s, key, 1); return err }, 0},
+		{"release", func(st *Store, s *engine.Strategy, key string) error { return st.Release(ctx, s, key, t0, 3) }, 0},
+		{"sync", func(st *Store, s *engine.Strategy, key string) error {
+			return st.Sync(ctx, s, key, engine.Update{Reports: []engine.Report{{Rule: 0, Remaining: 5, Used: 5}, {Rule: 1, Remaining: 95, Used: 5}}})
 		}, 5},
 	}
 	for _, a := range []struct {
 		name string
-		mk   func(...strategy.Rule) (*strategy.Strategy, error)
+		mk   func(...strategy.Rule) (*engine.Strategy, error)
 	}{{"rollingwindow", rollingwindow.New}, {"fixedwindow", fixedwindow.New}, {"tokenbucket", tokenbucket.New}} {
 		s, err := a.mk(rules...)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -41,7 +42,7 @@ func TestCorruptNumbers(t *testing.T) {
 	rw, fw, tb := rollingwindow.New, fixedwindow.New, tokenbucket.New
 	for _, tc := range []struct {
 		name string
-		mk   func(...strategy.Rule) (*strategy.Strategy, error)
+		mk   func(...strategy.Rule) (*engine.Strategy, error)
 		at   int // byte offset after the prefix of the double to overwrite (with bucket: after the header)
 		val  string
 		lo   int // grants a sound key would give in these 2 minutes

@@ -81,7 +81,7 @@ func ExampleNew_cluster() {
 
 // The servers of a fleet limit their clients together with the middleware over Redis: a
 // token bucket of 20 a client, refilled at 5 a second. A server that cannot reach Redis
-// answers 503 (FailClosed, the default), so the limit does not vanish silently.
+// answers 503 (Reject, the default), so the limit does not vanish silently.
 func ExampleNew_middleware() {
 	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()

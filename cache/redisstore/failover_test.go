@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Recovery bounds (issue 14, defect 2): callers succeed again on the failed master's keys
@@ -37,7 +37,7 @@ type stream struct {
 	wg   sync.WaitGroup
 }
 
-func startStream(st *Store, s *strategy.Strategy, keys []string) *stream {
+func startStream(st *Store, s *engine.Strategy, keys []string) *stream {
 	ctx, cancel := context.WithCancel(context.Background())
 	sm := &stream{ops: map[string][]op{}, stop: cancel}
 	for _, k := range keys {
@@ -65,7 +65,7 @@ func (sm *stream) end() {
 // logCounts ends the stream and logs, per key, its count against the Records that returned
 // nil. Not asserted: Redis replicates asynchronously, so a master killed (or, under Sentinel,
 // demoted late) may take acknowledged counts with it.
-func (sm *stream) logCounts(t *testing.T, st *Store, s *strategy.Strategy, keys []string) {
+func (sm *stream) logCounts(t *testing.T, st *Store, s *engine.Strategy, keys []string) {
 	t.Helper()
 	sm.end()
 	for _, k := range keys {

@@ -17,6 +17,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // replyEater is a dialer whose connections, once armed, lose the reply to the next EVALSHA
@@ -70,7 +71,7 @@ func (c *eatingConn) Read(p []byte) (int, error) {
 }
 
 // lostReplyStrategy counts up to 1000 a minute: the case's Records are never refused.
-func lostReplyStrategy(t testing.TB) *strategy.Strategy {
+func lostReplyStrategy(t testing.TB) *engine.Strategy {
 	s, err := rollingwindow.New(strategy.Rule{Limit: 1000, Window: time.Minute, Granularity: time.Second})
 	if err != nil {
 		t.Fatal(err)

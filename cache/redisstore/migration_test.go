@@ -11,6 +11,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // migrationHold is how long each stage of the migration lasts: longer than the store's
@@ -44,7 +45,7 @@ func clusterMigration(t *testing.T, cl *redistest.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss := []*strategy.Strategy{fixed, rolling}
+	ss := []*engine.Strategy{fixed, rolling}
 	keys := []string{"", "migrate-rolling"}
 	slot := slotOf(st.Keys(rolling, keys[1])[0])
 	for i := 0; keys[0] == ""; i++ {
@@ -83,7 +84,7 @@ func clusterMigration(t *testing.T, cl *redistest.Cluster) {
 						counts[i]++
 					}
 				} else {
-					var res strategy.Result
+					var res engine.Result
 					if res, err = st.Reserve(context.Background(), s, keys[i], 1); err == nil && res.Allowed {
 						counts[i]++
 					}

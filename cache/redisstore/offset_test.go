@@ -14,12 +14,13 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // offset returns the clock offset (µs) key's value holds under s, "" when it is 0 or the key is
 // absent: the key's one Redis key carries it for all of its slots.
-func offset(t *testing.T, c *redis.Client, st *Store, s *strategy.Strategy, key string) string {
+func offset(t *testing.T, c *redis.Client, st *Store, s *engine.Strategy, key string) string {
 	t.Helper()
 	v, ok := readValue(t, c, st, s, key)
 	if !ok || v.off == 0 {
@@ -32,7 +33,7 @@ func offset(t *testing.T, c *redis.Client, st *Store, s *strategy.Strategy, key 
 }
 
 // TestClockOffset: issue 13, defect 4, in the scripts' own terms: a key whose clock steps back
-// by more than strategy.StepTolerance gets a clock offset (µs) in its value, so that
+// by more than engine.StepTolerance gets a clock offset (µs) in its value, so that
 // its instant (TIME + offset) continues from its latest one. Two rules (10 per 10 s, 15 per
 // minute, so two slots), 10 reserved at T, a whole number of minutes + 10 s:
 //   - stepped back 1 h, a Reserve of 1 is refused with the wait it would have had at T (10 s;
@@ -45,7 +46,7 @@ func offset(t *testing.T, c *redis.Client, st *Store, s *strategy.Strategy, key 
 //   - a fresh key stepped back 0.5 s, then 1 s (exactly the tolerance), is not rebased (no
 //     offset; usage unchanged) and its waits grow by the step, so that sleeping them is
 //     enough; 1 µs further it is rebased (offset 1 000 001 µs) and the wait is the one at its
-//     latest instant again. The boundary is strategy.StepTolerance, which run passes.
+//     latest instant again. The boundary is engine.StepTolerance, which run passes.
 //
 // Before the offset, the second Reserve was refused again (the key stayed at T while the clock
 // ran an hour behind it) and no offset was written.
@@ -57,7 +58,7 @@ func TestClockOffset(t *testing.T) {
 	rules := []strategy.Rule{{Limit: 10, Window: 10 * time.Second}, {Limit: 15, Window: time.Minute}}
 	for _, a := range []struct {
 		name string
-		mk   func(...strategy.Rule) (*strategy.Strategy, error)
+		mk   func(...strategy.Rule) (*engine.Strategy, error)
 		wait time.Duration // for 1 more, just after 10 at T
 	}{
 		{"rollingwindow", rollingwindow.New, 10 * time.Second},
@@ -71,7 +72,7 @@ func TestClockOffset(t *testing.T) {
 			}
 			clk := &storetest.SteppedClock{Base: clock.NewManual(T)}
 			st := newStore(t, c, Options{Clock: clk})
-			reserve := func(key string, n int) strategy.Result {
+			reserve := func(key string, n int) engine.Result {
 				t.Helper()
 				res, err := st.Reserve(ctx, s, key, n)
 				if err != nil {
@@ -126,8 +127,8 @@ func TestClockOffset(t *testing.T) {
 				off      string
 			}{
 				{500 * time.Millisecond, a.wait + 500*time.Millisecond, ""},
-				{500 * time.Millisecond, a.wait + strategy.StepTolerance, ""},
-				{time.Microsecond, a.wait, strconv.FormatInt((strategy.StepTolerance + time.Microsecond).Microseconds(), 10)},
+				{500 * time.Millisecond, a.wait + engine.StepTolerance, ""},
+				{time.Microsecond, a.wait, strconv.FormatInt((engine.StepTolerance + time.Microsecond).Microseconds(), 10)},
 			} {
 				clk.Step(-step.by)
 				if res := reserve(key, 1); res.Allowed || res.Wait != step.wait {
@@ -165,7 +166,7 @@ func TestClockOffsetPause(t *testing.T) {
 	if res, err := st.Reserve(ctx, s, key, 1); err != nil || !res.Allowed {
 		t.Fatalf("reserve at T: %+v %v", res, err)
 	}
-	if err := st.Sync(ctx, s, key, strategy.Update{Pause: 30 * time.Second}); err != nil {
+	if err := st.Sync(ctx, s, key, engine.Update{Pause: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Step(-time.Hour)

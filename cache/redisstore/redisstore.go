@@ -20,15 +20,15 @@
 // Instants are whole microseconds (Redis TIME's resolution), so every rule's effective window
 // must be whole microseconds too.
 //
-// Clock steps (DESIGN §9, strategy.Rebase): each logical key keeps a clock offset (µs, ≥ 0,
+// Clock steps (DESIGN §9, engine.Rebase): each logical key keeps a clock offset (µs, ≥ 0,
 // in its value), and its instant is Redis TIME +
-// that offset. When Redis's clock has stepped back by more than strategy.StepTolerance behind
+// that offset. When Redis's clock has stepped back by more than engine.StepTolerance behind
 // the latest instant the key has seen, the script raises the offset so that the key continues
 // from that instant, and writes it with the key, instead of rewriting the key's buckets. So a
 // full limit stays full for exactly the rest of its window on the new clock, nothing recorded
 // is lost, and no key is locked out until the clock catches up. Within the tolerance, the key
 // is answered at its latest instant and every wait is measured from the caller's instant, as
-// under strategy.Strategy. Every instant the store returns (Result.At, Decision.At, a pause's
+// under engine.Strategy. Every instant the store returns (Result.At, Decision.At, a pause's
 // end, a report's instant) is on the key's timeline, which is what Release takes back; TTLs
 // are durations, so on Redis's own clock. Under the fixed window the count stays in its
 // window of the key's timeline, where the other stores carry it into the window of the new
@@ -59,6 +59,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -160,7 +161,7 @@ type Store struct {
 	client  redis.UniversalClient
 	opts    Options
 	closed  atomic.Bool
-	static  sync.Map // *strategy.Strategy → *plan
+	static  sync.Map // *engine.Strategy → *plan
 	statics atomic.Int64
 	route   *route      // where each operation goes, and its server's turns (route.go)
 	policy  *policyGate // the eviction-policy check (evictpolicy.go)
@@ -256,7 +257,7 @@ func NewContext(ctx context.Context, client redis.UniversalClient, opts Options)
 // bucket). Strategies of one algorithm share the key of a logical key, each counter kept once
 // by its counter ID, so that rules of the same counter share one count. For inspection and
 // tests; nil for a strategy the store cannot hold.
-func (st *Store) Keys(s *strategy.Strategy, key string) []string {
+func (st *Store) Keys(s *engine.Strategy, key string) []string {
 	pl, err := st.plan(s)
 	if err != nil {
 		return nil
@@ -265,7 +266,7 @@ func (st *Store) Keys(s *strategy.Strategy, key string) []string {
 }
 
 // run executes op for key under s and returns the script's reply.
-func (st *Store) run(ctx context.Context, s *strategy.Strategy, key, op string, n int64, at time.Time, extra ...float64) ([]int64, error) {
+func (st *Store) run(ctx context.Context, s *engine.Strategy, key, op string, n int64, at time.Time, extra ...float64) ([]int64, error) {
 	if st.closed.Load() {
 		return nil, st.failed(ctx, op, key, cache.ErrClosed)
 	}
@@ -303,12 +304,12 @@ func (st *Store) failed(ctx context.Context, op, key string, err error) error {
 }
 
 // Admit implements cache.Admitter: one round trip, which decides, records and returns every
-// rule's state exactly as strategy.Strategy.Admit does (under the fixed window a refused attempt
+// rule's state exactly as engine.Strategy.Admit does (under the fixed window a refused attempt
 // is counted too). Under the rolling window a pause set by Sync does not hold an admission, as
 // in the strategy. Durations are exact (token bucket: to the ns; others: whole µs), At is the
 // key's instant (Redis TIME + the key's clock offset, see the package doc). Errors are Record's,
-// and strategy.CheckBurst's for the burst.
-func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+// and engine.Strategy.CheckBurst's for the burst.
+func (st *Store) Admit(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Decision, error) {
 	if s != nil {
 		if err := s.CheckBurst(n); err != nil {
 			return strategy.Decision{}, err
@@ -343,7 +344,7 @@ func duration(us, ns int64) time.Duration {
 // MaxBuckets buckets per rule; under the token bucket, a debt cap whose whole tokens stay below
 // 2^53 (see MaxBucketTokens). ratemonitor.New and middleware.New call it (cache.Validator);
 // every operation checks it too.
-func (st *Store) Validate(s *strategy.Strategy) error {
+func (st *Store) Validate(s *engine.Strategy) error {
 	_, err := st.plan(s)
 	return err
 }
@@ -356,7 +357,7 @@ const MaxBucketTokens = 1 << 53
 
 // plan returns the script and the script arguments that depend only on the strategy, built
 // once per strategy.
-func (st *Store) plan(s *strategy.Strategy) (*plan, error) {
+func (st *Store) plan(s *engine.Strategy) (*plan, error) {
 	if s == nil {
 		return nil, errors.New("ratemonitor: redis store: nil strategy")
 	}
@@ -390,7 +391,7 @@ func (st *Store) plan(s *strategy.Strategy) (*plan, error) {
 
 // wholeMicros checks that every rule's effective window is whole microseconds, the store's
 // resolution.
-func wholeMicros(s *strategy.Strategy) error {
+func wholeMicros(s *engine.Strategy) error {
 	for _, r := range s.Rules() {
 		if r.EffectiveWindow()%time.Microsecond != 0 {
 			return fmt.Errorf("ratemonitor: redis store: rule %s: window+margin %v must be whole microseconds", r, r.EffectiveWindow())
@@ -401,7 +402,7 @@ func wholeMicros(s *strategy.Strategy) error {
 
 // ruleArgs appends per rule its slot (1-based) and effective limit, refusing limits above
 // cache.MaxCount, and makes the plan: the doubles, the value prefix and the key's suffix.
-func ruleArgs(s *strategy.Strategy, k kind, script *redis.Script, magic string, args []float64) (*plan, error) {
+func ruleArgs(s *engine.Strategy, k kind, script *redis.Script, magic string, args []float64) (*plan, error) {
 	rules := s.Rules()
 	for i, r := range rules {
 		if r.EffectiveLimit() > cache.MaxCount {
@@ -416,11 +417,11 @@ func ruleArgs(s *strategy.Strategy, k kind, script *redis.Script, magic string, 
 	return &plan{kind: k, script: script, nums: args, pre: pre, suffix: magic + layout, slots: s.Slots(), rules: len(rules)}, nil
 }
 
-func (st *Store) rollingPlan(s *strategy.Strategy) (*plan, error) {
+func (st *Store) rollingPlan(s *engine.Strategy) (*plan, error) {
 	args := []float64{float64(st.opts.Slack.Microseconds())}
 	for j := range s.Slots() {
 		if T, b, ok := s.SmoothSlot(j); ok {
-			// A GCRA (strategy.Smoothed): its span b·T in W's place, −T in G's (rollingwindow.lua,
+			// A GCRA (engine.Strategy.Smoothed): its span b·T in W's place, −T in G's (rollingwindow.lua,
 			// "Smoothing").
 			args = append(args, float64(int64(b)*T.Microseconds()), float64(-T.Microseconds()))
 			continue
@@ -439,7 +440,7 @@ func (st *Store) rollingPlan(s *strategy.Strategy) (*plan, error) {
 	return ruleArgs(s, rolling, rollingScript, rollingMagic, args)
 }
 
-func (st *Store) fixedPlan(s *strategy.Strategy) (*plan, error) {
+func (st *Store) fixedPlan(s *engine.Strategy) (*plan, error) {
 	if err := wholeMicros(s); err != nil {
 		return nil, err
 	}
@@ -450,7 +451,7 @@ func (st *Store) fixedPlan(s *strategy.Strategy) (*plan, error) {
 	return ruleArgs(s, fixed, fixedScript, fixedMagic, args)
 }
 
-func (st *Store) bucketPlan(s *strategy.Strategy) (*plan, error) {
+func (st *Store) bucketPlan(s *engine.Strategy) (*plan, error) {
 	if err := wholeMicros(s); err != nil {
 		return nil, err
 	}
@@ -502,7 +503,7 @@ func (st *Store) explain(parent context.Context, op, key, addr string, took time
 // 1..cache.MaxCount; Validate's; cache.ErrClosed after Close; and the call's own failure, which
 // wraps context.DeadlineExceeded when the store's Timeout passed, the caller's context error
 // when that ended first, and otherwise the client's error (connection refused, say).
-func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+func (st *Store) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	if err := cache.CheckCount(n); err != nil {
 		return err
 	}
@@ -511,35 +512,35 @@ func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n
 }
 
 // Reserve implements cache.Store: one round trip. Result.At is the key's instant (µs
-// resolution); Result.Wait is in µs steps, to the ns under the token bucket. Errors are Record's, and strategy.CheckBurst's
+// resolution); Result.Wait is in µs steps, to the ns under the token bucket. Errors are Record's, and engine.Strategy.CheckBurst's
 // for the burst. A Reserve cut off by a timeout may still have recorded: its slots are then held
 // until they expire.
-func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (st *Store) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	if s != nil {
 		if err := s.CheckBurst(n); err != nil {
-			return strategy.Result{}, err
+			return engine.Result{}, err
 		}
 	}
 	if err := cache.CheckCount(n); err != nil {
-		return strategy.Result{}, err
+		return engine.Result{}, err
 	}
 	r, err := st.run(ctx, s, key, "reserve", int64(n), time.Time{})
 	if err != nil {
-		return strategy.Result{}, err
+		return engine.Result{}, err
 	}
 	switch {
 	case len(r) == 3: // rolling window: {allowed, wait µs, at}
-		return strategy.Result{Allowed: r[0] == 1, Wait: time.Duration(r[1]) * time.Microsecond, At: time.UnixMicro(r[2])}, nil
+		return engine.Result{Allowed: r[0] == 1, Wait: time.Duration(r[1]) * time.Microsecond, At: time.UnixMicro(r[2])}, nil
 	case len(r) == 4 && r[0] == 1: // {allowed, wait µs, wait ns, at}
-		return strategy.Result{Allowed: true, At: time.UnixMicro(r[3])}, nil
+		return engine.Result{Allowed: true, At: time.UnixMicro(r[3])}, nil
 	case len(r) == 4:
-		return strategy.Result{Wait: duration(r[1], r[2])}, nil
+		return engine.Result{Wait: duration(r[1], r[2])}, nil
 	}
-	return strategy.Result{}, fmt.Errorf("ratemonitor: redis store: reserve: unexpected reply %v", r)
+	return engine.Result{}, fmt.Errorf("ratemonitor: redis store: reserve: unexpected reply %v", r)
 }
 
 // Release implements cache.Store: one round trip. Errors are Record's.
-func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+func (st *Store) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
 	if err := cache.CheckCount(n); err != nil {
 		return err
 	}
@@ -548,8 +549,8 @@ func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, 
 }
 
 // Peek implements cache.Store: one round trip, which writes only to move the key's time
-// forward. Errors are Record's, and strategy.CheckBurst's for n ≠ 0.
-func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+// forward. Errors are Record's, and engine.Strategy.CheckBurst's for n ≠ 0.
+func (st *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error) {
 	if s != nil && n != 0 {
 		if err := s.CheckBurst(n); err != nil {
 			return strategy.Snapshot{}, err
@@ -598,9 +599,9 @@ var ErrSyncUnsupported = errors.New("ratemonitor: redis store: Sync (upstream pa
 // Sync implements cache.Syncer for the rolling window: one round trip. The pause is kept in the
 // key's value, whose TTL lasts until Slack after the pause ends; a Reserve or Peek by any
 // process reads it.
-// Errors are Record's, an error wrapping strategy.ErrInvalidUpdate for an invalid update, and
+// Errors are Record's, an error wrapping engine.ErrInvalidUpdate for an invalid update, and
 // one wrapping ErrSyncUnsupported under another strategy (nothing is changed).
-func (st *Store) Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error {
+func (st *Store) Sync(ctx context.Context, s *engine.Strategy, key string, u engine.Update) error {
 	if s == nil {
 		return errors.New("ratemonitor: redis store: nil strategy")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,7 +44,7 @@ func newStore(t testing.TB, c redis.UniversalClient, opts Options) *Store {
 	return st
 }
 
-func usedOf(t testing.TB, st cache.Store, s *strategy.Strategy, key string) []int {
+func usedOf(t testing.TB, st cache.Store, s *engine.Strategy, key string) []int {
 	return storetest.Used(t, st, s, key)
 }
 

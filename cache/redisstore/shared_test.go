@@ -10,6 +10,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -29,7 +30,7 @@ func TestSharedKey(t *testing.T) {
 	hour := strategy.Rule{Limit: 100, Window: time.Hour, Granularity: time.Minute}
 	for _, a := range []struct {
 		name string
-		mk   func(...strategy.Rule) (*strategy.Strategy, error)
+		mk   func(...strategy.Rule) (*engine.Strategy, error)
 		ttl  time.Duration // at least
 	}{{"rollingwindow", rollingwindow.New, 59 * time.Minute}, {"fixedwindow", fixedwindow.New, 59 * time.Minute}, {"tokenbucket", tokenbucket.New, 71 * time.Second}} {
 		t.Run(a.name, func(t *testing.T) {
@@ -48,7 +49,7 @@ func TestSharedKey(t *testing.T) {
 				t.Fatalf("keys %q and %q, want one", st.Keys(A, key), st.Keys(B, key))
 			}
 			for _, step := range []struct {
-				s *strategy.Strategy
+				s *engine.Strategy
 				n int
 			}{{A, 3}, {B, 2}} {
 				if err := st.Record(ctx, step.s, key, step.n); err != nil {

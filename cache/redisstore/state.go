@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/ratemonitor/ratemonitor/observe"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // The layout of a key's value (state.lua): one Redis string per logical key and algorithm,
@@ -28,7 +28,7 @@ var opCodes = map[string]float64{"record": 1, "reserve": 2, "admit": 3, "peek": 
 // magic, version, the length (uint16, little-endian) and the slot IDs joined by ",". The
 // scripts compare it with the value's first bytes, so that they parse the slot IDs only for a
 // key shared with another strategy.
-func statePrefix(magic string, s *strategy.Strategy) (string, error) {
+func statePrefix(magic string, s *engine.Strategy) (string, error) {
 	ids := make([]string, s.Slots())
 	for j := range ids {
 		ids[j] = s.CounterID(j)
@@ -50,7 +50,7 @@ func statePrefix(magic string, s *strategy.Strategy) (string, error) {
 func (pl *plan) argv(op string, n, clock, at int64, extra []float64) string {
 	b := make([]byte, 0, 8*(8+len(pl.nums)+len(extra))+len(pl.pre))
 	d := func(x float64) { b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x)) }
-	for _, x := range []float64{opCodes[op], float64(n), float64(clock), float64(at), float64(strategy.StepTolerance.Microseconds()),
+	for _, x := range []float64{opCodes[op], float64(n), float64(clock), float64(at), float64(engine.StepTolerance.Microseconds()),
 		float64(pl.slots), float64(pl.rules), float64(len(pl.nums) + len(extra))} {
 		d(x)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -38,7 +39,7 @@ func TestAdmit(t *testing.T) {
 func TestSameAsMemory(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
-	algs := []strategy.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
+	algs := []engine.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
 	var iteration atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := clock.NewManual(t0.Add(time.Duration(rapid.Int64Range(0, 1e9).Draw(rt, "start µs")) * time.Microsecond))
@@ -63,7 +64,7 @@ func TestSameAsMemory(t *testing.T) {
 				Margin:   time.Duration(rapid.IntRange(0, 3).Draw(rt, "m")) * g,
 				Headroom: rapid.IntRange(0, limit-1).Draw(rt, "h")})
 		}
-		s, err := strategy.New(alg, rules...)
+		s, err := engine.New(alg, rules...)
 		if err != nil {
 			rt.Skip(err) // e.g. a token bucket's odd window
 		}
@@ -179,7 +180,7 @@ func TestConcurrentAdmit(t *testing.T) {
 	rule := strategy.Rule{Limit: 1000, Window: 24 * time.Hour}
 	fw, _ := fixedwindow.New(rule)
 	tb, _ := tokenbucket.New(rule) // one token back every 86.4 s
-	for name, s := range map[string]*strategy.Strategy{"fixedwindow": fw, "tokenbucket": tb} {
+	for name, s := range map[string]*engine.Strategy{"fixedwindow": fw, "tokenbucket": tb} {
 		t.Run(name, func(t *testing.T) {
 			var allowed, refused atomic.Int64
 			var wg sync.WaitGroup
@@ -226,7 +227,7 @@ func TestEveryKeyHasTTL(t *testing.T) {
 	fw, _ := fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Minute}, strategy.Rule{Limit: 50, Window: time.Hour})
 	tb, _ := tokenbucket.New(strategy.Rule{Limit: 5, Window: time.Minute}, strategy.Rule{Limit: 50, Window: time.Hour})
 	rw, _ := rollingwindow.New(strategy.Rule{Limit: 5, Window: time.Minute})
-	for _, s := range []*strategy.Strategy{fw, tb, rw} {
+	for _, s := range []*engine.Strategy{fw, tb, rw} {
 		for _, key := range []string{"record", "reserve", "admit", "release"} {
 			key = s.Name() + "-" + key
 			switch {
@@ -325,11 +326,11 @@ func TestValidateNewStrategies(t *testing.T) {
 	}
 	fw, _ := fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Second})
 	tb, _ := tokenbucket.New(strategy.Rule{Limit: 5, Window: time.Second})
-	for _, s := range []*strategy.Strategy{fw, tb} {
+	for _, s := range []*engine.Strategy{fw, tb} {
 		if err := st.Validate(s); err != nil {
 			t.Errorf("%s: %v", s.Name(), err)
 		}
-		if err := st.Sync(ctx, s, "k", strategy.Update{Pause: time.Second}); !errors.Is(err, ErrSyncUnsupported) {
+		if err := st.Sync(ctx, s, "k", engine.Update{Pause: time.Second}); !errors.Is(err, ErrSyncUnsupported) {
 			t.Errorf("%s: Sync = %v, want ErrSyncUnsupported", s.Name(), err)
 		}
 		if _, err := st.Admit(ctx, s, "k", 6); !errors.Is(err, strategy.ErrBurstTooLarge) {

@@ -9,6 +9,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // One Sync whose reports raise one counter in bucket A, then B, then A again (two reports
@@ -27,7 +28,7 @@ func TestSyncRevisitsBucket(t *testing.T) {
 	red := newStore(t, srv.Client(), Options{Clock: clk})
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
 	ctx := context.Background()
-	u := strategy.Update{Reports: []strategy.Report{
+	u := engine.Update{Reports: []engine.Report{
 		{Rule: 0, Remaining: 50, Used: 10, Reset: 10 * time.Second},
 		{Rule: 0, Remaining: 40, Used: 20, Reset: 20 * time.Second},
 		{Rule: 0, Remaining: 30, Used: 30, Reset: 10 * time.Second},

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // value is a key's value decoded (state.lua's layout), for tests.
@@ -89,7 +89,7 @@ func decodeValue(v string) (value, error) {
 }
 
 // readValue reads and decodes key's value under s; ok is false when the key is absent.
-func readValue(t *testing.T, c *redis.Client, st *Store, s *strategy.Strategy, key string) (v value, ok bool) {
+func readValue(t *testing.T, c *redis.Client, st *Store, s *engine.Strategy, key string) (v value, ok bool) {
 	t.Helper()
 	raw, err := c.Get(context.Background(), st.Keys(s, key)[0]).Result()
 	if err == redis.Nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestWeirdKeys(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	st, _ := open(t, Options{Clock: clk})
-	strats := map[string]*strategy.Strategy{
+	strats := map[string]*engine.Strategy{
 		"fixed":   must(fixedwindow.New(strategy.Rule{Limit: 3, Window: time.Minute})),
 		"rolling": must(rollingwindow.New(strategy.Rule{Limit: 3, Window: time.Minute})),
 		"bucket":  must(tokenbucket.New(strategy.Rule{Limit: 3, Window: time.Minute})),
@@ -56,7 +57,7 @@ func TestWeirdKeys(t *testing.T) {
 func TestCancelStorm(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	st, _ := open(t, Options{Clock: clk, PruneEvery: 7})
-	for _, s := range []*strategy.Strategy{
+	for _, s := range []*engine.Strategy{
 		must(fixedwindow.New(strategy.Rule{Limit: 200, Window: time.Hour})),
 		must(rollingwindow.New(strategy.Rule{Limit: 200, Window: time.Hour})),
 		must(tokenbucket.New(strategy.Rule{Limit: 200, Window: time.Hour})),

@@ -9,6 +9,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -18,7 +19,7 @@ func BenchmarkAdmit(b *testing.B) {
 	rules := []strategy.Rule{{Limit: 1 << 20, Window: time.Hour}}
 	for _, c := range []struct {
 		name string
-		s    *strategy.Strategy
+		s    *engine.Strategy
 	}{
 		{"fixedwindow", must(fixedwindow.New(rules...))},
 		{"tokenbucket", must(tokenbucket.New(rules[0]))},

@@ -9,6 +9,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Another process holds the write lock. A request whose context ends after 200 ms must
@@ -26,7 +27,7 @@ func TestBusyHonoursContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	for _, s := range []*strategy.Strategy{
+	for _, s := range []*engine.Strategy{
 		must(fixedwindow.New(strategy.Rule{Limit: 10, Window: time.Minute})),
 		must(rollingwindow.New(strategy.Rule{Limit: 10, Window: time.Minute})),
 	} {

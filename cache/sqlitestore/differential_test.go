@@ -13,6 +13,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -23,7 +24,7 @@ func TestSameAsMemory(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC)
 	clk := clock.NewManual(t0)
 	sq, _ := open(t, Options{Clock: clk, PruneEvery: 7})
-	algs := []strategy.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
+	algs := []engine.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
 	var iteration int
 	rapid.Check(t, func(rt *rapid.T) {
 		mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
@@ -40,7 +41,7 @@ func TestSameAsMemory(t *testing.T) {
 				Margin:   time.Duration(rapid.IntRange(0, 2).Draw(rt, "m")) * time.Second,
 				Headroom: rapid.IntRange(0, limit-1).Draw(rt, "h")})
 		}
-		s, err := strategy.New(alg, rules...)
+		s, err := engine.New(alg, rules...)
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // isoSecond is how window_start is written: ISO 8601 in UTC, to the second.
@@ -28,7 +29,7 @@ type row struct {
 	end   time.Time
 }
 
-func rows(s *strategy.Strategy, key string, at time.Time) []row {
+func rows(s *engine.Strategy, key string, at time.Time) []row {
 	rs := make([]row, s.Slots())
 	for j := range rs {
 		w := s.SlotRule(j).EffectiveWindow()
@@ -41,7 +42,7 @@ func rows(s *strategy.Strategy, key string, at time.Time) []row {
 // upsertSQL is the single statement that counts n attempts in every slot's current window, and
 // returns each row's window and count after it. The current window is the later of the one that
 // holds now and the slot's latest row: a clock read just behind another writer's (within
-// strategy.StepTolerance, or a step back not yet rebased) counts in the key's latest window,
+// engine.StepTolerance, or a step back not yet rebased) counts in the key's latest window,
 // never in one that has already ended there (DESIGN §4.3). Arguments per slot: key, the start
 // of the window that holds now, key again, n.
 func upsertSQL(slots int) string {
@@ -72,15 +73,15 @@ type window struct {
 	count int64
 }
 
-// stepped reports whether a slot's latest window starts more than strategy.StepTolerance after
+// stepped reports whether a slot's latest window starts more than engine.StepTolerance after
 // now: the key has seen an instant at least that far ahead, so the clock was stepped back.
-func stepped(w window, now time.Time) bool { return w.start.Sub(now) > strategy.StepTolerance }
+func stepped(w window, now time.Time) bool { return w.start.Sub(now) > engine.StepTolerance }
 
 // fixedAdd counts n attempts at now in every slot's current window with one upsert, and returns
 // one counter per slot holding the count after it. When the upsert finds the key's windows
 // ahead of now by more than the tolerance (the clock was stepped back), the key is rebased
 // (fixedRebase) and the counters are read again.
-func (st *Store) fixedAdd(ctx context.Context, s *strategy.Strategy, key string, n int, now time.Time) ([]strategy.Counter, error) {
+func (st *Store) fixedAdd(ctx context.Context, s *engine.Strategy, key string, n int, now time.Time) ([]engine.Counter, error) {
 	rs := rows(s, key, now)
 	res, err := st.db.QueryContext(ctx, upsertSQL(len(rs)), upsertArgs(rs, n)...)
 	if err != nil {
@@ -93,7 +94,7 @@ func (st *Store) fixedAdd(ctx context.Context, s *strategy.Strategy, key string,
 	for _, r := range rs {
 		if w, ok := got[r.key]; ok && stepped(w, now) {
 			// Rare: the attempts are counted (in the latest window); now carry them over.
-			var cs []strategy.Counter
+			var cs []engine.Counter
 			err := st.tx(ctx, func(tx *sql.Tx) error {
 				if err := fixedRebase(ctx, tx, s, key, now); err != nil {
 					return err
@@ -112,7 +113,7 @@ func (st *Store) fixedAdd(ctx context.Context, s *strategy.Strategy, key string,
 // held, and deletes the slot's rows after it (they are from before the step): the key's
 // latest window becomes the clock's current one, with its count, so no fresh limit is
 // admitted and no caller waits until the clock catches up. Run it in a write transaction.
-func fixedRebase(ctx context.Context, q querier, s *strategy.Strategy, key string, now time.Time) error {
+func fixedRebase(ctx context.Context, q querier, s *engine.Strategy, key string, now time.Time) error {
 	for _, r := range rows(s, key, now) {
 		res, err := q.QueryContext(ctx, `SELECT key, window_start, count FROM rate_limit_windows WHERE key = ? ORDER BY window_start DESC LIMIT 1`, r.key)
 		if err != nil {
@@ -141,7 +142,7 @@ func fixedRebase(ctx context.Context, q querier, s *strategy.Strategy, key strin
 // now and the slot's latest row. A latest row that is stepped (not yet rebased, when read
 // outside a write) is answered as fixedRebase will store it: its count in the window that
 // holds now; rebase reports whether one was. It also returns each slot's current window start.
-func fixedLoad(ctx context.Context, q querier, s *strategy.Strategy, key string, now time.Time) (cs []strategy.Counter, starts []time.Time, rebase bool, err error) {
+func fixedLoad(ctx context.Context, q querier, s *engine.Strategy, key string, now time.Time) (cs []engine.Counter, starts []time.Time, rebase bool, err error) {
 	rs := rows(s, key, now)
 	var b strings.Builder
 	args := make([]any, 0, 2*len(rs))
@@ -198,8 +199,8 @@ func scanWindows(res *sql.Rows) (map[string]window, error) {
 
 // counters turns windows read from the table into fixed-window counters at now, so that the
 // strategy's own rules answer for them; a slot without a row is empty.
-func counters(s *strategy.Strategy, rs []row, got map[string]window, now time.Time) []strategy.Counter {
-	cs := make([]strategy.Counter, len(rs))
+func counters(s *engine.Strategy, rs []row, got map[string]window, now time.Time) []engine.Counter {
+	cs := make([]engine.Counter, len(rs))
 	for j, r := range rs {
 		c := fixedwindow.NewCounter(s.SlotRule(j).EffectiveWindow())
 		w, ok := got[r.key]
@@ -215,7 +216,7 @@ func counters(s *strategy.Strategy, rs []row, got map[string]window, now time.Ti
 }
 
 // fixedAdmit is the middleware's operation: count first, then compare.
-func (st *Store) fixedAdmit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+func (st *Store) fixedAdmit(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Decision, error) {
 	now := st.clock.Now()
 	cs, err := st.fixedAdd(ctx, s, key, n, now)
 	if err != nil {
@@ -243,7 +244,7 @@ func (st *Store) fixedAdmit(ctx context.Context, s *strategy.Strategy, key strin
 // a key whose clock was stepped back (fixedRebase). Result.At is now: a Release of it finds
 // the windows that hold now, so slots counted in a window ahead of now (within the tolerance)
 // are not given back, only held until that window ends.
-func (st *Store) fixedReserve(ctx context.Context, s *strategy.Strategy, key string, n int) (res strategy.Result, err error) {
+func (st *Store) fixedReserve(ctx context.Context, s *engine.Strategy, key string, n int) (res engine.Result, err error) {
 	err = st.tx(ctx, func(tx *sql.Tx) error {
 		now := st.clock.Now()
 		if err := fixedRebase(ctx, tx, s, key, now); err != nil {
@@ -277,7 +278,7 @@ func (st *Store) fixedReserve(ctx context.Context, s *strategy.Strategy, key str
 }
 
 // fixedRelease takes back up to n attempts from the windows that hold at.
-func (st *Store) fixedRelease(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+func (st *Store) fixedRelease(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
 	return st.tx(ctx, func(tx *sql.Tx) error {
 		for _, r := range rows(s, key, at) {
 			if _, err := tx.ExecContext(ctx,

@@ -17,6 +17,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -28,7 +29,7 @@ const childEnv = "RATEMONITOR_SQLITE_CHILD"
 var childAt = time.Date(2026, 11, 30, 20, 30, 0, 0, time.UTC)
 
 // strategies are the ones the cross-process test runs, each allowing 2500 of the 4000 attempts.
-func strategies(name string) (*strategy.Strategy, error) {
+func strategies(name string) (*engine.Strategy, error) {
 	r := strategy.Rule{Limit: 2500, Window: time.Hour}
 	switch name {
 	case "fixedwindow":

@@ -32,6 +32,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 //go:embed schema.sql
@@ -79,7 +80,7 @@ type Store struct {
 	obs        observe.Observer
 	writes     atomic.Uint64
 	closed     atomic.Bool
-	valid      sync.Map // *strategy.Strategy -> error from validate
+	valid      sync.Map // *engine.Strategy -> error from validate
 }
 
 var (
@@ -151,7 +152,7 @@ func (st *Store) Close() error {
 // whole seconds, since window_start is written to the second; any other strategy needs counters
 // that encode themselves (encoding.BinaryMarshaler and BinaryUnmarshaler), as the rolling window
 // and the token bucket do.
-func (st *Store) Validate(s *strategy.Strategy) error {
+func (st *Store) Validate(s *engine.Strategy) error {
 	if s == nil {
 		return errors.New("ratemonitor: sqlite store: nil strategy")
 	}
@@ -164,7 +165,7 @@ func (st *Store) Validate(s *strategy.Strategy) error {
 	return err
 }
 
-func validate(s *strategy.Strategy) error {
+func validate(s *engine.Strategy) error {
 	for j := range s.Slots() {
 		if fixedwindow.Is(s) {
 			if w := s.SlotRule(j).EffectiveWindow(); w%time.Second != 0 {
@@ -183,7 +184,7 @@ func validate(s *strategy.Strategy) error {
 }
 
 // check is run by every operation: the store is open, the strategy fits it, the count is valid.
-func (st *Store) check(s *strategy.Strategy, n int) error {
+func (st *Store) check(s *engine.Strategy, n int) error {
 	if st.closed.Load() {
 		return cache.ErrClosed
 	}
@@ -194,7 +195,7 @@ func (st *Store) check(s *strategy.Strategy, n int) error {
 }
 
 // Record implements cache.Store.
-func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n int) (err error) {
+func (st *Store) Record(ctx context.Context, s *engine.Strategy, key string, n int) (err error) {
 	if err := st.check(s, n); err != nil {
 		return st.closedErr(ctx, "record", key, err)
 	}
@@ -204,30 +205,30 @@ func (st *Store) Record(ctx context.Context, s *strategy.Strategy, key string, n
 		_, err := st.fixedAdd(ctx, s, key, n, st.clock.Now())
 		return err
 	}
-	return st.inTx(ctx, s, key, func(cs []strategy.Counter, now time.Time) { s.Record(cs, now, n) })
+	return st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { s.Record(cs, now, n) })
 }
 
 // Reserve implements cache.Store.
-func (st *Store) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Result, err error) {
+func (st *Store) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (_ engine.Result, err error) {
 	if err := st.check(s, n); err != nil {
-		return strategy.Result{}, st.closedErr(ctx, "reserve", key, err)
+		return engine.Result{}, st.closedErr(ctx, "reserve", key, err)
 	}
 	if err := s.CheckBurst(n); err != nil {
-		return strategy.Result{}, err
+		return engine.Result{}, err
 	}
 	defer st.observeErr(ctx, "reserve", key, &err)
 	defer st.wrote(ctx)
 	if fixedwindow.Is(s) {
 		return st.fixedReserve(ctx, s, key, n)
 	}
-	var res strategy.Result
-	err = st.inTx(ctx, s, key, func(cs []strategy.Counter, now time.Time) { res, _ = s.Reserve(cs, now, n) })
+	var res engine.Result
+	err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { res, _ = s.Reserve(cs, now, n) })
 	return res, err
 }
 
 // Admit implements cache.Admitter. Under the fixed window it is the single upsert the package
 // comment gives, so the (limit+1)-th attempt is counted and refused.
-func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Decision, err error) {
+func (st *Store) Admit(ctx context.Context, s *engine.Strategy, key string, n int) (_ strategy.Decision, err error) {
 	if err := st.check(s, n); err != nil {
 		return strategy.Decision{}, st.closedErr(ctx, "admit", key, err)
 	}
@@ -240,12 +241,12 @@ func (st *Store) Admit(ctx context.Context, s *strategy.Strategy, key string, n 
 		return st.fixedAdmit(ctx, s, key, n)
 	}
 	var d strategy.Decision
-	err = st.inTx(ctx, s, key, func(cs []strategy.Counter, now time.Time) { d, _ = s.Admit(cs, now, n) })
+	err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { d, _ = s.Admit(cs, now, n) })
 	return d, err
 }
 
 // Release implements cache.Store.
-func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) (err error) {
+func (st *Store) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) (err error) {
 	if err := st.check(s, n); err != nil {
 		return st.closedErr(ctx, "release", key, err)
 	}
@@ -253,12 +254,12 @@ func (st *Store) Release(ctx context.Context, s *strategy.Strategy, key string, 
 	if fixedwindow.Is(s) {
 		return st.fixedRelease(ctx, s, key, at, n)
 	}
-	return st.inTx(ctx, s, key, func(cs []strategy.Counter, _ time.Time) { s.Release(cs, at, n) })
+	return st.inTx(ctx, s, key, func(cs []engine.Counter, _ time.Time) { s.Release(cs, at, n) })
 }
 
 // Peek implements cache.Store. It reads without taking the write lock, except for a key whose
-// clock was stepped back (see strategy.Rebase), whose rebased state it writes once.
-func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (_ strategy.Snapshot, err error) {
+// clock was stepped back (see engine.Rebase), whose rebased state it writes once.
+func (st *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (_ strategy.Snapshot, err error) {
 	if err := st.check(s, 1); err != nil {
 		return strategy.Snapshot{}, st.closedErr(ctx, "peek", key, err)
 	}
@@ -269,13 +270,13 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 	}
 	defer st.observeErr(ctx, "peek", key, &err)
 	now := st.clock.Now()
-	var cs []strategy.Counter
+	var cs []engine.Counter
 	var rebase bool
 	if fixedwindow.Is(s) {
 		cs, _, rebase, err = fixedLoad(ctx, st.db, s, key, now)
 	} else {
 		if cs, err = st.load(ctx, st.db, s, key); err == nil {
-			rebase = strategy.Rebase(cs, nil, now) != 0
+			rebase = engine.Rebase(cs, nil, now) != 0
 		}
 	}
 	if err != nil || !rebase {
@@ -290,7 +291,7 @@ func (st *Store) Peek(ctx context.Context, s *strategy.Strategy, key string, n i
 // peekRebased is Peek for a key whose clock was stepped back: the rebase is anchored at the
 // instant it is made, so it is written (in a write transaction) rather than redone at every
 // read, and the wait this Peek tells is the one the operations after it find.
-func (st *Store) peekRebased(ctx context.Context, s *strategy.Strategy, key string, n int) (snap strategy.Snapshot, err error) {
+func (st *Store) peekRebased(ctx context.Context, s *engine.Strategy, key string, n int) (snap strategy.Snapshot, err error) {
 	var perr error
 	if fixedwindow.Is(s) {
 		err = st.tx(ctx, func(tx *sql.Tx) error {
@@ -305,7 +306,7 @@ func (st *Store) peekRebased(ctx context.Context, s *strategy.Strategy, key stri
 			return err
 		})
 	} else {
-		err = st.inTx(ctx, s, key, func(cs []strategy.Counter, now time.Time) { snap, perr = s.Peek(cs, now, n) })
+		err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { snap, perr = s.Peek(cs, now, n) })
 	}
 	if err != nil {
 		return strategy.Snapshot{}, err

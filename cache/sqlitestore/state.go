@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // tx runs fn in a write transaction (BEGIN IMMEDIATE, from the DSN's _txlock), committing when
@@ -29,7 +29,7 @@ func (st *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // load reads and decodes key's counters, one per slot; a slot with no row gets an empty
 // counter.
-func (st *Store) load(ctx context.Context, q querier, s *strategy.Strategy, key string) ([]strategy.Counter, error) {
+func (st *Store) load(ctx context.Context, q querier, s *engine.Strategy, key string) ([]engine.Counter, error) {
 	cs := s.NewCounters()
 	rows, err := q.QueryContext(ctx, `SELECT counter, state FROM rate_limit_state WHERE key = ?`, key)
 	if err != nil {
@@ -59,16 +59,16 @@ func (st *Store) load(ctx context.Context, q querier, s *strategy.Strategy, key 
 }
 
 // inTx applies fn to key's counters in one write transaction, with the instant read once the
-// write lock is held and the counters rebased on it (strategy.Rebase), and writes back every
+// write lock is held and the counters rebased on it (engine.Rebase), and writes back every
 // counter (deleting those in which nothing counts).
-func (st *Store) inTx(ctx context.Context, s *strategy.Strategy, key string, fn func([]strategy.Counter, time.Time)) error {
+func (st *Store) inTx(ctx context.Context, s *engine.Strategy, key string, fn func([]engine.Counter, time.Time)) error {
 	return st.tx(ctx, func(tx *sql.Tx) error {
 		cs, err := st.load(ctx, tx, s, key)
 		if err != nil {
 			return err
 		}
 		now := st.clock.Now()
-		strategy.Rebase(cs, nil, now) // a wall clock stepped back: see strategy.StepTolerance
+		engine.Rebase(cs, nil, now) // a wall clock stepped back: see engine.StepTolerance
 		fn(cs, now)
 		for j, c := range cs {
 			exp := c.Expiry()

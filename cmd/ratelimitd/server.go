@@ -27,6 +27,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/middleware"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -89,7 +90,7 @@ func (c config) proxies() []string {
 }
 
 // rules returns the strategy the flags describe.
-func (c config) rules() (*strategy.Strategy, error) {
+func (c config) rules() (*engine.Strategy, error) {
 	r := strategy.Rule{Limit: c.limit, Window: c.window}
 	switch {
 	case c.strategy != "rollingwindow":
@@ -100,7 +101,7 @@ func (c config) rules() (*strategy.Strategy, error) {
 		// At most 1001 buckets per key: the Redis store bounds the buckets its script walks.
 		r.Granularity = c.window / 1000
 	}
-	var s *strategy.Strategy
+	var s *engine.Strategy
 	var err error
 	switch c.strategy {
 	case "fixedwindow":

@@ -25,6 +25,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -57,7 +58,7 @@ func must[T any](v T, err error) T {
 
 // sqliteWith returns a store URL for a new SQLite file in which key has n requests recorded
 // under s.
-func sqliteWith(t *testing.T, s *strategy.Strategy, key string, n int) string {
+func sqliteWith(t *testing.T, s *engine.Strategy, key string, n int) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "limits.db")
 	st := must(sqlitestore.Open(context.Background(), path, sqlitestore.Options{}))
@@ -142,8 +143,8 @@ func TestStatusRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An upstream 429 with Retry-After: 1800 and X-DayLimit-Remaining: 4000.
-	if err := st.Sync(ctx, s, "tenant-1", strategy.Update{Pause: 30 * time.Minute,
-		Reports: []strategy.Report{{Rule: 1, Remaining: 4000, Used: 1000}}}); err != nil {
+	if err := st.Sync(ctx, s, "tenant-1", engine.Update{Pause: 30 * time.Minute,
+		Reports: []engine.Report{{Rule: 1, Remaining: 4000, Used: 1000}}}); err != nil {
 		t.Fatal(err)
 	}
 	url := "redis://" + srv.Addr

@@ -12,6 +12,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 const nothingTail = "no counter exists, or all its requests have expired; check the "
@@ -28,7 +29,7 @@ func TestStatusNothingRedis(t *testing.T) {
 	if err := st.Record(ctx, s, "tenant-1", 4); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Sync(ctx, s, "paused-only", strategy.Update{Pause: time.Hour}); err != nil {
+	if err := st.Sync(ctx, s, "paused-only", engine.Update{Pause: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	url := "redis://" + srv.Addr

@@ -12,6 +12,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -65,8 +66,8 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(f
 type config struct {
 	cmd         string
 	store       string
-	strat       *strategy.Strategy
-	algorithm   strategy.Algorithm
+	strat       *engine.Strategy
+	algorithm   engine.Algorithm
 	rules       []strategy.Rule
 	key         string
 	prefix      string
@@ -210,7 +211,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		}
 		cfg.rules = append(cfg.rules, r)
 	}
-	s, err := strategy.New(cfg.algorithm, cfg.rules...)
+	s, err := engine.New(cfg.algorithm, cfg.rules...)
 	if err != nil {
 		return nil, usagef("--rule: %v", err)
 	}
@@ -241,7 +242,7 @@ func newFlags(cfg *config, rules *[]string, strat, headerKey *string) *flag.Flag
 
 // parseRule reads one --rule with strategy.ParseRule, the library's parser (one syntax for
 // both), then gives the --granularity, --margin and --headroom defaults to the fields the rule
-// leaves zero. The granularity fit is checked later, by strategy.New with the algorithm.
+// leaves zero. The granularity fit is checked later, by engine.New with the algorithm.
 func parseRule(a string, cfg *config) (strategy.Rule, error) {
 	r, err := strategy.ParseRule(a)
 	if err != nil {

@@ -64,7 +64,7 @@ func run(addr, upstream string, tenants []string, requests, goroutines int, rule
 	base.MaxIdleConnsPerHost = goroutines * len(tenants)
 	defer base.CloseIdleConnections()
 	tr, err := ratemonitor.New(base, ratemonitor.WithRules(rule), ratemonitor.WithStore(store), ratemonitor.WithPacing(),
-		ratemonitor.WithErrorPolicy(ratemonitor.FailClosed),
+		ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing),
 		ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)))
 	if err != nil {
 		return err

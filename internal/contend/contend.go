@@ -1,6 +1,6 @@
 // Package contend retries a store operation that lost an optimistic race on its key
 // (cache.ErrContended) until it succeeds or the caller's context ends: contention is not an
-// outage, so it is never handed to an ErrorPolicy.
+// outage, so it is never handed to a StoreErrorPolicy.
 package contend
 
 import (

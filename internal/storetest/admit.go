@@ -9,6 +9,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -16,10 +17,10 @@ import (
 // that the cache package's own tests can use this one).
 type AdmitStore interface {
 	Peeker
-	Record(ctx context.Context, s *strategy.Strategy, key string, n int) error
-	Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error)
-	Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error
-	Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error)
+	Record(ctx context.Context, s *engine.Strategy, key string, n int) error
+	Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error)
+	Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error
+	Admit(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Decision, error)
 }
 
 // step is one admission and what it must answer: allowed, Retry-After, and per rule the used
@@ -45,7 +46,7 @@ func Admit(t *testing.T, st AdmitStore, clk *clock.Manual) {
 	// Each subtest runs 12 000 s after the one before (a multiple of every window below), as
 	// a store's time never goes backwards.
 	base := 0.0
-	run := func(t *testing.T, s *strategy.Strategy, key string, steps []step) {
+	run := func(t *testing.T, s *engine.Strategy, key string, steps []step) {
 		t.Helper()
 		base += 12000
 		for i, w := range steps {
@@ -64,7 +65,7 @@ func Admit(t *testing.T, st AdmitStore, clk *clock.Manual) {
 			}
 		}
 	}
-	must := func(s *strategy.Strategy, err error) *strategy.Strategy {
+	must := func(s *engine.Strategy, err error) *engine.Strategy {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +115,7 @@ func Admit(t *testing.T, st AdmitStore, clk *clock.Manual) {
 		s := must(fixedwindow.New(s3))
 		base += 12000
 		clk.Set(at(base + 2003))
-		var last strategy.Result
+		var last engine.Result
 		for i := range 3 {
 			res, err := st.Reserve(ctx, s, "fwr", 1)
 			if err != nil || !res.Allowed || !res.At.Equal(at(base+2003)) {

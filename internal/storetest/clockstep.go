@@ -10,6 +10,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -40,7 +41,7 @@ func (c *SteppedClock) Advance(d time.Duration) { c.Base.Advance(d) }
 //   - a full limit stays full after the step (no fresh fixed window; Admit refuses too when st
 //     is an Admitter), and the wait a Reserve tells is the wait it gets on the new clock, not
 //     the hour until the clock catches up;
-//   - stepped back less than strategy.StepTolerance, the wait told is measured so that
+//   - stepped back less than engine.StepTolerance, the wait told is measured so that
 //     sleeping it is enough;
 //   - stepped forward 1 day, the state has simply expired: a full limit at once, no huge wait.
 //
@@ -51,7 +52,7 @@ func ClockStep(t *testing.T, st Store, clk *SteppedClock) {
 	rule := strategy.Rule{Limit: 100, Window: time.Minute}
 	algs := []struct {
 		name string
-		new  func(...strategy.Rule) (*strategy.Strategy, error)
+		new  func(...strategy.Rule) (*engine.Strategy, error)
 		// after 10 records at T, a 1 h step back and 130 records 100 ms apart from there:
 		used int           // count at the last record
 		wait time.Duration // wait for one more, at the last record
@@ -73,7 +74,7 @@ func ClockStep(t *testing.T, st Store, clk *SteppedClock) {
 			clk.Advance(time.Minute - r)
 		}
 	}
-	peek := func(t *testing.T, s *strategy.Strategy, key string, n int) strategy.Snapshot {
+	peek := func(t *testing.T, s *engine.Strategy, key string, n int) strategy.Snapshot {
 		t.Helper()
 		snap, err := st.Peek(ctx, s, key, n)
 		if err != nil {
@@ -81,7 +82,7 @@ func ClockStep(t *testing.T, st Store, clk *SteppedClock) {
 		}
 		return snap
 	}
-	reserve := func(t *testing.T, s *strategy.Strategy, key string, n int) strategy.Result {
+	reserve := func(t *testing.T, s *engine.Strategy, key string, n int) engine.Result {
 		t.Helper()
 		res, err := st.Reserve(ctx, s, key, n)
 		if err != nil {

@@ -9,23 +9,24 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Store is the part of cache.Store that Differential drives (declared here so that the cache
 // package's own tests can use this package).
 type Store interface {
 	Peeker
-	Record(ctx context.Context, s *strategy.Strategy, key string, n int) error
-	Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error)
-	Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error
+	Record(ctx context.Context, s *engine.Strategy, key string, n int) error
+	Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error)
+	Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error
 }
 
 type admitter interface {
-	Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error)
+	Admit(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Decision, error)
 }
 
 type syncer interface {
-	Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error
+	Sync(ctx context.Context, s *engine.Strategy, key string, u engine.Update) error
 }
 
 // Ops says which operations beyond Record, Reserve, Release and Peek Differential draws: Admit
@@ -37,7 +38,7 @@ type Ops struct {
 // Differential drives want and got with the same random sequence of operations on key under s,
 // moving clk (the clock both stores read) between them, and fails rt at the first answer that
 // differs. Instants are compared with Equal, so stores may answer in any time zone.
-func Differential(rt *rapid.T, clk *clock.Manual, want, got Store, s *strategy.Strategy, key string, ops Ops) {
+func Differential(rt *rapid.T, clk *clock.Manual, want, got Store, s *engine.Strategy, key string, ops Ops) {
 	ctx := context.Background()
 	type held struct {
 		at   time.Time
@@ -121,13 +122,13 @@ func Differential(rt *rapid.T, clk *clock.Manual, want, got Store, s *strategy.S
 				}
 			}
 		case 6:
-			u := strategy.Update{Pause: time.Duration(rapid.Int64Range(0, 2_000_000).Draw(rt, "pause µs")) * time.Microsecond}
+			u := engine.Update{Pause: time.Duration(rapid.Int64Range(0, 2_000_000).Draw(rt, "pause µs")) * time.Microsecond}
 			for i := range s.NumRules() {
 				if rapid.Bool().Draw(rt, "report") {
 					r := s.Rule(i)
 					used := rapid.IntRange(0, r.Limit+5).Draw(rt, "used")
 					reset := time.Duration(rapid.Int64Range(0, 3_000_000).Draw(rt, "reset µs")) * time.Microsecond
-					u.Reports = append(u.Reports, strategy.Report{Rule: i, Used: used, Remaining: max(0, r.Limit-used), Reset: reset})
+					u.Reports = append(u.Reports, engine.Report{Rule: i, Used: used, Remaining: max(0, r.Limit-used), Reset: reset})
 				}
 			}
 			if err := errors.Join(want.(syncer).Sync(ctx, s, key, u), got.(syncer).Sync(ctx, s, key, u)); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -46,7 +47,7 @@ func (v Violation) String() string {
 // an upstream, each at most slack after its grant): the rolling window shrinks by slack, a fixed
 // window is judged from k·W+slack, and a bucket's interval gains slack of refill. Check returns
 // an error for an algorithm it does not know or figures too large for exact arithmetic.
-func Check(s *strategy.Strategy, grants []Grant, slack time.Duration) ([]Violation, error) {
+func Check(s *engine.Strategy, grants []Grant, slack time.Duration) ([]Violation, error) {
 	g := sorted(grants)
 	var out []Violation
 	for _, r := range s.Rules() {
@@ -167,7 +168,7 @@ func checkBucket(r strategy.Rule, g []Grant, slack time.Duration) ([]Violation, 
 //   - fixed window: the requests in the aligned window holding t;
 //   - token bucket: the tokens missing from a full bucket at t, rounded up, refilled at
 //     Limit per effective window from the instants of recs.
-func ModelUsed(s *strategy.Strategy, recs []Grant, t time.Time) []int {
+func ModelUsed(s *engine.Strategy, recs []Grant, t time.Time) []int {
 	g := sorted(recs)
 	out := make([]int, s.NumRules())
 	for i, r := range s.Rules() {

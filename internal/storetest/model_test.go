@@ -7,6 +7,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -20,7 +21,7 @@ func TestCheck(t *testing.T) {
 	tb, _ := tokenbucket.New(r)
 	cases := []struct {
 		name   string
-		s      *strategy.Strategy
+		s      *engine.Strategy
 		grants []Grant
 		slack  time.Duration
 		want   int
@@ -50,7 +51,7 @@ func TestModelUsed(t *testing.T) {
 	tb, _ := tokenbucket.New(r)
 	recs := []Grant{g(1000.2, 2), g(1000.7, 1), g(1005, 3)}
 	for _, c := range []struct {
-		s    *strategy.Strategy
+		s    *engine.Strategy
 		at   float64
 		want int
 	}{

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Ref is the plainest store there is: the strategy's own counters in a map under one mutex,
@@ -20,8 +21,8 @@ type Ref struct {
 }
 
 type refKey struct {
-	counters map[string]strategy.Counter // by counter ID, shared across strategies
-	up       strategy.Upstream
+	counters map[string]engine.Counter // by counter ID, shared across strategies
+	up       engine.Upstream
 }
 
 var (
@@ -33,15 +34,15 @@ var (
 // NewRef returns an empty Ref reading clk.
 func NewRef(clk clock.Clock) *Ref { return &Ref{Clock: clk, keys: map[string]*refKey{}} }
 
-func (r *Ref) do(s *strategy.Strategy, key string, fn func([]strategy.Counter, *strategy.Upstream, time.Time)) {
+func (r *Ref) do(s *engine.Strategy, key string, fn func([]engine.Counter, *engine.Upstream, time.Time)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := r.keys[key]
 	if k == nil {
-		k = &refKey{counters: map[string]strategy.Counter{}}
+		k = &refKey{counters: map[string]engine.Counter{}}
 		r.keys[key] = k
 	}
-	cs := make([]strategy.Counter, s.Slots())
+	cs := make([]engine.Counter, s.Slots())
 	for j := range cs {
 		id := s.CounterID(j)
 		if k.counters[id] == nil {
@@ -53,56 +54,56 @@ func (r *Ref) do(s *strategy.Strategy, key string, fn func([]strategy.Counter, *
 }
 
 // Record implements cache.Store.
-func (r *Ref) Record(_ context.Context, s *strategy.Strategy, key string, n int) error {
-	r.do(s, key, func(cs []strategy.Counter, _ *strategy.Upstream, now time.Time) { s.Record(cs, now, n) })
+func (r *Ref) Record(_ context.Context, s *engine.Strategy, key string, n int) error {
+	r.do(s, key, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) })
 	return nil
 }
 
 // Reserve implements cache.Store.
-func (r *Ref) Reserve(_ context.Context, s *strategy.Strategy, key string, n int) (res strategy.Result, err error) {
+func (r *Ref) Reserve(_ context.Context, s *engine.Strategy, key string, n int) (res engine.Result, err error) {
 	if err := s.CheckBurst(n); err != nil {
 		return res, err
 	}
-	r.do(s, key, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) {
+	r.do(s, key, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		res, err = s.ReserveWith(cs, up, now, n)
 	})
 	return res, err
 }
 
 // Admit implements cache.Admitter.
-func (r *Ref) Admit(_ context.Context, s *strategy.Strategy, key string, n int) (d strategy.Decision, err error) {
+func (r *Ref) Admit(_ context.Context, s *engine.Strategy, key string, n int) (d strategy.Decision, err error) {
 	if err := s.CheckBurst(n); err != nil {
 		return d, err
 	}
-	r.do(s, key, func(cs []strategy.Counter, _ *strategy.Upstream, now time.Time) { d, err = s.Admit(cs, now, n) })
+	r.do(s, key, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { d, err = s.Admit(cs, now, n) })
 	return d, err
 }
 
 // Release implements cache.Store.
-func (r *Ref) Release(_ context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
-	r.do(s, key, func(cs []strategy.Counter, _ *strategy.Upstream, _ time.Time) { s.Release(cs, at, n) })
+func (r *Ref) Release(_ context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
+	r.do(s, key, func(cs []engine.Counter, _ *engine.Upstream, _ time.Time) { s.Release(cs, at, n) })
 	return nil
 }
 
 // Peek implements cache.Store.
-func (r *Ref) Peek(_ context.Context, s *strategy.Strategy, key string, n int) (snap strategy.Snapshot, err error) {
+func (r *Ref) Peek(_ context.Context, s *engine.Strategy, key string, n int) (snap strategy.Snapshot, err error) {
 	if n != 0 {
 		if err := s.CheckBurst(n); err != nil {
 			return snap, err
 		}
 	}
-	r.do(s, key, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) {
+	r.do(s, key, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		snap, err = s.PeekWith(cs, up, now, n)
 	})
 	return snap, err
 }
 
 // Sync implements cache.Syncer.
-func (r *Ref) Sync(_ context.Context, s *strategy.Strategy, key string, u strategy.Update) error {
+func (r *Ref) Sync(_ context.Context, s *engine.Strategy, key string, u engine.Update) error {
 	if err := s.CheckUpdate(u); err != nil {
 		return err
 	}
-	r.do(s, key, func(cs []strategy.Counter, up *strategy.Upstream, now time.Time) { s.Sync(cs, up, now, u) })
+	r.do(s, key, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) })
 	return nil
 }
 

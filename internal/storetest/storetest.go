@@ -7,10 +7,11 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Strategy layers rules under the rolling window, failing the test on an invalid rule.
-func Strategy(t testing.TB, rules ...strategy.Rule) *strategy.Strategy {
+func Strategy(t testing.TB, rules ...strategy.Rule) *engine.Strategy {
 	t.Helper()
 	s, err := rollingwindow.New(rules...)
 	if err != nil {
@@ -21,11 +22,11 @@ func Strategy(t testing.TB, rules ...strategy.Rule) *strategy.Strategy {
 
 // Peeker is the part of cache.Store that Used needs.
 type Peeker interface {
-	Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error)
+	Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error)
 }
 
 // Used returns key's usage per rule, failing the test on a store error.
-func Used(t testing.TB, st Peeker, s *strategy.Strategy, key string) []int {
+func Used(t testing.TB, st Peeker, s *engine.Strategy, key string) []int {
 	t.Helper()
 	snap, err := st.Peek(context.Background(), s, key, 0)
 	if err != nil {

@@ -8,15 +8,16 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // SyncStore is the part of a cache.Store and cache.Syncer that Sync needs (this package cannot
 // import cache, whose own tests use it).
 type SyncStore interface {
 	Peeker
-	Record(ctx context.Context, s *strategy.Strategy, key string, n int) error
-	Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error)
-	Sync(ctx context.Context, s *strategy.Strategy, key string, u strategy.Update) error
+	Record(ctx context.Context, s *engine.Strategy, key string, n int) error
+	Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error)
+	Sync(ctx context.Context, s *engine.Strategy, key string, u engine.Update) error
 }
 
 // Sync checks a Syncer's exact answers on a manual clock that the store reads its instants
@@ -43,19 +44,19 @@ func Sync(t *testing.T, st SyncStore, clk *clock.Manual) {
 
 	must(st.Record(ctx, s, "k", 10))
 	// The upstream counts 40 used in the minute (20 remaining): we count 10, so we rise to 40.
-	must(st.Sync(ctx, s, "k", strategy.Update{Reports: []strategy.Report{{Rule: 0, Remaining: 20, Used: 40}}}))
+	must(st.Sync(ctx, s, "k", engine.Update{Reports: []engine.Report{{Rule: 0, Remaining: 20, Used: 40}}}))
 	snap := peek("k", 0)
 	if u := snap.Usage; u[0].Used != 40 || u[0].Remaining != 20 || u[0].Reported != 20 || !u[0].ReportedAt.Equal(t0) || u[1].Used != 10 || !u[1].ReportedAt.IsZero() {
 		t.Fatalf("after raising the minute rule to 40: %+v", u)
 	}
 	// A figure below our count never lowers it, but is kept as reported.
 	at(time.Second)
-	must(st.Sync(ctx, s, "k", strategy.Update{Reports: []strategy.Report{{Rule: 0, Remaining: 50, Used: 10}}}))
+	must(st.Sync(ctx, s, "k", engine.Update{Reports: []engine.Report{{Rule: 0, Remaining: 50, Used: 10}}}))
 	if u := peek("k", 0).Usage[0]; u.Used != 40 || u.Reported != 50 || !u.ReportedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("a lower upstream count lowered ours or was not kept: %+v", u)
 	}
 	// The day rule is raised on its own: the minute rule does not move.
-	must(st.Sync(ctx, s, "k", strategy.Update{Reports: []strategy.Report{{Rule: 1, Remaining: 0, Used: 5000}}}))
+	must(st.Sync(ctx, s, "k", engine.Update{Reports: []engine.Report{{Rule: 1, Remaining: 0, Used: 5000}}}))
 	if u := peek("k", 0).Usage; u[0].Used != 40 || u[1].Used != 5000 || u[1].Remaining != 0 {
 		t.Fatalf("raising the day rule: %+v", u)
 	}
@@ -68,8 +69,8 @@ func Sync(t *testing.T, st SyncStore, clk *clock.Manual) {
 	// A pause holds every reservation until it ends, and never shortens.
 	p := "p"
 	at(2 * time.Minute)
-	must(st.Sync(ctx, s, p, strategy.Update{Pause: 30 * time.Second}))
-	must(st.Sync(ctx, s, p, strategy.Update{Pause: 5 * time.Second}))
+	must(st.Sync(ctx, s, p, engine.Update{Pause: 30 * time.Second}))
+	must(st.Sync(ctx, s, p, engine.Update{Pause: 5 * time.Second}))
 	res, err := st.Reserve(ctx, s, p, 1)
 	must(err)
 	if res.Allowed || res.Wait != 30*time.Second {
@@ -100,7 +101,7 @@ func Sync(t *testing.T, st SyncStore, clk *clock.Manual) {
 	// A reported figure is shown for a window after it was given, then no more; the longest
 	// pause a store takes is kept whole.
 	at(3*time.Minute + 30*time.Second)
-	must(st.Sync(ctx, s, "old", strategy.Update{Pause: strategy.MaxWindow, Reports: []strategy.Report{{Rule: 0, Remaining: 60, Used: 0}}}))
+	must(st.Sync(ctx, s, "old", engine.Update{Pause: strategy.MaxWindow, Reports: []engine.Report{{Rule: 0, Remaining: 60, Used: 0}}}))
 	at(4*time.Minute + 30*time.Second - time.Microsecond)
 	if snap := peek("old", 1); snap.Usage[0].Reported != 60 || !snap.Usage[0].ReportedAt.Equal(t0.Add(210*time.Second)) ||
 		!snap.PausedUntil.Equal(t0.Add(210*time.Second+strategy.MaxWindow)) {
@@ -114,7 +115,7 @@ func Sync(t *testing.T, st SyncStore, clk *clock.Manual) {
 	// A raise with a reset is dated so that it stops counting when the upstream frees it: 50
 	// raised at 5 min with a reset of 20 s count until 5 min 20 s, not for a whole minute.
 	at(5 * time.Minute)
-	must(st.Sync(ctx, s, "r", strategy.Update{Reports: []strategy.Report{{Rule: 0, Remaining: 10, Used: 50, Reset: 20 * time.Second}}}))
+	must(st.Sync(ctx, s, "r", engine.Update{Reports: []engine.Report{{Rule: 0, Remaining: 10, Used: 50, Reset: 20 * time.Second}}}))
 	if snap := peek("r", 11); snap.Usage[0].Used != 50 || snap.Wait != 20*time.Second {
 		t.Fatalf("raise with a 20 s reset: used %d, wait for 11 %v, want 50 and 20s", snap.Usage[0].Used, snap.Wait)
 	}
@@ -130,22 +131,22 @@ func Sync(t *testing.T, st SyncStore, clk *clock.Manual) {
 		t.Fatalf("raised usage still counts at its reset: %+v", u)
 	}
 	// A reset as long as the window or longer is a raise at the instant itself.
-	must(st.Sync(ctx, s, "r2", strategy.Update{Reports: []strategy.Report{{Rule: 0, Remaining: 0, Used: 60, Reset: time.Hour}}}))
+	must(st.Sync(ctx, s, "r2", engine.Update{Reports: []engine.Report{{Rule: 0, Remaining: 0, Used: 60, Reset: time.Hour}}}))
 	if snap := peek("r2", 1); snap.Wait != time.Minute {
 		t.Fatalf("raise with a reset past the window: wait %v, want 1m", snap.Wait)
 	}
 
 	// A bad update is refused whole.
-	for _, u := range []strategy.Update{
+	for _, u := range []engine.Update{
 		{Pause: -time.Second},
-		{Reports: []strategy.Report{{Rule: 0, Remaining: 1, Used: 59}, {Rule: 2, Used: 1}}},
-		{Reports: []strategy.Report{{Rule: 0, Remaining: -1, Used: 1}}},
-		{Reports: []strategy.Report{{Rule: 0, Used: 1 << 32}}},
-		{Reports: []strategy.Report{{Rule: 0, Used: 1, Reset: -time.Second}}},
+		{Reports: []engine.Report{{Rule: 0, Remaining: 1, Used: 59}, {Rule: 2, Used: 1}}},
+		{Reports: []engine.Report{{Rule: 0, Remaining: -1, Used: 1}}},
+		{Reports: []engine.Report{{Rule: 0, Used: 1 << 32}}},
+		{Reports: []engine.Report{{Rule: 0, Used: 1, Reset: -time.Second}}},
 		{Pause: strategy.MaxWindow + 1},
-		{Reports: []strategy.Report{{Rule: 0, Used: 1, Reset: strategy.MaxWindow + 1}}},
+		{Reports: []engine.Report{{Rule: 0, Used: 1, Reset: strategy.MaxWindow + 1}}},
 	} {
-		if err := st.Sync(ctx, s, "bad", u); !errors.Is(err, strategy.ErrInvalidUpdate) {
+		if err := st.Sync(ctx, s, "bad", u); !errors.Is(err, engine.ErrInvalidUpdate) {
 			t.Fatalf("Sync(%+v) = %v, want ErrInvalidUpdate", u, err)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // clockStep steps the store's clock by step (back 1 h, forward 1 day) in the middle of a run
@@ -21,7 +21,7 @@ import (
 //     more after a step back than before it;
 //   - a wait told is honoured (a lone caller told d is granted after d), and the key admits
 //     again within its longest window of the step (no lockout).
-func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration) {
+func clockStep(t *testing.T, tg Target, s *engine.Strategy, step time.Duration) {
 	rep := newReport(t, tg)
 	defer rep.done()
 	clk := clock.NewManual(t0)
@@ -125,11 +125,11 @@ func clockStep(t *testing.T, tg Target, s *strategy.Strategy, step time.Duration
 	grants, waits, _ := rec.kept()
 	rep.waitsInBounds(s, waits, 0)
 	// After the step a store dates grants either on the new clock (the memory, SQLite and
-	// DynamoDB stores rebase the key, strategy.Rebase) or on the key's own timeline carried on
+	// DynamoDB stores rebase the key, engine.Rebase) or on the key's own timeline carried on
 	// from before the step (the Redis scripts keep a clock offset per key): either way no earlier
 	// than where that timeline stood at the step, and no later than that plus the time truly
-	// passed since and strategy.StepTolerance (the most a key is answered ahead of its clock).
-	passed := clk.Now().Sub(stepAt) + strategy.StepTolerance
+	// passed since and engine.StepTolerance (the most a key is answered ahead of its clock).
+	passed := clk.Now().Sub(stepAt) + engine.StepTolerance
 	stepped := stepAt.Add(step)
 	for _, g := range grants[len(before):] {
 		onNew := !g.At.Before(stepped) && !g.At.After(stepped.Add(passed))

@@ -4,7 +4,7 @@
 // monitoring Record, middleware Admit, the paced Transport with 64 goroutines against an
 // upstream, several OS processes), under every strategy, and under the faults the store has
 // (stopped and restarted, paused, scripts flushed, clock stepped back and forward, a process
-// killed), each under FailOpen and FailClosed.
+// killed), each under SendUncounted and SendNothing.
 //
 // A store's package runs it from its own test file with Run. It lives apart from package
 // storetest because it imports ratemonitor and middleware, which import package cache, whose
@@ -25,6 +25,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -59,8 +60,8 @@ type Target struct {
 // Strategies returns the strategies the suite runs on a manual clock, by algorithm name: two
 // layered rules each, the second with a margin and headroom, so that effective windows and
 // limits are what is judged.
-func Strategies() []*strategy.Strategy {
-	return []*strategy.Strategy{
+func Strategies() []*engine.Strategy {
+	return []*engine.Strategy{
 		must(rollingwindow.New(
 			strategy.Rule{Limit: 10, Window: time.Second, Granularity: 100 * time.Millisecond},
 			strategy.Rule{Limit: 30, Window: 5 * time.Second, Granularity: 100 * time.Millisecond, Margin: 100 * time.Millisecond, Headroom: 5})),
@@ -75,8 +76,8 @@ func Strategies() []*strategy.Strategy {
 
 // realStrategies are the ones the real-time cases (Transport, processes, server faults) run:
 // short windows, so that a CI run sees several of them.
-func realStrategies() []*strategy.Strategy {
-	return []*strategy.Strategy{
+func realStrategies() []*engine.Strategy {
+	return []*engine.Strategy{
 		must(rollingwindow.New(
 			strategy.Rule{Limit: 10, Window: 500 * time.Millisecond, Granularity: 50 * time.Millisecond},
 			strategy.Rule{Limit: 25, Window: 2 * time.Second, Granularity: 100 * time.Millisecond})),
@@ -89,7 +90,7 @@ func realStrategies() []*strategy.Strategy {
 	}
 }
 
-func must(s *strategy.Strategy, err error) *strategy.Strategy {
+func must(s *engine.Strategy, err error) *engine.Strategy {
 	if err != nil {
 		panic(err) // the rules above are constants
 	}
@@ -149,22 +150,22 @@ func Run(t *testing.T, tg Target) {
 		}
 	}
 	t.Run("reserve64", func(t *testing.T) {
-		forEach(t, Strategies(), func(t *testing.T, s *strategy.Strategy) { reserve64(t, tg, s) })
+		forEach(t, Strategies(), func(t *testing.T, s *engine.Strategy) { reserve64(t, tg, s) })
 	})
 	t.Run("record64", func(t *testing.T) {
-		forEach(t, Strategies(), func(t *testing.T, s *strategy.Strategy) { record64(t, tg, s) })
+		forEach(t, Strategies(), func(t *testing.T, s *engine.Strategy) { record64(t, tg, s) })
 	})
 	t.Run("admit64", func(t *testing.T) {
-		forEach(t, Strategies(), func(t *testing.T, s *strategy.Strategy) { admit64(t, tg, s) })
+		forEach(t, Strategies(), func(t *testing.T, s *engine.Strategy) { admit64(t, tg, s) })
 	})
 	t.Run("clockback", func(t *testing.T) {
-		forEach(t, Strategies(), func(t *testing.T, s *strategy.Strategy) { clockStep(t, tg, s, -time.Hour) })
+		forEach(t, Strategies(), func(t *testing.T, s *engine.Strategy) { clockStep(t, tg, s, -time.Hour) })
 	})
 	t.Run("clockforward", func(t *testing.T) {
-		forEach(t, Strategies(), func(t *testing.T, s *strategy.Strategy) { clockStep(t, tg, s, 24*time.Hour) })
+		forEach(t, Strategies(), func(t *testing.T, s *engine.Strategy) { clockStep(t, tg, s, 24*time.Hour) })
 	})
 	t.Run("transport64", func(t *testing.T) {
-		forEach(t, realStrategies(), func(t *testing.T, s *strategy.Strategy) { transport64(t, tg, s) })
+		forEach(t, realStrategies(), func(t *testing.T, s *engine.Strategy) { transport64(t, tg, s) })
 	})
 	t.Run("stacked", func(t *testing.T) { stacked(t, tg) })
 	t.Run("split", func(t *testing.T) { splitCount(t, tg) })
@@ -174,13 +175,13 @@ func Run(t *testing.T, tg Target) {
 	}
 }
 
-func forEach(t *testing.T, ss []*strategy.Strategy, f func(*testing.T, *strategy.Strategy)) {
+func forEach(t *testing.T, ss []*engine.Strategy, f func(*testing.T, *engine.Strategy)) {
 	for _, s := range ss {
 		t.Run(s.Name(), func(t *testing.T) { f(t, s) })
 	}
 }
 
-func validate(tg Target, t testing.TB, s *strategy.Strategy) error {
+func validate(tg Target, t testing.TB, s *engine.Strategy) error {
 	st := tg.Open(t, clock.NewManual(t0))
 	r := &recorder{Store: st}
 	return r.Validate(s)
@@ -218,7 +219,7 @@ func (r *report) done() {
 
 // violations judges grants with the model and fails the report for each violation (the first
 // few named, and how many).
-func (r *report) violations(what string, s *strategy.Strategy, grants []Grant, slack time.Duration) int {
+func (r *report) violations(what string, s *engine.Strategy, grants []Grant, slack time.Duration) int {
 	r.t.Helper()
 	v, err := Check(s, grants, slack)
 	totals.judged.Add(int64(len(grants)))
@@ -240,7 +241,7 @@ func (r *report) violations(what string, s *strategy.Strategy, grants []Grant, s
 }
 
 // waitsInBounds fails the report for each wait outside [0, longest window + pause].
-func (r *report) waitsInBounds(s *strategy.Strategy, waits []time.Duration, pause time.Duration) {
+func (r *report) waitsInBounds(s *engine.Strategy, waits []time.Duration, pause time.Duration) {
 	bad := 0
 	for _, w := range waits {
 		if w < 0 || w > s.Longest()+pause {

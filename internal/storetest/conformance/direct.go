@@ -14,7 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/middleware"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 type Grant = storetest.Grant
@@ -41,7 +41,7 @@ func micro(d time.Duration) time.Duration {
 
 // tolerance is how late a wait may be honoured: one granularity of the finest rule under the
 // rolling window (its buckets), one microsecond otherwise.
-func tolerance(s *strategy.Strategy) time.Duration {
+func tolerance(s *engine.Strategy) time.Duration {
 	tol := time.Microsecond
 	if s.Name() == "rollingwindow" {
 		for _, r := range s.Rules() {
@@ -56,7 +56,7 @@ func tolerance(s *strategy.Strategy) time.Duration {
 // grant is judged at its Result.At; every wait must lie in [0, longest]; the lone caller must be
 // granted within d plus one granularity; and the store's usage at the end must equal the
 // model's.
-func reserve64(t *testing.T, tg Target, s *strategy.Strategy) {
+func reserve64(t *testing.T, tg Target, s *engine.Strategy) {
 	rep := newReport(t, tg)
 	defer rep.done()
 	clk := clock.NewManual(t0)
@@ -123,7 +123,7 @@ func reserve64(t *testing.T, tg Target, s *strategy.Strategy) {
 // record64 is monitoring: rounds of 64 goroutines recording 1 to 3 requests at one instant,
 // the clock moved on between rounds. After every round the store's usage must equal the
 // model's: no record lost, none counted twice.
-func record64(t *testing.T, tg Target, s *strategy.Strategy) {
+func record64(t *testing.T, tg Target, s *engine.Strategy) {
 	rep := newReport(t, tg)
 	defer rep.done()
 	clk := clock.NewManual(t0)
@@ -165,7 +165,7 @@ func record64(t *testing.T, tg Target, s *strategy.Strategy) {
 // other round) or the store's Admit directly. Every admitted attempt must reach the handler
 // exactly once; grants are judged at Decision.At; Retry-After must lie in [0, longest]; the
 // store's usage must equal the model's (the fixed window counts refused attempts too).
-func admit64(t *testing.T, tg Target, s *strategy.Strategy) {
+func admit64(t *testing.T, tg Target, s *engine.Strategy) {
 	rep := newReport(t, tg)
 	defer rep.done()
 	clk := clock.NewManual(t0)

@@ -55,7 +55,7 @@ func serverFaults(tg Target) []serverFault {
 	return fs
 }
 
-// faults runs each server fault the target has under FailOpen and FailClosed, each time on
+// faults runs each server fault the target has under SendUncounted and SendNothing, each time on
 // every strategy at once (one key each, 64 goroutines each). See faultCase.
 func faults(t *testing.T, tg Target) {
 	fs := serverFaults(tg)
@@ -63,7 +63,7 @@ func faults(t *testing.T, tg Target) {
 		t.Skipf("%s has no server to stop, pause or flush; contention and clock steps run in reserve64 and clockback/clockforward", tg.Name)
 	}
 	for _, f := range fs {
-		for _, p := range []ratemonitor.ErrorPolicy{ratemonitor.FailOpen, ratemonitor.FailClosed} {
+		for _, p := range []ratemonitor.StoreErrorPolicy{ratemonitor.SendUncounted, ratemonitor.SendNothing} {
 			t.Run(f.name+"/"+p.String(), func(t *testing.T) { faultCase(t, tg, f, p) })
 		}
 	}
@@ -71,10 +71,10 @@ func faults(t *testing.T, tg Target) {
 
 // faultCase paces every strategy through its own Transport while f strikes, and checks:
 // grants at the store's instants never exceed a rule (apart before and after a lossy fault);
-// under FailClosed nothing reaches the upstream uncounted and arrivals never exceed a rule;
-// after the fault every key admits again within its longest window. Under FailOpen it reports
+// under SendNothing nothing reaches the upstream uncounted and arrivals never exceed a rule;
+// after the fault every key admits again within its longest window. Under SendUncounted it reports
 // what leaked: requests sent uncounted, and arrivals over the limit.
-func faultCase(t *testing.T, tg Target, f serverFault, policy ratemonitor.ErrorPolicy) {
+func faultCase(t *testing.T, tg Target, f serverFault, policy ratemonitor.StoreErrorPolicy) {
 	rep := newReport(t, tg)
 	defer rep.done()
 	ss := realStrategies()
@@ -130,10 +130,10 @@ func faultCase(t *testing.T, tg Target, f serverFault, policy ratemonitor.ErrorP
 			rep.fail("%s: a request after the run failed after %v: %v", name, l.lastTook, l.last)
 		}
 		leakedOver := 0
-		var peak storetest.Violation // the arrivals furthest over a rule under FailOpen
-		if policy == ratemonitor.FailClosed {
+		var peak storetest.Violation // the arrivals furthest over a rule under SendUncounted
+		if policy == ratemonitor.SendNothing {
 			if l.uncounted != 0 {
-				rep.fail("%s: FailClosed sent %d requests uncounted", name, l.uncounted)
+				rep.fail("%s: SendNothing sent %d requests uncounted", name, l.uncounted)
 			}
 			for _, a := range arr {
 				av += rep.violations(name+": arrivals at the upstream (send delay "+l.slack.String()+")", s, a, l.slack)

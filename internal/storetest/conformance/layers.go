@@ -28,7 +28,7 @@ func stacked(t *testing.T, tg Target) {
 		st := tg.Open(t, nil)
 		key := newKey("stacked")
 		opts := []ratemonitor.Option{ratemonitor.WithStore(st), ratemonitor.WithRules(rules...),
-			ratemonitor.WithKeyFunc(func(*http.Request) string { return key }), ratemonitor.WithErrorPolicy(ratemonitor.FailClosed),
+			ratemonitor.WithKeyFunc(func(*http.Request) string { return key }), ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing),
 			ratemonitor.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
 		if paced {
 			opts = append(opts, ratemonitor.WithPacing())
@@ -78,7 +78,7 @@ func splitCount(t *testing.T, tg Target) {
 		var trs []*ratemonitor.Transport
 		for _, r := range pair {
 			tr, err := ratemonitor.New(hc, ratemonitor.WithStore(rec), ratemonitor.WithRules(r), ratemonitor.WithPacing(),
-				ratemonitor.WithKeyFunc(func(*http.Request) string { return key }), ratemonitor.WithErrorPolicy(ratemonitor.FailClosed),
+				ratemonitor.WithKeyFunc(func(*http.Request) string { return key }), ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing),
 				ratemonitor.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 			if err != nil {
 				t.Logf("%s and %s on one key: New refuses the second: %v", pair[0], pair[1], err)

@@ -11,6 +11,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/contend"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // Store is what the suite drives: a cache.Store that admits (every store does).
@@ -74,7 +75,7 @@ func (r *recorder) Contends() bool {
 	return ok && c.Contends()
 }
 
-func (r *recorder) Validate(s *strategy.Strategy) error {
+func (r *recorder) Validate(s *engine.Strategy) error {
 	if v, ok := r.Store.(cache.Validator); ok {
 		return v.Validate(s)
 	}
@@ -118,7 +119,7 @@ func (r *recorder) lastError() (error, time.Time) {
 	return r.lastErr, r.lastErrAt
 }
 
-func (r *recorder) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (r *recorder) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	totals.ops.Add(1)
 	res, err := r.Store.Reserve(ctx, s, key, n)
 	r.failed(ctx, err)
@@ -141,7 +142,7 @@ func (r *recorder) Reserve(ctx context.Context, s *strategy.Strategy, key string
 	return res, nil
 }
 
-func (r *recorder) Admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+func (r *recorder) Admit(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Decision, error) {
 	totals.ops.Add(1)
 	d, err := r.Store.Admit(ctx, s, key, n)
 	r.failed(ctx, err)
@@ -164,7 +165,7 @@ func (r *recorder) Admit(ctx context.Context, s *strategy.Strategy, key string, 
 	return d, nil
 }
 
-func (r *recorder) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+func (r *recorder) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
 	totals.ops.Add(1)
 	err := r.Store.Release(ctx, s, key, at, n)
 	r.failed(ctx, err)
@@ -176,14 +177,14 @@ func (r *recorder) Release(ctx context.Context, s *strategy.Strategy, key string
 	return err
 }
 
-func (r *recorder) Record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+func (r *recorder) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	totals.ops.Add(1)
 	err := r.Store.Record(ctx, s, key, n)
 	r.failed(ctx, err)
 	return err
 }
 
-func (r *recorder) Peek(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Snapshot, error) {
+func (r *recorder) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error) {
 	totals.ops.Add(1)
 	snap, err := r.Store.Peek(ctx, s, key, n)
 	r.failed(ctx, err)
@@ -235,15 +236,15 @@ func (r *recorder) contentions() int {
 // entry point of the library does (the Transport, Reserve, the middleware): a store that loses
 // an optimistic race after its own bounded retries is not failing.
 
-func (r *recorder) reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (r *recorder) reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	res, err := r.Reserve(ctx, s, key, n)
 	if err == nil {
 		return res, nil
 	}
-	return contend.Retry(ctx, err, func() (strategy.Result, error) { return r.Reserve(ctx, s, key, n) })
+	return contend.Retry(ctx, err, func() (engine.Result, error) { return r.Reserve(ctx, s, key, n) })
 }
 
-func (r *recorder) record(ctx context.Context, s *strategy.Strategy, key string, n int) error {
+func (r *recorder) record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	err := r.Record(ctx, s, key, n)
 	if err == nil {
 		return nil
@@ -252,7 +253,7 @@ func (r *recorder) record(ctx context.Context, s *strategy.Strategy, key string,
 	return err
 }
 
-func (r *recorder) admit(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Decision, error) {
+func (r *recorder) admit(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Decision, error) {
 	d, err := r.Admit(ctx, s, key, n)
 	if err == nil {
 		return d, nil

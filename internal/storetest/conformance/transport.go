@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // upstream is an httptest server that notes when each request arrived, by the sequence number
@@ -69,7 +69,7 @@ func (b *base) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // load is what one run of paced goroutines through a Transport saw.
 type load struct {
-	s         *strategy.Strategy
+	s         *engine.Strategy
 	grants    []Grant         // the store's grants (Result.At), less any released
 	waits     []time.Duration // the waits the store told
 	sends     []send
@@ -77,7 +77,7 @@ type load struct {
 	slack     time.Duration
 	uncounted int   // sent without the store having counted them
 	storeErrs int   // store operations that failed
-	failed    int   // requests RoundTrip refused with a store error (FailClosed)
+	failed    int   // requests RoundTrip refused with a store error (SendNothing)
 	last      error // the last request's error after the run (nil: admitted)
 	lastTook  time.Duration
 }
@@ -86,13 +86,13 @@ type load struct {
 // key for d; a goroutine whose request fails with a store error backs off 5 ms. After the run
 // one more request is sent, with the strategy's longest window (and 250 ms) to be admitted in.
 // It may run on a goroutine other than the test's.
-func runLoad(t *testing.T, rec *recorder, s *strategy.Strategy, key string, policy ratemonitor.ErrorPolicy, d time.Duration, faultOver <-chan struct{}) load {
+func runLoad(t *testing.T, rec *recorder, s *engine.Strategy, key string, policy ratemonitor.StoreErrorPolicy, d time.Duration, faultOver <-chan struct{}) load {
 	up := newUpstream(t)
 	hc := &http.Transport{MaxIdleConnsPerHost: goroutines}
 	t.Cleanup(hc.CloseIdleConnections)
 	b := &base{next: hc}
 	tr, err := ratemonitor.New(b, ratemonitor.WithPacing(), ratemonitor.WithStore(rec), ratemonitor.WithStrategy(s),
-		ratemonitor.WithKeyFunc(func(*http.Request) string { return key }), ratemonitor.WithErrorPolicy(policy),
+		ratemonitor.WithKeyFunc(func(*http.Request) string { return key }), ratemonitor.WithStoreErrorPolicy(policy),
 		ratemonitor.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Errorf("ratemonitor.New: %v", err) // Errorf: runLoad may run on a goroutine of its own
@@ -135,7 +135,7 @@ func runLoad(t *testing.T, rec *recorder, s *strategy.Strategy, key string, poli
 	}
 	wg.Wait()
 	// No lockout: once the fault is over, a caller retrying after store errors is admitted
-	// (counted, not merely sent under FailOpen) within the longest window.
+	// (counted, not merely sent under SendUncounted) within the longest window.
 	if faultOver != nil {
 		<-faultOver
 	}
@@ -182,7 +182,7 @@ func runLoad(t *testing.T, rec *recorder, s *strategy.Strategy, key string, poli
 
 // ideal is the most requests the strategy's rules let through in d from an empty start: the
 // tightest rule's limit per window, plus one window's limit at the start.
-func ideal(s *strategy.Strategy, d time.Duration) int {
+func ideal(s *engine.Strategy, d time.Duration) int {
 	best := -1
 	for _, r := range s.Rules() {
 		n := r.EffectiveLimit() * int(1+d/r.EffectiveWindow())
@@ -197,25 +197,25 @@ func ideal(s *strategy.Strategy, d time.Duration) int {
 }
 
 // transport64 paces 64 goroutines through one Transport on one key for 1.2 s under the default
-// policy (FailOpen), with no fault: every grant is judged at the store's instant, every arrival
+// policy (SendUncounted), with no fault: every grant is judged at the store's instant, every arrival
 // at the upstream with the send delay measured, waits lie in [0, longest], and nothing is sent
 // uncounted because of contention (a store error that is not one, a timeout on a loaded
 // machine, is reported with what it let through: the test must not hang on scheduling).
-func transport64(t *testing.T, tg Target, s *strategy.Strategy) {
+func transport64(t *testing.T, tg Target, s *engine.Strategy) {
 	t.Parallel() // the three strategies share the store, on their own keys
 	rep := newReport(t, tg)
 	defer rep.done()
 	rec := &recorder{Store: tg.Open(t, nil)}
 	d := dur(1200 * time.Millisecond)
-	l := runLoad(t, rec, s, newKey("transport"), ratemonitor.FailOpen, d, nil)
+	l := runLoad(t, rec, s, newKey("transport"), ratemonitor.SendUncounted, d, nil)
 	rep.waitsInBounds(s, l.waits, 0)
 	v := rep.violations("grants at the store's instants", s, l.grants, 0)
 	av := 0
 	if l.uncounted == 0 {
 		av = rep.violations("arrivals at the upstream (send delay "+l.slack.String()+")", s, l.arrivals, l.slack)
 	}
-	// Contention is retried, not handed to the ErrorPolicy: only other store errors (a timeout
-	// on a loaded machine) may let a request out uncounted under FailOpen.
+	// Contention is retried, not handed to the StoreErrorPolicy: only other store errors (a timeout
+	// on a loaded machine) may let a request out uncounted under SendUncounted.
 	if c := rec.contentions(); l.uncounted > l.storeErrs-c {
 		rep.fail("%d requests were sent uncounted after %d store errors, %d of them contention: contention is not an outage", l.uncounted, l.storeErrs, c)
 	}

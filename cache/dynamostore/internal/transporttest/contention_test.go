@@ -19,6 +19,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // grantLog is a store that keeps the instant of every slot its inner store granted (Reserve's
@@ -29,7 +30,7 @@ type grantLog struct {
 	at []time.Time
 }
 
-func (g *grantLog) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (g *grantLog) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	res, err := g.Store.Reserve(ctx, s, key, n)
 	if err == nil && res.Allowed {
 		g.mu.Lock()
@@ -41,7 +42,7 @@ func (g *grantLog) Reserve(ctx context.Context, s *strategy.Strategy, key string
 	return res, err
 }
 
-func (g *grantLog) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+func (g *grantLog) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
 	err := g.Store.Release(ctx, s, key, at, n)
 	if err == nil {
 		g.mu.Lock()
@@ -106,9 +107,9 @@ func paceRun(t *testing.T, store cache.Store, rule strategy.Rule, transports, ca
 	var errs atomic.Int64
 	trs := make([]*ratemonitor.Transport, transports)
 	for i := range trs {
-		// FailOpen by name (paced Transports default to Degrade, which would absorb a store
+		// SendUncounted by name (paced Transports default to Degrade, which would absorb a store
 		// error this test must see).
-		tr, err := ratemonitor.New(base, ratemonitor.WithRules(rule), ratemonitor.WithStore(g), ratemonitor.WithPacing(), ratemonitor.WithErrorPolicy(ratemonitor.FailOpen), ratemonitor.WithLogger(slog.New(slog.DiscardHandler)),
+		tr, err := ratemonitor.New(base, ratemonitor.WithRules(rule), ratemonitor.WithStore(g), ratemonitor.WithPacing(), ratemonitor.WithStoreErrorPolicy(ratemonitor.SendUncounted), ratemonitor.WithLogger(slog.New(slog.DiscardHandler)),
 			ratemonitor.WithErrorHandler(func(*http.Request, string, error) { errs.Add(1) }))
 		if err != nil {
 			t.Fatal(err)
@@ -165,7 +166,7 @@ func paceRun(t *testing.T, store cache.Store, rule strategy.Rule, transports, ca
 }
 
 // TestPacedContentionDynamo: 64 goroutines pace one key, 20 per second, for 3 s through a
-// DynamoDB-backed Transport under the default FailOpen, as in issue 13 (defect 3), and through
+// DynamoDB-backed Transport under the default SendUncounted, as in issue 13 (defect 3), and through
 // four Transports sharing the table (as four processes would, whose callers do contend). Every
 // request that reaches the upstream was granted by the store (none sent uncounted), the store's
 // grants never exceed 20 in any second (the strict model, at the store's own instants), no
@@ -225,7 +226,7 @@ func TestPacedContentionDynamo(t *testing.T) {
 }
 
 // TestMonitoredContentionDynamo: 64 goroutines × 4 requests on one key in monitoring mode
-// (default FailOpen) through one Transport, and through four sharing the table, over a
+// (default SendUncounted) through one Transport, and through four sharing the table, over a
 // DynamoDB store whose own retries are off, so that racing writers would meet contention at
 // once: every one of the 256 requests that reached the upstream is counted (the key counts
 // 256), and no store error is reported.
@@ -297,19 +298,19 @@ func newContentionFixture(t *testing.T, fail int64) *contentionFixture {
 	return f
 }
 
-// transport returns a Transport on the fixture's store, FailOpen unless opts say otherwise
+// transport returns a Transport on the fixture's store, SendUncounted unless opts say otherwise
 // (by name: paced Transports default to Degrade), whose store errors are counted in reported.
 func (f *contentionFixture) transport(t *testing.T, key string, reported *atomic.Int64, opts ...ratemonitor.Option) *ratemonitor.Transport {
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
 	opts = append([]ratemonitor.Option{ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}), ratemonitor.WithStore(f.store),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return key }), ratemonitor.WithLogger(slog.New(slog.DiscardHandler)),
-		ratemonitor.WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }), ratemonitor.WithErrorPolicy(ratemonitor.FailOpen)}, opts...)
+		ratemonitor.WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }), ratemonitor.WithStoreErrorPolicy(ratemonitor.SendUncounted)}, opts...)
 	return newTransport(t, base, opts...)
 }
 
 // TestContentionPastDeadline: when every conditional write on the key loses (the store returns
-// dynamostore.ErrContended each time), a request under the default FailOpen is retried until
+// dynamostore.ErrContended each time), a request under the default SendUncounted is retried until
 // its context's deadline and then not sent: RoundTrip returns an error wrapping both
 // context.DeadlineExceeded and cache.ErrContended, the error handler is not called (contention
 // is not an outage), the upstream sees nothing and the key counts nothing. So for paced and

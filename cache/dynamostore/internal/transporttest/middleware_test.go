@@ -25,7 +25,7 @@ func (c *countingHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 }
 
 // TestMiddlewareDynamoContention: 64 goroutines × 4 requests from one address through four
-// FailOpen Limiters (four servers) over one DynamoDB table whose own retries are off, under
+// Admit Limiters (four servers) over one DynamoDB table whose own retries are off, under
 // 100 per hour: exactly 100 are served, the other 156 are refused with 429, the handler runs
 // for the served ones only, the key counts 100, and no error is reported. Within a Limiter the
 // requests take turns on the key; between the four they contend, and that is retried. (The
@@ -44,7 +44,7 @@ func TestMiddlewareDynamoContention(t *testing.T) {
 	var urls []string
 	var limiters []*middleware.Limiter
 	for range 4 {
-		l, err := middleware.New(st, s, middleware.WithErrorPolicy(middleware.FailOpen), middleware.WithErrorHandler(func(_ *http.Request, err error) {
+		l, err := middleware.New(st, s, middleware.WithOutagePolicy(middleware.Admit), middleware.WithErrorHandler(func(_ *http.Request, err error) {
 			if reported.Add(1) == 1 {
 				t.Errorf("error reported: %v", err)
 			}

@@ -9,13 +9,13 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // must returns s, or panics with err: the tests' rules are valid.
-func must(s *strategy.Strategy, err error) *strategy.Strategy {
+func must(s *engine.Strategy, err error) *engine.Strategy {
 	if err != nil {
 		panic(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestRedisDown: a Limiter (default FailClosed) over Redis with 2 a minute answers 200, 200,
+// TestRedisDown: a Limiter (default Reject) over Redis with 2 a minute answers 200, 200,
 // 429; once the server is killed it answers 503 with a Retry-After, promptly (the client does
 // not retry), and the handler ran only for the two admitted requests.
 func TestRedisDown(t *testing.T) {

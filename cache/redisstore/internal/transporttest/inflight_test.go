@@ -163,7 +163,7 @@ func TestInFlightCutOffAcquireReleasesItsLease(t *testing.T) {
 	up, _, _ := countingUpstream(t)
 	st := leaseStore(t, srv)
 	tr := newTransport(t, nil, ratemonitor.WithRules(minute), ratemonitor.WithInFlight(1), ratemonitor.WithStore(st),
-		ratemonitor.WithLogger(discard), ratemonitor.WithErrorPolicy(ratemonitor.FailClosed))
+		ratemonitor.WithLogger(discard), ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing))
 	admin := srv.Client()
 	if err := admin.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)

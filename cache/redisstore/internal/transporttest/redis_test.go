@@ -13,10 +13,11 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // TestRedisDownAndBack stops the test's own redis-server in the middle of a run: under
-// FailOpen requests still go and each error is reported; under FailClosed RoundTrip fails fast
+// SendUncounted requests still go and each error is reported; under SendNothing RoundTrip fails fast
 // with a clear error; once Redis is back both recover without a restart.
 func TestRedisDownAndBack(t *testing.T) {
 	srv := redistest.Start(t)
@@ -27,7 +28,7 @@ func TestRedisDownAndBack(t *testing.T) {
 	open := newTransport(t, nil, ratemonitor.WithRules(minute), ratemonitor.WithStore(store), ratemonitor.WithLogger(discard),
 		ratemonitor.WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }))
 	closed := newTransport(t, nil, ratemonitor.WithRules(minute), ratemonitor.WithStore(store), ratemonitor.WithLogger(discard),
-		ratemonitor.WithErrorPolicy(ratemonitor.FailClosed), ratemonitor.WithPacing())
+		ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing), ratemonitor.WithPacing())
 	send := func(tr *ratemonitor.Transport) error {
 		_, err := get(t, &http.Client{Transport: tr}, up.URL)
 		return err
@@ -80,7 +81,7 @@ func TestRedisHangsFailClosed(t *testing.T) {
 	t.Cleanup(func() { store.Close() })
 	empty := roundTripFunc(func(*http.Request) (*http.Response, error) { return &http.Response{}, nil })
 	tr := newTransport(t, empty, ratemonitor.WithRules(minute), ratemonitor.WithStore(store),
-		ratemonitor.WithErrorPolicy(ratemonitor.FailClosed), ratemonitor.WithLogger(discard))
+		ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing), ratemonitor.WithLogger(discard))
 	req, _ := http.NewRequest(http.MethodGet, "https://a.example/", nil)
 	if _, err := tr.RoundTrip(req); err != nil {
 		t.Fatal(err)
@@ -170,7 +171,7 @@ type cancelAfterKey struct {
 	cancel atomic.Pointer[context.CancelFunc]
 }
 
-func (c *cancelAfterKey) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+func (c *cancelAfterKey) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	res, err := c.Store.Reserve(ctx, s, key, n)
 	if key != "app" {
 		if f := c.cancel.Load(); f != nil {
@@ -186,7 +187,7 @@ func (c *cancelAfterKey) Reserve(ctx context.Context, s *strategy.Strategy, key 
 func TestRedisCancelIsNotAStoreError(t *testing.T) {
 	srv := redistest.Start(t)
 	rs := newStore(t, srv, redisstore.Options{})
-	for _, policy := range []ratemonitor.ErrorPolicy{ratemonitor.FailOpen, ratemonitor.FailClosed} {
+	for _, policy := range []ratemonitor.StoreErrorPolicy{ratemonitor.SendUncounted, ratemonitor.SendNothing} {
 		st := &cancelAfterKey{Store: rs}
 		var sent, reported atomic.Int64
 		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -195,7 +196,7 @@ func TestRedisCancelIsNotAStoreError(t *testing.T) {
 		})
 		key := "k-" + policy.String()
 		tr := newTransport(t, base, ratemonitor.WithStore(st), ratemonitor.WithRules(minute), ratemonitor.WithAppRules("app", minute),
-			ratemonitor.WithPacing(), ratemonitor.WithErrorPolicy(policy), ratemonitor.WithLogger(discard),
+			ratemonitor.WithPacing(), ratemonitor.WithStoreErrorPolicy(policy), ratemonitor.WithLogger(discard),
 			ratemonitor.WithErrorHandler(func(*http.Request, string, error) { reported.Add(1) }))
 		ctx, cancel := context.WithCancel(context.Background())
 		st.cancel.Store(&cancel)

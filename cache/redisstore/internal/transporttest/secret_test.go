@@ -185,7 +185,7 @@ func TestNoCredentialLeaksRedis(t *testing.T) {
 	// Redis down: degraded mode, and fail closed.
 	srv.Stop()
 	closed := newTransport(t, nil, common(ratemonitor.WithRules(minute), ratemonitor.WithStore(store), ratemonitor.WithPacing(),
-		ratemonitor.WithErrorPolicy(ratemonitor.FailClosed))...)
+		ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing))...)
 	var se *ratemonitor.StoreError
 	if err := sendSecret(ctx, w, closed, up.URL+"/ok"); !errors.As(err, &se) || se.Key != hashedBearer {
 		t.Errorf("Redis down, fail closed: %v, want a StoreError on %s", err, hashedBearer)
@@ -194,7 +194,7 @@ func TestNoCredentialLeaksRedis(t *testing.T) {
 	defer cancel()
 	sendSecret(down, w, tr, withToken) // degrades, and the hold-back passes the deadline
 	open := newTransport(t, nil, common(ratemonitor.WithRules(minute), ratemonitor.WithStore(store),
-		ratemonitor.WithErrorPolicy(ratemonitor.FailOpen), ratemonitor.WithSync(ratemonitor.SyncConfig{}))...)
+		ratemonitor.WithStoreErrorPolicy(ratemonitor.SendUncounted), ratemonitor.WithSync(ratemonitor.SyncConfig{}))...)
 	sendSecret(down, w, open, withToken)
 
 	all := w.check(t)

@@ -17,6 +17,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/middleware"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // start is the instant the tests' clocks start at: 1001.25 s after the Unix epoch, so a 1 s
@@ -24,7 +25,7 @@ import (
 var start = time.Unix(1001, 250_000_000)
 
 // must returns s, or panics with err: the tests' rules are valid.
-func must(s *strategy.Strategy, err error) *strategy.Strategy {
+func must(s *engine.Strategy, err error) *engine.Strategy {
 	if err != nil {
 		panic(err)
 	}
@@ -85,7 +86,7 @@ func TestFixedMultiRuleRetryAfterEarlySQLite(t *testing.T) {
 	}
 }
 
-// TestFailOpenCancelledClientBypasses: under FailOpen over SQLite, five requests whose client
+// TestFailOpenCancelledClientBypasses: under Admit over SQLite, five requests whose client
 // hung up before they were served (context cancelled) run the handler at most once under a
 // limit of 1: the client's own cancellation is not a store failure to fail open on.
 func TestFailOpenCancelledClientBypasses(t *testing.T) {
@@ -93,7 +94,7 @@ func TestFailOpenCancelledClientBypasses(t *testing.T) {
 	st := openSQLite(t, sqlitestore.Options{Clock: clk})
 	s := must(fixedwindow.New(strategy.Rule{Limit: 1, Window: time.Minute}))
 	var reported []error
-	lim, err := middleware.New(st, s, middleware.WithErrorPolicy(middleware.FailOpen),
+	lim, err := middleware.New(st, s, middleware.WithOutagePolicy(middleware.Admit),
 		middleware.WithErrorHandler(func(_ *http.Request, err error) { reported = append(reported, err) }))
 	if err != nil {
 		t.Fatal(err)
@@ -114,12 +115,12 @@ func TestFailOpenCancelledClientBypasses(t *testing.T) {
 
 // TestFailOpenHangUpWire: the same on a real wire. With the limit (1 an hour) used up and
 // SQLite's one connection busy for 200 ms, three clients send a POST and hang up at once:
-// under FailOpen the handler does not run for them, and a normal client after is refused
+// under Admit the handler does not run for them, and a normal client after is refused
 // (429).
 func TestFailOpenHangUpWire(t *testing.T) {
 	st := openSQLite(t, sqlitestore.Options{})
 	s := must(fixedwindow.New(strategy.Rule{Limit: 1, Window: time.Hour}))
-	lim, err := middleware.New(st, s, middleware.WithErrorPolicy(middleware.FailOpen))
+	lim, err := middleware.New(st, s, middleware.WithOutagePolicy(middleware.Admit))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // The credential every request of these tests carries, in its Authorization header.
@@ -185,7 +186,7 @@ func TestTransportNoCredentialLeaksSQLite(t *testing.T) {
 		t.Errorf("SQLite keys, want the hashed key once in each table and no credential:\n%s", all)
 	}
 	st.Close()
-	sendSecret(ctx, w, fixedTr, up.URL+"/ok") // the store is closed now: FailOpen sends and reports
+	sendSecret(ctx, w, fixedTr, up.URL+"/ok") // the store is closed now: SendUncounted sends and reports
 	sendSecret(ctx, w, rolling, up.URL+"/ok") // Degrade: paced on memory, the outage logged
 
 	seen := w.check(t)
@@ -237,7 +238,7 @@ func TestMiddlewareNoCredentialLeaksSQLite(t *testing.T) {
 		a, _ := middleware.FromContext(r.Context())
 		handled = append(handled, a.Key)
 	})
-	run := func(s *strategy.Strategy, codes ...int) {
+	run := func(s *engine.Strategy, codes ...int) {
 		l, err := middleware.New(sq, s, middleware.WithKeyHeader("Authorization"), middleware.WithObserver(got), middleware.WithErrorHandler(got.onError))
 		if err != nil {
 			t.Fatal(err)
