@@ -163,55 +163,8 @@ func TestDegradeMath(t *testing.T) {
 	}
 }
 
-// grantSlot rides in a request's context: grantLog notes there the Redis instant of the grant
-// the request was sent on, if the shared store made it.
-type grantSlot struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-type grantSlotKey struct{}
-
-func slotOf(ctx context.Context) *grantSlot {
-	s, _ := ctx.Value(grantSlotKey{}).(*grantSlot)
-	return s
-}
-
-// grantLog is a real Redis store (a fleet of n, as fleetStore) that notes each grant it makes
-// in the request's grantSlot, and forgets it when it is given back (the degraded mode's probe
-// reserves a slot and releases it at once).
-type grantLog struct {
-	*redisstore.Store
-	n int
-}
-
-func (g grantLog) Processes() int { return g.n }
-
-func (g grantLog) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
-	res, err := g.Store.Reserve(ctx, s, key, n)
-	if slot := slotOf(ctx); slot != nil && err == nil && res.Allowed {
-		slot.mu.Lock()
-		slot.at = res.At
-		slot.mu.Unlock()
-	}
-	return res, err
-}
-
-func (g grantLog) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
-	if slot := slotOf(ctx); slot != nil {
-		slot.mu.Lock()
-		if slot.at.Equal(at) {
-			slot.at = time.Time{}
-		}
-		slot.mu.Unlock()
-	}
-	return g.Store.Release(ctx, s, key, at, n)
-}
-
 // grantBase is the upstream of the fleet test: it notes, for every request it is sent, the
-// instant its slot was granted at, the one the rule is enforced at: the Redis instant the
-// grantLog noted, or, for a slot the degraded mode's memory store granted (on the real clock,
-// an instant before), its arrival.
+// instant its slot was granted at (grantedAt).
 type grantBase struct {
 	okBase
 	mu  sync.Mutex
@@ -219,14 +172,7 @@ type grantBase struct {
 }
 
 func (b *grantBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	at := time.Now()
-	if slot := slotOf(req.Context()); slot != nil {
-		slot.mu.Lock()
-		if !slot.at.IsZero() {
-			at = slot.at
-		}
-		slot.mu.Unlock()
-	}
+	at := grantedAt(req)
 	b.mu.Lock()
 	*b.ats = append(*b.ats, at)
 	b.mu.Unlock()
@@ -271,7 +217,7 @@ func TestDegradeFleetOutage(t *testing.T) {
 		for range 2 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					doKey(tr, context.WithValue(ctx, grantSlotKey{}, &grantSlot{}), "k")
+					doKey(tr, withGrantSlot(ctx), "k")
 					clock.Real().Sleep(ctx, time.Duration(i)*100*time.Millisecond)
 				}
 			})

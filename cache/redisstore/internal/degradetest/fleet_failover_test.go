@@ -48,14 +48,32 @@ const (
 	fleetBefore   = 1500 * time.Millisecond // the run before the fault
 )
 
-// fleetLog collects, for the whole fleet, every request the upstream received, by key (the
-// path), and per process the instants of its shared-store answers and of its Degraded and
-// Recovered events.
+// fleetLog collects, for the whole fleet, the grant instant of every request sent (by key,
+// noted by each process's base RoundTripper, fleetBase: Redis TIME, or the degraded mode's
+// memory store's clock, see grantedAt) and every arrival at the upstream, and per process the
+// instants of its shared-store answers and of its Degraded and Recovered events.
 type fleetLog struct {
 	mu       sync.Mutex
-	arrived  map[string][]time.Time // by key: wall instants of the upstream's arrivals
+	granted  map[string][]time.Time // by key
+	arrived  []time.Time            // the upstream's arrivals, all keys
 	answered [][]time.Time          // per process: wall instants of successful shared-store replies
 	events   [][]fleetEvent
+}
+
+// fleetBase is a process's base RoundTripper: it notes the grant each request is sent on in
+// the log, then sends it to the upstream.
+type fleetBase struct {
+	next http.RoundTripper
+	log  *fleetLog
+	key  func(*http.Request) string
+}
+
+func (b fleetBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	at := grantedAt(req)
+	b.log.mu.Lock()
+	b.log.granted[b.key(req)] = append(b.log.granted[b.key(req)], at)
+	b.log.mu.Unlock()
+	return b.next.RoundTrip(req)
 }
 
 type fleetEvent struct {
@@ -64,9 +82,9 @@ type fleetEvent struct {
 }
 
 // fleetShared is the shared store as the Transport sees it (its Fleet count and Sentinel
-// master included), noting its answers.
+// master included), noting its answers, and its grants in the requests' grantSlots.
 type fleetShared struct {
-	*redisstore.Store
+	grantLog
 	log  *fleetLog
 	proc int
 }
@@ -80,7 +98,7 @@ func (f fleetShared) answer(err error) {
 }
 
 func (f fleetShared) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
-	res, err := f.Store.Reserve(ctx, s, key, n)
+	res, err := f.grantLog.Reserve(ctx, s, key, n)
 	f.answer(err)
 	return res, err
 }
@@ -114,16 +132,16 @@ type fleet struct {
 // share is 1/4).
 func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []string) *fleet {
 	t.Helper()
-	f := &fleet{log: &fleetLog{arrived: map[string][]time.Time{}, answered: make([][]time.Time, fleetProcs),
+	f := &fleet{log: &fleetLog{granted: map[string][]time.Time{}, answered: make([][]time.Time, fleetProcs),
 		events: make([][]fleetEvent, fleetProcs)}, keys: keys}
 	f.up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := strings.TrimPrefix(r.URL.Path, "/")
 		f.log.mu.Lock()
-		f.log.arrived[key] = append(f.log.arrived[key], time.Now())
+		f.log.arrived = append(f.log.arrived, time.Now())
 		f.log.mu.Unlock()
 	}))
-	base := &http.Transport{MaxIdleConnsPerHost: fleetProcs * fleetSenders}
-	t.Cleanup(func() { f.up.Close(); base.CloseIdleConnections() })
+	conns := &http.Transport{MaxIdleConnsPerHost: fleetProcs * fleetSenders}
+	t.Cleanup(func() { f.up.Close(); conns.CloseIdleConnections() })
+	base := fleetBase{next: conns, log: f.log, key: func(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/") }}
 	for i := range fleetProcs {
 		st, err := redisstore.New(newClient(), redisstore.Options{Timeout: time.Second})
 		if err != nil {
@@ -139,7 +157,7 @@ func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []str
 		})
 		// The default policy of a paced Transport over Redis: Degrade, with a degraded mode
 		// (TestDegradePolicies).
-		tr := newTransport(t, base, ratemonitor.WithRules(fleetRule), ratemonitor.WithStore(fleetShared{st, f.log, i}),
+		tr := newTransport(t, base, ratemonitor.WithRules(fleetRule), ratemonitor.WithStore(fleetShared{grantLog{Store: st}, f.log, i}),
 			ratemonitor.WithPacing(), ratemonitor.WithObserver(obs), ratemonitor.WithLogger(discard))
 		f.trs, f.stores = append(f.trs, tr), append(f.stores, st)
 	}
@@ -162,7 +180,7 @@ func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []str
 			f.wg.Go(func() {
 				key := keys[j%len(keys)]
 				for ctx.Err() == nil {
-					req, _ := http.NewRequestWithContext(ratemonitor.WithKey(ctx, key), http.MethodGet, f.up.URL+"/"+key, nil)
+					req, _ := http.NewRequestWithContext(ratemonitor.WithKey(withGrantSlot(ctx), key), http.MethodGet, f.up.URL+"/"+key, nil)
 					if resp, err := tr.RoundTrip(req); err == nil {
 						resp.Body.Close()
 					} else if ctx.Err() == nil {
@@ -237,14 +255,11 @@ func (f *fleet) recovered(t *testing.T, from, healthy time.Time) (took []time.Du
 	}
 }
 
-// grants returns the requests on key the upstream received, by arrival: each was granted
-// just before (Redis TIME, or the degraded mode's memory store on the real clock), well
-// within the rule's margin (300 ms), so that the rule holds on the arrivals as it does on the
-// grants.
+// grants returns the grants on key the fleet sent requests on, by grant instant.
 func (f *fleet) grants(key string) []time.Time {
 	f.log.mu.Lock()
 	defer f.log.mu.Unlock()
-	return slices.Clone(f.log.arrived[key])
+	return slices.Clone(f.log.granted[key])
 }
 
 func countIn(ats []time.Time, from, to time.Time) int {
@@ -311,11 +326,9 @@ func fleetFault(t *testing.T, newClient func() redis.UniversalClient, keys []str
 			t.Errorf("%s: key %q: %d grants in the %v after the last process was back, want at least %d", what, key, after, fleetAfter, fleetAfterMin)
 		}
 	}
-	var all []time.Time
-	for _, key := range keys {
-		all = append(all, f.grants(key)...)
-	}
-	most, _ := maxIn(all, time.Second)
+	f.log.mu.Lock()
+	most, _ := maxIn(f.log.arrived, time.Second)
+	f.log.mu.Unlock()
 	t.Logf("%s: upstream arrivals: at most %d in a second (all keys)", what, most)
 }
 

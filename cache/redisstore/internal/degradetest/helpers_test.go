@@ -243,3 +243,79 @@ func waitRedisRedialed(t *testing.T) {
 		}
 	}
 }
+
+// grantSlot rides in a request's context: grantLog notes there the Redis instant of the grant
+// the request was sent on, if the shared store made it.
+type grantSlot struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+type grantSlotKey struct{}
+
+// withGrantSlot returns ctx with an empty grantSlot, for one request.
+func withGrantSlot(ctx context.Context) context.Context {
+	return context.WithValue(ctx, grantSlotKey{}, &grantSlot{})
+}
+
+func slotOf(ctx context.Context) *grantSlot {
+	s, _ := ctx.Value(grantSlotKey{}).(*grantSlot)
+	return s
+}
+
+// grantLog is a real Redis store that notes each grant it makes in the request's grantSlot,
+// and forgets it when it is given back (the degraded mode's probe reserves a slot and releases
+// it at once). With n > 0 it says the fleet has n processes (as fleetStore), else what the
+// store's heartbeat counts.
+type grantLog struct {
+	*redisstore.Store
+	n int
+}
+
+func (g grantLog) Processes() int {
+	if g.n > 0 {
+		return g.n
+	}
+	return g.Store.Processes()
+}
+
+func (g grantLog) Reserve(ctx context.Context, s *strategy.Strategy, key string, n int) (strategy.Result, error) {
+	res, err := g.Store.Reserve(ctx, s, key, n)
+	if slot := slotOf(ctx); slot != nil && err == nil && res.Allowed {
+		slot.mu.Lock()
+		slot.at = res.At
+		slot.mu.Unlock()
+	}
+	return res, err
+}
+
+func (g grantLog) Release(ctx context.Context, s *strategy.Strategy, key string, at time.Time, n int) error {
+	if slot := slotOf(ctx); slot != nil {
+		slot.mu.Lock()
+		if slot.at.Equal(at) {
+			slot.at = time.Time{}
+		}
+		slot.mu.Unlock()
+	}
+	return g.Store.Release(ctx, s, key, at, n)
+}
+
+// grantedAt is the instant the slot req is sent on was granted at, the one the rule is
+// enforced at, for a base RoundTripper to note (what a Transport's degraded mode grants is
+// not otherwise visible): the Redis instant (TIME) grantLog noted, or, when the shared store
+// did not grant it, now: the degraded mode's memory store granted it an instant before, on
+// the real clock. Redis runs on this machine, so both are on one clock. A Redis grant noted
+// more than a second before the send is not the one the request was sent on: the degraded
+// mode did not use it (a new Sentinel master: it stays counted there) and granted locally
+// after the hold-back (the longest window), so now is that grant's instant too.
+func grantedAt(req *http.Request) time.Time {
+	now := time.Now()
+	if slot := slotOf(req.Context()); slot != nil {
+		slot.mu.Lock()
+		defer slot.mu.Unlock()
+		if !slot.at.IsZero() && now.Sub(slot.at) < time.Second {
+			return slot.at
+		}
+	}
+	return now
+}
