@@ -17,6 +17,9 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.67.4 // indirect
 	github.com/prometheus/procfs v0.19.2 // indirect
+	github.com/ratemonitor/ratemonitor/cache/redisstore v0.0.0-00010101000000-000000000000
+	github.com/ratemonitor/ratemonitor/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect

@@ -1,4 +1,4 @@
-package ratemonitor
+package degradetest
 
 import (
 	"context"
@@ -7,12 +7,14 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/observe"
@@ -36,7 +38,7 @@ const (
 	// fleetRecover bounds the time from the healthy instant (WaitHealthy, or the Sentinel
 	// promotion) to each process using the shared store again: 2 s (issue 14, defect 2) plus
 	// a probe interval (a degraded process asks the shared store at most that often).
-	fleetRecover = 2*time.Second + DefaultProbeInterval
+	fleetRecover = 2*time.Second + ratemonitor.DefaultProbeInterval
 	// fleetAfter is how long the throughput after the recovery is counted, from the instant
 	// the last process recovered; each key must see at least fleetAfterMin grants in it: half
 	// the limit's rate (10 per second). A saturated key is granted in bursts of up to 20 each
@@ -47,22 +49,32 @@ const (
 	fleetBefore   = 1500 * time.Millisecond // the run before the fault
 )
 
-// fleetGrant is one granted reserve: its store instant (Redis TIME, or the memory store's
-// clock while degraded: the instant the rule is enforced at), the process and the key.
-type fleetGrant struct {
-	at   time.Time
-	proc int
-	key  string
-}
-
-// fleetLog collects, for the whole fleet, every grant the Transports acted on (above the
-// degraded mode), and per process the instants of its shared-store answers and of its Degraded
-// and Recovered events.
+// fleetLog collects, for the whole fleet, the grant instant of every request sent (by key,
+// noted by each process's base RoundTripper, fleetBase: Redis TIME, or the degraded mode's
+// memory store's clock, see grantedAt) and every arrival at the upstream, and per process the
+// instants of its shared-store answers and of its Degraded and Recovered events.
 type fleetLog struct {
 	mu       sync.Mutex
-	all      []fleetGrant
-	answered [][]time.Time // per process: wall instants of successful shared-store replies
+	granted  map[string][]time.Time // by key
+	arrived  []time.Time            // the upstream's arrivals, all keys
+	answered [][]time.Time          // per process: wall instants of successful shared-store replies
 	events   [][]fleetEvent
+}
+
+// fleetBase is a process's base RoundTripper: it notes the grant each request is sent on in
+// the log, then sends it to the upstream.
+type fleetBase struct {
+	next http.RoundTripper
+	log  *fleetLog
+	key  func(*http.Request) string
+}
+
+func (b fleetBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	at := grantedAt(req)
+	b.log.mu.Lock()
+	b.log.granted[b.key(req)] = append(b.log.granted[b.key(req)], at)
+	b.log.mu.Unlock()
+	return b.next.RoundTrip(req)
 }
 
 type fleetEvent struct {
@@ -70,29 +82,10 @@ type fleetEvent struct {
 	wall time.Time
 }
 
-// fleetTop records the grants of the Transport's store operations (the degraded mode's).
-type fleetTop struct {
-	*degrader
-	log  *fleetLog
-	proc int
-}
-
-func (f fleetTop) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
-	res, err := f.degrader.Reserve(ctx, s, key, n)
-	if err == nil && res.Allowed {
-		f.log.mu.Lock()
-		for range n {
-			f.log.all = append(f.log.all, fleetGrant{res.At, f.proc, key})
-		}
-		f.log.mu.Unlock()
-	}
-	return res, err
-}
-
 // fleetShared is the shared store as the Transport sees it (its Fleet count and Sentinel
-// master included), noting its answers.
+// master included), noting its answers, and its grants in the requests' grantSlots.
 type fleetShared struct {
-	*redisstore.Store
+	grantLog
 	log  *fleetLog
 	proc int
 }
@@ -106,7 +99,7 @@ func (f fleetShared) answer(err error) {
 }
 
 func (f fleetShared) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
-	res, err := f.Store.Reserve(ctx, s, key, n)
+	res, err := f.grantLog.Reserve(ctx, s, key, n)
 	f.answer(err)
 	return res, err
 }
@@ -126,31 +119,30 @@ func (f fleetShared) Record(ctx context.Context, s *engine.Strategy, key string,
 // fleet is the four processes sending on keys until stopped.
 type fleet struct {
 	log    *fleetLog
-	trs    []*Transport
+	trs    []*ratemonitor.Transport
 	stores []*redisstore.Store
 	keys   []string
 	up     *httptest.Server
-	arrive struct {
-		sync.Mutex
-		at []time.Time
-	}
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // startFleet starts the four processes, each over a client newClient makes, sending on keys
-// (sender j of each process on keys[j % len(keys)]) to an httptest upstream that notes the
-// arrivals, once every store counts the four heartbeats (so that each share is 1/4).
+// (sender j of each process on keys[j % len(keys)], to the path /key) to an httptest upstream
+// that notes the arrivals by key, once every store counts the four heartbeats (so that each
+// share is 1/4).
 func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []string) *fleet {
 	t.Helper()
-	f := &fleet{log: &fleetLog{answered: make([][]time.Time, fleetProcs), events: make([][]fleetEvent, fleetProcs)}, keys: keys}
+	f := &fleet{log: &fleetLog{granted: map[string][]time.Time{}, answered: make([][]time.Time, fleetProcs),
+		events: make([][]fleetEvent, fleetProcs)}, keys: keys}
 	f.up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.arrive.Lock()
-		f.arrive.at = append(f.arrive.at, time.Now())
-		f.arrive.Unlock()
+		f.log.mu.Lock()
+		f.log.arrived = append(f.log.arrived, time.Now())
+		f.log.mu.Unlock()
 	}))
-	base := &http.Transport{MaxIdleConnsPerHost: fleetProcs * fleetSenders}
-	t.Cleanup(func() { f.up.Close(); base.CloseIdleConnections() })
+	conns := &http.Transport{MaxIdleConnsPerHost: fleetProcs * fleetSenders}
+	t.Cleanup(func() { f.up.Close(); conns.CloseIdleConnections() })
+	base := fleetBase{next: conns, log: f.log, key: func(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/") }}
 	for i := range fleetProcs {
 		st, err := redisstore.New(newClient(), redisstore.Options{Timeout: time.Second})
 		if err != nil {
@@ -164,12 +156,10 @@ func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []str
 				f.log.mu.Unlock()
 			}
 		})
-		tr := newTransport(t, base, WithRules(fleetRule), WithStore(fleetShared{st, f.log, i}), WithPacing(),
-			WithObserver(obs), WithLogger(discard))
-		if tr.policy != Degrade || tr.deg == nil {
-			t.Fatalf("process %d: policy %v, want the default Degrade with a degraded mode", i, tr.policy)
-		}
-		tr.ops = fleetTop{tr.deg, f.log, i}
+		// The default policy of a paced Transport over Redis: Degrade, with a degraded mode
+		// (TestDegradePolicies).
+		tr := newTransport(t, base, ratemonitor.WithRules(fleetRule), ratemonitor.WithStore(fleetShared{grantLog{Store: st}, f.log, i}),
+			ratemonitor.WithPacing(), ratemonitor.WithObserver(obs), ratemonitor.WithLogger(discard))
 		f.trs, f.stores = append(f.trs, tr), append(f.stores, st)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -191,7 +181,7 @@ func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []str
 			f.wg.Go(func() {
 				key := keys[j%len(keys)]
 				for ctx.Err() == nil {
-					req, _ := http.NewRequestWithContext(WithKey(ctx, key), http.MethodGet, f.up.URL, nil)
+					req, _ := http.NewRequestWithContext(ratemonitor.WithKey(withGrantSlot(ctx), key), http.MethodGet, f.up.URL+"/"+key, nil)
 					if resp, err := tr.RoundTrip(req); err == nil {
 						resp.Body.Close()
 					} else if ctx.Err() == nil {
@@ -266,17 +256,11 @@ func (f *fleet) recovered(t *testing.T, from, healthy time.Time) (took []time.Du
 	}
 }
 
-// grants returns the grants on key, by store instant.
+// grants returns the grants on key the fleet sent requests on, by grant instant.
 func (f *fleet) grants(key string) []time.Time {
 	f.log.mu.Lock()
 	defer f.log.mu.Unlock()
-	var ats []time.Time
-	for _, g := range f.log.all {
-		if g.key == key {
-			ats = append(ats, g.at)
-		}
-	}
-	return ats
+	return slices.Clone(f.log.granted[key])
 }
 
 func countIn(ats []time.Time, from, to time.Time) int {
@@ -309,7 +293,9 @@ func fleetFault(t *testing.T, newClient func() redis.UniversalClient, keys []str
 	took, degraded := f.recovered(t, faultAt, healthy)
 	back := healthy
 	for i, d := range took {
-		back = later(back, healthy.Add(d))
+		if healthy.Add(d).After(back) {
+			back = healthy.Add(d)
+		}
 		if d > fleetRecover {
 			t.Errorf("%s: process %d used the shared store again %v after the healthy instant, want at most %v", what, i, d.Round(time.Millisecond), fleetRecover)
 		}
@@ -341,9 +327,9 @@ func fleetFault(t *testing.T, newClient func() redis.UniversalClient, keys []str
 			t.Errorf("%s: key %q: %d grants in the %v after the last process was back, want at least %d", what, key, after, fleetAfter, fleetAfterMin)
 		}
 	}
-	f.arrive.Lock()
-	most, _ := maxIn(f.arrive.at, time.Second)
-	f.arrive.Unlock()
+	f.log.mu.Lock()
+	most, _ := maxIn(f.log.arrived, time.Second)
+	f.log.mu.Unlock()
 	t.Logf("%s: upstream arrivals: at most %d in a second (all keys)", what, most)
 }
 

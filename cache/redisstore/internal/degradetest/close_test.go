@@ -1,4 +1,4 @@
-package ratemonitor
+package degradetest
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -20,7 +21,8 @@ func TestDegradeCloseDuringHoldBack(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	defer st.Close()
-	tr, err := New(&okBase{}, WithRules(strategy.Rule{Limit: 20, Window: time.Minute}), WithStore(st), WithPacing(), WithLogger(discard))
+	tr, err := ratemonitor.New(&okBase{}, ratemonitor.WithRules(strategy.Rule{Limit: 20, Window: time.Minute}), ratemonitor.WithStore(st),
+		ratemonitor.WithPacing(), ratemonitor.WithLogger(discard))
 	if err != nil {
 		t.Fatal(err)
 	}

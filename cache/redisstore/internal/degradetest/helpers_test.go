@@ -1,0 +1,322 @@
+package degradetest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	t0      = time.Unix(1_800_000_000, 0)
+	minute  = strategy.Rule{Limit: 60, Window: time.Minute}
+	discard = slog.New(slog.DiscardHandler)
+)
+
+// newTransport is ratemonitor.New, closed at the end of the test.
+func newTransport(t *testing.T, base http.RoundTripper, opts ...ratemonitor.Option) *ratemonitor.Transport {
+	t.Helper()
+	tr, err := ratemonitor.New(base, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// doKey sends one GET on key through tr.
+func doKey(tr *ratemonitor.Transport, ctx context.Context, key string) error {
+	req, _ := http.NewRequestWithContext(ratemonitor.WithKey(ctx, key), http.MethodGet, "http://example.invalid/", nil)
+	resp, err := tr.RoundTrip(req)
+	if resp != nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+// fleetStore is a real Redis store that says how many processes share it (cache.Fleet), as
+// the Redis store's heartbeat will.
+type fleetStore struct {
+	*redisstore.Store
+	n int
+}
+
+func (f fleetStore) Processes() int { return f.n }
+
+func newRedisStore(t *testing.T, srv *redistest.Server) *redisstore.Store {
+	t.Helper()
+	return newRedisStoreWith(t, srv, redisstore.Options{})
+}
+
+// newRedisStoreWith is newRedisStore with options.
+func newRedisStoreWith(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
+	st, err := redisstore.New(srv.Client(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// rolling is the strategy WithRules(rules...) builds (a rolling window): the one whose
+// counters the Transport keeps in the store, to read them there directly.
+func rolling(t *testing.T, rules ...strategy.Rule) *engine.Strategy {
+	t.Helper()
+	s, err := rollingwindow.New(rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// usedIn returns how many requests the store st counts on key in s's first rule, asked of
+// the store directly (not through a Transport's degraded mode).
+func usedIn(t *testing.T, st *redisstore.Store, s *engine.Strategy, key string) int {
+	t.Helper()
+	snap, err := st.Peek(context.Background(), s, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Usage[0].Used
+}
+
+// kinds returns the Degraded and Recovered events among evs, as strings.
+func kinds(evs []observe.Event) []string {
+	var out []string
+	for _, e := range evs {
+		if e.Kind == observe.Degraded || e.Kind == observe.Recovered {
+			out = append(out, e.Kind.String())
+		}
+	}
+	return out
+}
+
+// answer is what one store reserve made for a caller said: granted, or refused with a wait.
+type answer struct {
+	allowed bool
+	wait    time.Duration
+}
+
+// reserveOnce asks tr, paced on the manual clock clk and observed by rec, for one slot on key
+// (Transport.Reserve) and returns the answer of its first store reserve, as the Granted or
+// Refused event says it. A granted slot stays reserved (counted, as a grant is); a refused
+// caller is cancelled once it sleeps on clk (so that no store call of it is under way when
+// this returns), and nothing is recorded for it. Reserve asks the store once more, after it
+// joins the key's queue, before it sleeps: at the same instant of clk that second ask finds
+// what the first did and changes nothing.
+func reserveOnce(t *testing.T, tr *ratemonitor.Transport, rec *observe.Recorder, clk *clock.Manual, key string) answer {
+	t.Helper()
+	from := len(rec.Events())
+	sleepers := clk.Sleepers()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.Reserve(ctx, key, 1)
+		done <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+		evs := rec.Events()[from:]
+		i := slices.IndexFunc(evs, func(e observe.Event) bool {
+			return e.Key == key && (e.Kind == observe.Granted || e.Kind == observe.Refused)
+		})
+		if i >= 0 && evs[i].Kind == observe.Granted {
+			if err := <-done; err != nil {
+				t.Fatalf("Reserve granted, then returned %v", err)
+			}
+			return answer{allowed: true}
+		}
+		if i >= 0 && clk.Sleepers() > sleepers {
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("refused Reserve, cancelled while it slept: %v, want context.Canceled", err)
+			}
+			return answer{wait: evs[i].Wait}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Reserve returned %v before its store answered", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Reserve on %q: no store answer within 5 s (events %v)", key, rec.Strings())
+		}
+	}
+}
+
+// okBase answers every request with 200 at once, and notes when each arrived.
+type okBase struct {
+	mu   sync.Mutex
+	sent []time.Time
+}
+
+func (b *okBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	b.sent = append(b.sent, time.Now())
+	b.mu.Unlock()
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+func (b *okBase) count() int { b.mu.Lock(); defer b.mu.Unlock(); return len(b.sent) }
+
+// between counts the requests that arrived in [from, to).
+func (b *okBase) between(from, to time.Time) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, s := range b.sent {
+		if !s.Before(from) && s.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// clockBase is a base RoundTripper that logs the manual clock's instant of every request it is
+// given: what the upstream would see.
+type clockBase struct {
+	clk  *clock.Manual
+	mu   sync.Mutex
+	sent []time.Time
+}
+
+func (b *clockBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	b.sent = append(b.sent, b.clk.Now())
+	b.mu.Unlock()
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+func (b *clockBase) instants() []time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.sent)
+}
+
+// maxIn returns the most instants of ats in any window [s, s+w) starting at one of them.
+func maxIn(ats []time.Time, w time.Duration) (most int, at time.Time) {
+	sorted := slices.SortedFunc(slices.Values(ats), func(a, b time.Time) int { return a.Compare(b) })
+	j := 0
+	for i := range sorted {
+		for j < len(sorted) && sorted[j].Before(sorted[i].Add(w)) {
+			j++
+		}
+		if j-i > most {
+			most, at = j-i, sorted[i]
+		}
+	}
+	return most, at
+}
+
+// waitRedisRedialed waits until go-redis's pools have dialled a restarted server: a pool
+// whose dials all failed starts a goroutine (ConnPool.tryDial, go-redis v9.23.0
+// internal/pool/pool.go) that tries again every second until one succeeds, which goleak
+// would see if the test ended first.
+func waitRedisRedialed(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "ConnPool).tryDial") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("go-redis still redials the restarted server after 5 s")
+		}
+	}
+}
+
+// grantSlot rides in a request's context: grantLog notes there the Redis instant of the grant
+// the request was sent on, if the shared store made it.
+type grantSlot struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+type grantSlotKey struct{}
+
+// withGrantSlot returns ctx with an empty grantSlot, for one request.
+func withGrantSlot(ctx context.Context) context.Context {
+	return context.WithValue(ctx, grantSlotKey{}, &grantSlot{})
+}
+
+func slotOf(ctx context.Context) *grantSlot {
+	s, _ := ctx.Value(grantSlotKey{}).(*grantSlot)
+	return s
+}
+
+// grantLog is a real Redis store that notes each grant it makes in the request's grantSlot,
+// and forgets it when it is given back (the degraded mode's probe reserves a slot and releases
+// it at once). With n > 0 it says the fleet has n processes (as fleetStore), else what the
+// store's heartbeat counts.
+type grantLog struct {
+	*redisstore.Store
+	n int
+}
+
+func (g grantLog) Processes() int {
+	if g.n > 0 {
+		return g.n
+	}
+	return g.Store.Processes()
+}
+
+func (g grantLog) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
+	res, err := g.Store.Reserve(ctx, s, key, n)
+	if slot := slotOf(ctx); slot != nil && err == nil && res.Allowed {
+		slot.mu.Lock()
+		slot.at = res.At
+		slot.mu.Unlock()
+	}
+	return res, err
+}
+
+func (g grantLog) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
+	if slot := slotOf(ctx); slot != nil {
+		slot.mu.Lock()
+		if slot.at.Equal(at) {
+			slot.at = time.Time{}
+		}
+		slot.mu.Unlock()
+	}
+	return g.Store.Release(ctx, s, key, at, n)
+}
+
+// grantedAt is the instant the slot req is sent on was granted at, the one the rule is
+// enforced at, for a base RoundTripper to note (what a Transport's degraded mode grants is
+// not otherwise visible): the Redis instant (TIME) grantLog noted, or, when the shared store
+// did not grant it, now: the degraded mode's memory store granted it an instant before, on
+// the real clock. Redis runs on this machine, so both are on one clock. A Redis grant noted
+// more than a second before the send is not the one the request was sent on: the degraded
+// mode did not use it (a new Sentinel master: it stays counted there) and granted locally
+// after the hold-back (the longest window), so now is that grant's instant too.
+func grantedAt(req *http.Request) time.Time {
+	now := time.Now()
+	if slot := slotOf(req.Context()); slot != nil {
+		slot.mu.Lock()
+		defer slot.mu.Unlock()
+		if !slot.at.IsZero() && now.Sub(slot.at) < time.Second {
+			return slot.at
+		}
+	}
+	return now
+}
