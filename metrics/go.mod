@@ -9,9 +9,18 @@ require (
 )
 
 require (
+	github.com/dgraph-io/ristretto/v2 v2.4.2 // indirect
+	github.com/dunglas/httpsfv v1.1.2 // indirect
+	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/eko/gocache/lib/v4 v4.3.0 // indirect
+	github.com/eko/gocache/store/ristretto/v4 v4.3.2 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/exp v0.0.0-20251209150349-8475f28825e9 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/kr/text v0.2.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
@@ -19,7 +28,7 @@ require (
 	github.com/prometheus/procfs v0.19.2 // indirect
 	github.com/ratemonitor/ratemonitor/cache/redisstore v0.0.0-00010101000000-000000000000
 	github.com/ratemonitor/ratemonitor/internal/redistest v0.0.0-00010101000000-000000000000
-	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
