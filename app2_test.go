@@ -41,7 +41,7 @@ func TestQueuedDeadlineSeesApp(t *testing.T) {
 
 // Under SendUncounted a request whose key's store fails is sent and still counted on the app key,
 // paced or not.
-func TestFailOpenCountsApp(t *testing.T) {
+func TestSendUncountedCountsApp(t *testing.T) {
 	for _, paced := range []bool{false, true} {
 		clk := clock.NewManual(t0)
 		m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})

@@ -80,5 +80,5 @@ func TestHeadAndPanic(t *testing.T) {
 	}
 }
 
-// TestFailOpenHangUpWire (a real wire, SQLite's one connection busy) is in
+// TestAdmitHangUpWire (a real wire, SQLite's one connection busy) is in
 // cache/sqlitestore/internal/transporttest: it needs the SQLite store.

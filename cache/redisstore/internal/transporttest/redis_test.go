@@ -69,9 +69,9 @@ func TestRedisDownAndBack(t *testing.T) {
 	}
 }
 
-// TestRedisHangsFailClosed: a Redis that does not answer makes a fail-closed RoundTrip return
+// TestRedisHangsSendNothing: a Redis that does not answer makes a fail-closed RoundTrip return
 // within the store's timeout (100 ms by default), with an error wrapping DeadlineExceeded.
-func TestRedisHangsFailClosed(t *testing.T) {
+func TestRedisHangsSendNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
 	store, err := redisstore.New(client, redisstore.Options{}) // the default timeout, under test

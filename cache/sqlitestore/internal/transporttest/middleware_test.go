@@ -86,10 +86,10 @@ func TestFixedMultiRuleRetryAfterEarlySQLite(t *testing.T) {
 	}
 }
 
-// TestFailOpenCancelledClientBypasses: under Admit over SQLite, five requests whose client
+// TestAdmitCancelledClientBypasses: under Admit over SQLite, five requests whose client
 // hung up before they were served (context cancelled) run the handler at most once under a
 // limit of 1: the client's own cancellation is not a store failure to fail open on.
-func TestFailOpenCancelledClientBypasses(t *testing.T) {
+func TestAdmitCancelledClientBypasses(t *testing.T) {
 	clk := clock.NewManual(start)
 	st := openSQLite(t, sqlitestore.Options{Clock: clk})
 	s := must(fixedwindow.New(strategy.Rule{Limit: 1, Window: time.Minute}))
@@ -113,11 +113,11 @@ func TestFailOpenCancelledClientBypasses(t *testing.T) {
 	}
 }
 
-// TestFailOpenHangUpWire: the same on a real wire. With the limit (1 an hour) used up and
+// TestAdmitHangUpWire: the same on a real wire. With the limit (1 an hour) used up and
 // SQLite's one connection busy for 200 ms, three clients send a POST and hang up at once:
 // under Admit the handler does not run for them, and a normal client after is refused
 // (429).
-func TestFailOpenHangUpWire(t *testing.T) {
+func TestAdmitHangUpWire(t *testing.T) {
 	st := openSQLite(t, sqlitestore.Options{})
 	s := must(fixedwindow.New(strategy.Rule{Limit: 1, Window: time.Hour}))
 	lim, err := middleware.New(st, s, middleware.WithOutagePolicy(middleware.Admit))

@@ -193,7 +193,7 @@ func TestTransportNoCredentialLeaksSQLite(t *testing.T) {
 	// The paths above did reach the places they test, under the hashed key.
 	for _, want := range []string{"granted key=" + hashedBearer, "recorded key=" + hashedBearer, "key=" + hashedBearer + " request=",
 		"store_error store=sqlite op=record key=" + hashedBearer, "store_error store=sqlite op=reserve key=" + hashedBearer,
-		"sent anyway (fail open)", `not sent: recording the request under key "` + hashedBearer + `"`} {
+		"sent anyway (send uncounted)", `not sent: recording the request under key "` + hashedBearer + `"`} {
 		if !strings.Contains(seen, want) {
 			t.Errorf("nothing logged or observed contains %q: a path was not reached\n%s", want, seen)
 		}
