@@ -2,17 +2,23 @@ package docs
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/metrics"
 	"github.com/ratemonitor/ratemonitor/middleware"
-	"github.com/ratemonitor/ratemonitor/strategy/engine"
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-func prometheusMetrics(s *engine.Strategy) error {
+func prometheusMetrics() error {
+	s, err := fixedwindow.New(strategy.Rule{Limit: 100, Window: time.Minute})
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	obs, err := metrics.New(reg, metrics.Options{})
 	if err != nil {

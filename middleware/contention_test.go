@@ -31,10 +31,10 @@ func (c *contending) Admit(ctx context.Context, s *engine.Strategy, key string, 
 	return c.Memory.Admit(ctx, s, key, n)
 }
 
-// TestContentionRetried: under Admit, an Admit that loses 5 races is tried again until the
-// sixth decides: the handler runs once, counted once, with its RateLimit fields, and the error
-// handler is not called (contention is not an outage). Before the fix the first contention
-// was Admit'd: the handler ran uncounted.
+// TestContentionRetried: under OutagePolicy Admit, a store Admit that loses 5 races is tried
+// again until the sixth decides: the handler runs once, counted once, with its RateLimit
+// fields, and the error handler is not called (contention is not an outage). Before the fix
+// the first contention was let through: the handler ran uncounted.
 func TestContentionRetried(t *testing.T) {
 	mem, _ := newStore(t)
 	st := &contending{Memory: mem, fail: 5}
@@ -53,8 +53,8 @@ func TestContentionRetried(t *testing.T) {
 	wantHeader(t, w, map[string]string{"RateLimit": `"5-per-60s";r=4;t=60`})
 }
 
-// TestContentionPastDeadline: under Admit, an Admit that keeps losing races until the
-// request's context ends (100 ms) is answered 503 with Retry-After: 1, the handler never runs
+// TestContentionPastDeadline: under OutagePolicy Admit, a store Admit that keeps losing races
+// until the request's context ends (100 ms) is answered 503 with Retry-After: 1, the handler never runs
 // (nothing is served uncounted), and the error handler gets an error wrapping
 // cache.ErrContended and context.DeadlineExceeded.
 func TestContentionPastDeadline(t *testing.T) {

@@ -14,7 +14,7 @@
 -- Instants are the key's (TIME + offset).
 -- Calls: TIME (unless the clock is overridden), GET, SET (KEEPTTL, or PX at a new window).
 --
--- Clock steps (strategy.Rebase, DESIGN §9). Every instant of a key (hw, window indexes, the at
+-- Clock steps (engine.Rebase, DESIGN §9). Every instant of a key (hw, window indexes, the at
 -- of a release) is on the key's own timeline: Redis TIME (or the override) plus the key's clock
 -- offset. When that instant is more than the step tolerance behind the latest instant the
 -- slots have seen, the clock was stepped back: the offset is raised so that the key's instant
@@ -164,7 +164,7 @@ if op == 2 then -- reserve
   local d = layered_wait(t, n)
   if d > 0 then
     save(false)
-    -- the wait is measured from the caller's instant (strategy.StepTolerance)
+    -- the wait is measured from the caller's instant (engine.StepTolerance)
     return {bad, 0, d + t - now, 0, t}
   end
   for j = 1, NS do add(j, t, n) end
@@ -180,7 +180,7 @@ if op == 3 then -- admit
   for j = 1, NS do add(j, t, n) end
   -- a refused attempt counts too: the next one waits for every rule it filled
   if allowed == 0 then d = layered_wait(t, n) end
-  local sk = t - now -- waits are measured from the caller's instant (strategy.StepTolerance)
+  local sk = t - now -- waits are measured from the caller's instant (engine.StepTolerance)
   local out = {bad, allowed, d > 0 and d + sk or 0, 0, t}
   for i = 1, NR do
     local j = RS[i]
@@ -200,7 +200,7 @@ if op == 4 then -- peek
   local t = settle()
   if n > 0 then
     out[2] = layered_wait(now, n)
-    -- measured from the caller's instant (strategy.StepTolerance)
+    -- measured from the caller's instant (engine.StepTolerance)
     if out[2] > 0 then out[2] = out[2] + t - now end
   end
   for i = 1, NR do

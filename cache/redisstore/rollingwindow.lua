@@ -32,17 +32,17 @@
 -- a slot's newest request's window or of the pause; it is then set to that + slack. Only the
 -- buckets at the edges are decoded: the oldest (pruning, waits), the newest (records, resets).
 --
--- Smoothing (strategy.Strategy.Smoothed): a slot whose plan G is negative is a GCRA, not a log:
+-- Smoothing (engine.Strategy.Smoothed): a slot whose plan G is negative is a GCRA, not a log:
 -- its plan W is the span b·T and −G the emission interval T (µs). It keeps the rolling slot's
 -- eight doubles, with its theoretical arrival time (TAT) in hl (−2^53 until charged, read as
 -- the slot's time) and total 0, nb 0, rr −1, ra 0, hc 0, lo −2^53. A value holding anything
 -- else there, or a TAT more than b·T past hw (or a TAT without an hw), was not written by a
 -- script and is started afresh; a TAT before hw is an idle GCRA. A burst of k fits at u when
 -- max(TAT, u) + k·T ≤ u + b·T; recording it moves TAT there, never past u + b·T
--- (strategy.GCRA). Reserve, admit and peek wait for the rules and for every GCRA, in the same
+-- (engine.GCRA). Reserve, admit and peek wait for the rules and for every GCRA, in the same
 -- step; release refunds the GCRA too.
 --
--- Clock steps (strategy.Rebase, DESIGN §9), as state.lua's key_instant: every instant of a
+-- Clock steps (engine.Rebase, DESIGN §9), as state.lua's key_instant: every instant of a
 -- key (hw, bucket instants, the pause, ra, x, the at of a release) is on the key's own
 -- timeline, the store's clock plus the key's offset. When that instant is more than the step
 -- tolerance behind the latest instant the strategy's slots have seen, the offset is raised so
@@ -510,15 +510,15 @@ if op == 2 then -- reserve
     for j = 1, NS do add(j, t, n) end
   end
   save()
-  -- the wait is measured from the caller's instant (strategy.StepTolerance)
+  -- the wait is measured from the caller's instant (engine.StepTolerance)
   if d > 0 then return {bad, 0, d + t - now, t} end
   return {bad, 1, 0, t}
 end
 
 if op == 3 then -- admit
-  -- strategy.Strategy.Admit: Reserve's decision (a pause does not hold a server's admissions),
+  -- engine.Strategy.Admit: Reserve's decision (a pause does not hold a server's admissions),
   -- then every rule's used count and reset at the decision's instant
-  local sk = t - now -- waits are measured from the caller's instant (strategy.StepTolerance)
+  local sk = t - now -- waits are measured from the caller's instant (engine.StepTolerance)
   local d = wait(t, n)
   if d == 0 then
     for j = 1, NS do add(j, t, n) end
@@ -560,7 +560,7 @@ if op == 4 then -- peek
   local out = {bad, 0, now}
   if n > 0 then
     out[2] = wait(now, n)
-    -- measured from the caller's instant (strategy.StepTolerance)
+    -- measured from the caller's instant (engine.StepTolerance)
     if out[2] > 0 then out[2] = out[2] + t - now end
   end
   for i = 1, NR do

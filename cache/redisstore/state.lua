@@ -5,14 +5,14 @@
 --
 -- ARGV[1] is the only argument, a string of little-endian doubles (struct "<d") then bytes:
 --   op (1 record, 2 reserve, 3 admit, 4 peek, 5 release, 6 sync), n, the clock override in µs
---   (-1: Redis TIME), at (µs, for release), the step tolerance (strategy.StepTolerance, µs),
+--   (-1: Redis TIME), at (µs, for release), the step tolerance (engine.StepTolerance, µs),
 --   slot count NS, rule count NR, K; then K doubles: the strategy's plan (each script says
 --   which) and, for sync, the reports; then the value prefix of the strategy (below).
 -- One struct.unpack reads them all: each tonumber(ARGV[i]) costs the server about as much.
 --
 -- KEYS[1] is a string:
 --   magic (2 bytes: "rw", "fw" or "tb"), version ("1"), the slot IDs' length (struct "<H") and
---   the slot IDs (strategy.Strategy.CounterID, joined by ","): together the value prefix, equal
+--   the slot IDs (engine.Strategy.CounterID, joined by ","): together the value prefix, equal
 --   to the strategy's own prefix when the key holds exactly its slots in its order;
 --   then doubles: the key's clock offset (off, µs, ≥ 0), the instant its TTL was set to end
 --   (x, on the key's timeline), the end of its pause (pu, µs, 0 when none; rolling window
@@ -221,7 +221,7 @@ local function expiry(L, need, slack, now, shrink)
 end
 
 -- A key's instant is the store's clock (raw, µs) plus its clock offset (off). When that is more
--- than step (strategy.StepTolerance, µs) behind the latest instant any of the strategy's slots
+-- than step (engine.StepTolerance, µs) behind the latest instant any of the strategy's slots
 -- has seen (st[j].hw, nil when none), the clock stepped back: the offset is raised so that the
 -- key's instant is that latest instant, and written with the key. Returns the key's instant,
 -- the offset and that latest instant (nil when none).

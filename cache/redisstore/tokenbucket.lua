@@ -25,7 +25,7 @@
 -- Calls: TIME (unless the clock is overridden), GET, SET (KEEPTTL, or PX when the key's
 -- expiry moves).
 --
--- Clock steps (strategy.Rebase, DESIGN §9). Every instant of a key (hw) is on the key's own
+-- Clock steps (engine.Rebase, DESIGN §9). Every instant of a key (hw) is on the key's own
 -- timeline: Redis TIME (or the override) plus the key's clock offset. When that instant is more
 -- than the step tolerance behind the latest instant the slots have seen, the clock was stepped
 -- back: the offset is raised so that the key's instant is that latest instant, and written
@@ -226,7 +226,7 @@ if op == 2 then -- reserve
   local dus, dns = layered_wait(t, n)
   if dus > 0 or dns > 0 then
     save(false)
-    -- the wait is measured from the caller's instant (strategy.StepTolerance)
+    -- the wait is measured from the caller's instant (engine.StepTolerance)
     return {bad, 0, dus + t - now, dns, t}
   end
   for j = 1, NS do add(j, t, n) end
@@ -241,7 +241,7 @@ if op == 3 then -- admit
   if ok then
     for j = 1, NS do add(j, t, n) end
   end
-  local sk = t - now -- waits are measured from the caller's instant (strategy.StepTolerance)
+  local sk = t - now -- waits are measured from the caller's instant (engine.StepTolerance)
   if not ok then dus = dus + sk end
   local out = {bad, ok and 1 or 0, dus, dns, t}
   for i = 1, NR do
@@ -262,7 +262,7 @@ if op == 4 then -- peek
   local t = settle()
   if n > 0 then
     out[2], out[3] = layered_wait(now, n)
-    -- measured from the caller's instant (strategy.StepTolerance)
+    -- measured from the caller's instant (engine.StepTolerance)
     if out[2] > 0 or out[3] > 0 then out[2] = out[2] + t - now end
   end
   for i = 1, NR do

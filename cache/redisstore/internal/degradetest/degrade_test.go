@@ -615,7 +615,10 @@ func TestDegradeCarryInFlight(t *testing.T) {
 	rule := strategy.Rule{Limit: 20, Window: time.Minute}
 	clk := clock.NewManual(t0)
 	var tr *ratemonitor.Transport
-	ctx := context.Background()
+	// A refused Reserve would sleep on the manual clock: the timeout makes that a failure in
+	// seconds rather than a hang until the test binary's.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	hooked := false
 	hs := hookStore{Store: st, onRecord: func() {
 		if hooked {

@@ -86,7 +86,7 @@ func TestFixedMultiRuleRetryAfterEarlySQLite(t *testing.T) {
 	}
 }
 
-// TestAdmitCancelledClientBypasses: under Admit over SQLite, five requests whose client
+// TestAdmitCancelledClientBypasses: under OutagePolicy Admit over SQLite, five requests whose client
 // hung up before they were served (context cancelled) run the handler at most once under a
 // limit of 1: the client's own cancellation is not a store failure to fail open on.
 func TestAdmitCancelledClientBypasses(t *testing.T) {
@@ -115,7 +115,7 @@ func TestAdmitCancelledClientBypasses(t *testing.T) {
 
 // TestAdmitHangUpWire: the same on a real wire. With the limit (1 an hour) used up and
 // SQLite's one connection busy for 200 ms, three clients send a POST and hang up at once:
-// under Admit the handler does not run for them, and a normal client after is refused
+// under OutagePolicy Admit the handler does not run for them, and a normal client after is refused
 // (429).
 func TestAdmitHangUpWire(t *testing.T) {
 	st := openSQLite(t, sqlitestore.Options{})
