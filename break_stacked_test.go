@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -35,11 +36,11 @@ func TestStackedFailoverCountsEveryAttempt(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st := mk()
 			var reached int
-			down := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			down := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 				reached++
 				return nil, errors.New("primary down")
 			})
-			ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			ok := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 				reached++
 				return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 			})
@@ -71,7 +72,7 @@ func TestStackedThreeLayersRetry(t *testing.T) {
 	for name, mk := range stackStores(t) {
 		t.Run(name, func(t *testing.T) {
 			st := mk()
-			ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			ok := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 				return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 			})
 			hour := strategy.Rule{Limit: 1000, Window: time.Hour}
@@ -103,7 +104,7 @@ func TestStackedInnerReservation(t *testing.T) {
 	for name, mk := range stackStores(t) {
 		t.Run(name, func(t *testing.T) {
 			st := mk()
-			ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			ok := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 				return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 			})
 			send := func(outer *Transport, r *Reservation) {

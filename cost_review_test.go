@@ -23,6 +23,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
@@ -334,13 +335,13 @@ func tokenBucketGiveBack(t *testing.T, clk *clock.Manual, rate float64, run time
 			}
 			return 5
 		}),
-		ratemonitor.WithCostReport(headerCost), ratemonitor.WithClock(clk)}
+		ratemonitor.WithCostReport(upstreamtest.HeaderCost), ratemonitor.WithClock(clk)}
 	tr, err = ratemonitor.New(slow.Client().Transport, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if err := send(tr, slow.URL, 20*time.Second); err != nil {
+	if err := upstreamtest.SendWithin(tr, slow.URL, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return used(t, tr, "shop")
@@ -358,12 +359,12 @@ func TestTokenBucketNoGiveBackAfterRefill(t *testing.T) {
 // that the upstream says cost 10 leaves 10 used: the rest is recorded on top (review M7).
 func TestReservationSlotCostCorrectedUp(t *testing.T) {
 	var hits atomic.Int64
-	up := costUpstream(t, "10", &hits)
+	up := upstreamtest.Cost(t, "10", &hits)
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	tr, err := ratemonitor.New(up.Client().Transport, ratemonitor.WithClock(clk), ratemonitor.WithPacing(),
 		ratemonitor.WithRules(strategy.Rule{Limit: 20, Window: time.Minute}),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
-		ratemonitor.WithCost(func(*http.Request) int { return 10 }), ratemonitor.WithCostReport(headerCost))
+		ratemonitor.WithCost(func(*http.Request) int { return 10 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestReservationSlotCostCorrectedUp(t *testing.T) {
 // corrected up by the inner to the reported 10 (review M8).
 func TestStackedInnerCorrectsOuterCharge(t *testing.T) {
 	var hits atomic.Int64
-	up := costUpstream(t, "10", &hits)
+	up := upstreamtest.Cost(t, "10", &hits)
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	store, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
@@ -400,7 +401,7 @@ func TestStackedInnerCorrectsOuterCharge(t *testing.T) {
 		ratemonitor.WithRules(strategy.Rule{Limit: 20, Window: time.Minute}),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" })}
 	inner, err := ratemonitor.New(up.Client().Transport, append(common,
-		ratemonitor.WithCost(func(*http.Request) int { return 10 }), ratemonitor.WithCostReport(headerCost))...)
+		ratemonitor.WithCost(func(*http.Request) int { return 10 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +411,7 @@ func TestStackedInnerCorrectsOuterCharge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer outer.Close()
-	if err := send(outer, up.URL, time.Second); err != nil {
+	if err := upstreamtest.SendWithin(outer, up.URL, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if u := used(t, outer, "k"); u != 10 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/middleware"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -55,13 +56,13 @@ func TestStackedTransportsCountOnce(t *testing.T) {
 	for name, mk := range stackStores(t) {
 		t.Run(name, func(t *testing.T) {
 			st := mk()
-			up, hits := upstream(t, nil)
+			up, hits := upstreamtest.Counting(t, nil)
 			key := strings.TrimPrefix(up.URL, "http://")
 
 			// Same rules in both layers: one request is used = 1 in both rules.
 			inner := newTransport(t, nil, WithRules(minute, day10), WithStore(st))
 			outer := newTransport(t, inner, WithRules(minute, day10), WithStore(st))
-			if _, err := get(t, &http.Client{Transport: outer}, up.URL); err != nil {
+			if _, err := upstreamtest.Get(t, &http.Client{Transport: outer}, up.URL); err != nil {
 				t.Fatal(err)
 			}
 			if u := usedOf(t, outer, key); !slices.Equal(u, []int{1, 1}) {
@@ -71,7 +72,7 @@ func TestStackedTransportsCountOnce(t *testing.T) {
 			// Overlapping rules: the minute counter is shared, the day and hour ones are not.
 			inner2 := newTransport(t, nil, WithRules(minute, hour), WithStore(st))
 			outer2 := newTransport(t, inner2, WithRules(minute, day10), WithStore(st))
-			if _, err := get(t, &http.Client{Transport: outer2}, up.URL); err != nil {
+			if _, err := upstreamtest.Get(t, &http.Client{Transport: outer2}, up.URL); err != nil {
 				t.Fatal(err)
 			}
 			if u := usedOf(t, inner2, key); !slices.Equal(u, []int{2, 1}) {
@@ -85,7 +86,7 @@ func TestStackedTransportsCountOnce(t *testing.T) {
 			// counter of the inner Transport, the minute one included.
 			inner3 := newTransport(t, nil, WithRules(minute, hour), WithStore(st))
 			outer3 := newTransport(t, retryTwice{inner3}, WithRules(minute), WithStore(st))
-			if _, err := get(t, &http.Client{Transport: outer3}, up.URL); err != nil {
+			if _, err := upstreamtest.Get(t, &http.Client{Transport: outer3}, up.URL); err != nil {
 				t.Fatal(err)
 			}
 			if u := usedOf(t, inner3, key); !slices.Equal(u, []int{4, 3}) {
@@ -106,7 +107,7 @@ func TestStackedPacedTransports(t *testing.T) {
 	for name, mk := range stackStores(t) {
 		t.Run(name, func(t *testing.T) {
 			st := mk()
-			up, hits := upstream(t, nil)
+			up, hits := upstreamtest.Counting(t, nil)
 			key := strings.TrimPrefix(up.URL, "http://")
 			inner := newTransport(t, nil, WithRules(two, hour), WithStore(st), WithPacing())
 			outer := newTransport(t, inner, WithRules(two), WithStore(st), WithPacing())

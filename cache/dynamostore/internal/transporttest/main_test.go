@@ -16,6 +16,7 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
 	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 )
 
 // TestMain checks that the tests leave no goroutine behind, but the AWS SDK's HTTP clients'
@@ -25,11 +26,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
 }
-
-// roundTripFunc is a function that is an http.RoundTripper.
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // dynamoStore starts dynalite, creates a table and returns a DynamoDB store on it with opts
 // (Table filled in). Its HTTP connections are closed when the test ends.
@@ -47,7 +43,7 @@ func faultyDynamoStore(t *testing.T, opts dynamostore.Options, fault func(op str
 	t.Cleanup(hc.CloseIdleConnections)
 	var rt http.RoundTripper = hc
 	if fault != nil {
-		rt = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		rt = upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if resp := fault(strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")); resp != nil {
 				if r.Body != nil {
 					r.Body.Close()

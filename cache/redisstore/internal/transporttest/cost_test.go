@@ -14,6 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
@@ -26,18 +27,18 @@ func TestCostCorrectionRaceRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newStore(t, srv, redisstore.Options{Prefix: "review-cost-race:"})
 	var hits atomic.Int64
-	up := costUpstream(t, "1", &hits)
+	up := upstreamtest.Cost(t, "1", &hits)
 	var trs []*ratemonitor.Transport
 	for range 2 {
 		trs = append(trs, newTransport(t, up.Client().Transport, ratemonitor.WithStore(store), ratemonitor.WithPacing(),
 			ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
 			ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
-			ratemonitor.WithCost(func(*http.Request) int { return 5 }), ratemonitor.WithCostReport(headerCost)))
+			ratemonitor.WithCost(func(*http.Request) int { return 5 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost)))
 	}
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {
-			err := sendWithin(trs[i%2], up.URL, 10*time.Second) // a wait of ~1 min fails at once (DeadlineError)
+			err := upstreamtest.SendWithin(trs[i%2], up.URL, 10*time.Second) // a wait of ~1 min fails at once (DeadlineError)
 			var de *ratemonitor.DeadlineError
 			if err != nil && !errors.As(err, &de) && !errors.Is(err, context.DeadlineExceeded) {
 				t.Error(err)
@@ -103,13 +104,13 @@ func tokenBucketGiveBack(t *testing.T, store *redisstore.Store, opts ...ratemoni
 			}
 			return 5
 		}),
-		ratemonitor.WithCostReport(headerCost)}, opts...)
+		ratemonitor.WithCostReport(upstreamtest.HeaderCost)}, opts...)
 	tr, err = ratemonitor.New(slow.Client().Transport, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if err := sendWithin(tr, slow.URL, 20*time.Second); err != nil {
+	if err := upstreamtest.SendWithin(tr, slow.URL, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return used(t, tr, "shop")

@@ -20,6 +20,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/middleware"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -71,11 +72,11 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestStackedFailoverCountsEveryAttempt(t *testing.T) {
 	st := stackStore(t)()
 	var reached int
-	down := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	down := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		reached++
 		return nil, errors.New("primary down")
 	})
-	ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	ok := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		reached++
 		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 	})
@@ -103,7 +104,7 @@ func TestStackedFailoverCountsEveryAttempt(t *testing.T) {
 // (hour) and by C in the minute counter only. used [2 2].
 func TestStackedThreeLayersRetry(t *testing.T) {
 	st := stackStore(t)()
-	ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	ok := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 	})
 	hour := strategy.Rule{Limit: 1000, Window: time.Hour}
@@ -131,7 +132,7 @@ func TestStackedThreeLayersRetry(t *testing.T) {
 // held).
 func TestStackedInnerReservation(t *testing.T) {
 	st := stackStore(t)()
-	ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	ok := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 	})
 	send := func(outer *ratemonitor.Transport, r *ratemonitor.Reservation) {
@@ -172,13 +173,13 @@ func TestStackedInnerReservation(t *testing.T) {
 func TestStackedTransportsCountOnce(t *testing.T) {
 	hour := strategy.Rule{Limit: 1000, Window: time.Hour}
 	st := stackStore(t)()
-	up, hits := upstream(t, nil)
+	up, hits := upstreamtest.Counting(t, nil)
 	key := strings.TrimPrefix(up.URL, "http://")
 
 	// Same rules in both layers: one request is used = 1 in both rules.
 	inner := newTransport(t, nil, ratemonitor.WithRules(minute, day10), ratemonitor.WithStore(st))
 	outer := newTransport(t, inner, ratemonitor.WithRules(minute, day10), ratemonitor.WithStore(st))
-	if _, err := get(t, &http.Client{Transport: outer}, up.URL); err != nil {
+	if _, err := upstreamtest.Get(t, &http.Client{Transport: outer}, up.URL); err != nil {
 		t.Fatal(err)
 	}
 	if u := usedOf(t, outer, key); !slices.Equal(u, []int{1, 1}) {
@@ -188,7 +189,7 @@ func TestStackedTransportsCountOnce(t *testing.T) {
 	// Overlapping rules: the minute counter is shared, the day and hour ones are not.
 	inner2 := newTransport(t, nil, ratemonitor.WithRules(minute, hour), ratemonitor.WithStore(st))
 	outer2 := newTransport(t, inner2, ratemonitor.WithRules(minute, day10), ratemonitor.WithStore(st))
-	if _, err := get(t, &http.Client{Transport: outer2}, up.URL); err != nil {
+	if _, err := upstreamtest.Get(t, &http.Client{Transport: outer2}, up.URL); err != nil {
 		t.Fatal(err)
 	}
 	if u := usedOf(t, inner2, key); !slices.Equal(u, []int{2, 1}) {
@@ -202,7 +203,7 @@ func TestStackedTransportsCountOnce(t *testing.T) {
 	// counter of the inner Transport, the minute one included.
 	inner3 := newTransport(t, nil, ratemonitor.WithRules(minute, hour), ratemonitor.WithStore(st))
 	outer3 := newTransport(t, retryTwice{inner3}, ratemonitor.WithRules(minute), ratemonitor.WithStore(st))
-	if _, err := get(t, &http.Client{Transport: outer3}, up.URL); err != nil {
+	if _, err := upstreamtest.Get(t, &http.Client{Transport: outer3}, up.URL); err != nil {
 		t.Fatal(err)
 	}
 	if u := usedOf(t, inner3, key); !slices.Equal(u, []int{4, 3}) {
@@ -219,7 +220,7 @@ func TestStackedPacedTransports(t *testing.T) {
 	two := strategy.Rule{Limit: 2, Window: time.Minute}
 	hour := strategy.Rule{Limit: 2, Window: time.Hour}
 	st := stackStore(t)()
-	up, hits := upstream(t, nil)
+	up, hits := upstreamtest.Counting(t, nil)
 	key := strings.TrimPrefix(up.URL, "http://")
 	inner := newTransport(t, nil, ratemonitor.WithRules(two, hour), ratemonitor.WithStore(st), ratemonitor.WithPacing())
 	outer := newTransport(t, inner, ratemonitor.WithRules(two), ratemonitor.WithStore(st), ratemonitor.WithPacing())
