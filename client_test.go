@@ -15,6 +15,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/transportcheck"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -22,34 +23,22 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// The Transport helpers of internal/transportcheck, under the names these tests use.
+var (
+	usedOf = transportcheck.UsedOf
+	status = transportcheck.StatusOf[Status, *Transport]
+)
+
+func newTransport(t *testing.T, base http.RoundTripper, opts ...Option) *Transport {
+	t.Helper()
+	return transportcheck.New(t, New, base, opts...)
+}
+
 var (
 	t0     = time.Unix(1_800_000_000, 0)
 	minute = strategy.Rule{Limit: 60, Window: time.Minute}
 	day    = strategy.Rule{Limit: 5000, Window: 24 * time.Hour}
 )
-
-func newTransport(t *testing.T, base http.RoundTripper, opts ...Option) *Transport {
-	t.Helper()
-	tr, err := New(base, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
-}
-
-func usedOf(t *testing.T, tr *Transport, key string) []int {
-	t.Helper()
-	u, err := tr.AllocationUsed(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, x := range u {
-		out = append(out, x.Used)
-	}
-	return out
-}
 
 // TestRecordsEveryAttempt: successes, 429s, transport failures and each redirect hop count once
 // per rule, under the right key.

@@ -14,18 +14,13 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/transportcheck"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-func used(t *testing.T, tr *ratemonitor.Transport, key string) int {
-	t.Helper()
-	u, err := tr.AllocationUsed(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u[0].Used
-}
+// used is internal/transportcheck's, under the name these tests use.
+var used = transportcheck.Used
 
 // TestCostStackedCountedOnce: two Transports stacked on one store, both with WithCost and
 // WithCostReport: the request is charged once (5) and corrected once (to 2).

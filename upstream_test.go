@@ -31,15 +31,6 @@ func syncSetup(t *testing.T, cfg SyncConfig, opts ...Option) (*http.Client, *Tra
 	return &http.Client{Transport: tr}, tr, a, clk, st
 }
 
-func status(t *testing.T, tr *Transport, key string) Status {
-	t.Helper()
-	s, err := tr.Status(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func TestSyncRaisesUsage(t *testing.T) {
 	c, tr, a, _, _ := syncSetup(t, SyncConfig{})
 	srv, _ := upstreamtest.Counting(t, a.Serve)

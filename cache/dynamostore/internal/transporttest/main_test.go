@@ -16,6 +16,7 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
 	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/internal/transportcheck"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 )
 
@@ -83,28 +84,10 @@ func conditionFailed() *http.Response {
 		Body:   io.NopCloser(strings.NewReader(`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}`))}
 }
 
-// newTransport is ratemonitor.New, failing t on an error; the Transport is closed when the
-// test ends.
+// usedOf is internal/transportcheck's, under the name these tests use.
+var usedOf = transportcheck.UsedOf
+
 func newTransport(t *testing.T, base http.RoundTripper, opts ...ratemonitor.Option) *ratemonitor.Transport {
 	t.Helper()
-	tr, err := ratemonitor.New(base, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
-}
-
-// usedOf returns what each of tr's rules counts on key (AllocationUsed).
-func usedOf(t *testing.T, tr *ratemonitor.Transport, key string) []int {
-	t.Helper()
-	u, err := tr.AllocationUsed(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, x := range u {
-		out = append(out, x.Used)
-	}
-	return out
+	return transportcheck.New(t, ratemonitor.New, base, opts...)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/transportcheck"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -31,6 +32,18 @@ var (
 )
 
 var discard = slog.New(slog.DiscardHandler)
+
+// The Transport helpers of internal/transportcheck, under the names these tests use.
+var (
+	usedOf = transportcheck.UsedOf
+	used   = transportcheck.Used
+	status = transportcheck.StatusOf[ratemonitor.Status, *ratemonitor.Transport]
+)
+
+func newTransport(t *testing.T, base http.RoundTripper, opts ...ratemonitor.Option) *ratemonitor.Transport {
+	t.Helper()
+	return transportcheck.New(t, ratemonitor.New, base, opts...)
+}
 
 // newStore returns a Redis store on srv, closed when the test ends. Stores made with the same
 // options on one server share their state, as two processes' stores would. Without a Timeout
@@ -54,45 +67,6 @@ func newStore(t *testing.T, srv *redistest.Server, opts redisstore.Options) *red
 func leaseStore(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	t.Helper()
 	return newStore(t, srv, redisstore.Options{Prefix: "inflight-" + strings.ReplaceAll(t.Name(), "/", "-")})
-}
-
-func newTransport(t *testing.T, base http.RoundTripper, opts ...ratemonitor.Option) *ratemonitor.Transport {
-	t.Helper()
-	tr, err := ratemonitor.New(base, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
-}
-
-// usedOf is the key's usage of each rule (AllocationUsed).
-func usedOf(t *testing.T, tr *ratemonitor.Transport, key string) []int {
-	t.Helper()
-	u, err := tr.AllocationUsed(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, x := range u {
-		out = append(out, x.Used)
-	}
-	return out
-}
-
-// used is the key's usage of its first rule.
-func used(t *testing.T, tr *ratemonitor.Transport, key string) int {
-	t.Helper()
-	return usedOf(t, tr, key)[0]
-}
-
-func status(t *testing.T, tr *ratemonitor.Transport, key string) ratemonitor.Status {
-	t.Helper()
-	s, err := tr.Status(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // do sends a GET through tr with ctx and returns the response (body open) or error.
