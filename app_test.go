@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -281,9 +282,9 @@ func TestAppStoreFailure(t *testing.T) {
 // exceed what stores keep.
 func TestHugeRetryAfter(t *testing.T) {
 	c, tr, a, _, _ := syncSetup(t, SyncConfig{})
-	srv, _ := upstream(t, a.serve)
-	a.set(429, "Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	srv, _ := upstreamtest.Counting(t, a.Serve)
+	a.Set(429, "Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	if s := status(t, tr, "t1"); !s.PausedUntil.Equal(t0.Add(DefaultMaxPause)) {
 		t.Fatalf("paused until %v, want t0 + %v", s.PausedUntil, DefaultMaxPause)
 	}

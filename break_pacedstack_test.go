@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -35,7 +36,7 @@ func TestStackedPacedOuterSlotAges(t *testing.T) {
 	r1 := strategy.Rule{Limit: 2, Window: 10 * time.Second}
 	r2 := strategy.Rule{Limit: 2, Window: 9 * time.Second}
 	var sends []time.Duration
-	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	base := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		sends = append(sends, clk.Now().Sub(t0))
 		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 	})

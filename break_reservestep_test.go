@@ -11,6 +11,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -31,7 +32,7 @@ func TestReservationAcrossStepBack(t *testing.T) {
 	}
 	defer mem.Close()
 	sent := 0
-	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	base := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		sent++
 		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -21,14 +22,14 @@ func TestRetryAfterDateAfterWallStep(t *testing.T) {
 	step := 10 * time.Minute
 	wallNow = func() time.Time { return time.Now().Add(step) }
 	t.Cleanup(func() { wallNow = time.Now })
-	srv, _ := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+	srv, _ := upstreamtest.Counting(t, func(w http.ResponseWriter, r *http.Request) {
 		wall := time.Now().Add(step)
 		w.Header().Set("Date", wall.UTC().Format(http.TimeFormat))
 		w.Header().Set("Retry-After", wall.Add(5*time.Second).UTC().Format(http.TimeFormat))
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
 	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 100, Window: time.Minute}), WithSync(SyncConfig{}))
-	if _, err := get(t, &http.Client{Transport: tr}, srv.URL); err != nil {
+	if _, err := upstreamtest.Get(t, &http.Client{Transport: tr}, srv.URL); err != nil {
 		t.Fatal(err)
 	}
 	key := srv.Listener.Addr().String()

@@ -6,9 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,11 +15,24 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/transportcheck"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The Transport helpers of internal/transportcheck, under the names these tests use.
+var (
+	usedOf = transportcheck.UsedOf
+	status = transportcheck.StatusOf[Status, *Transport]
+)
+
+func newTransport(t *testing.T, base http.RoundTripper, opts ...Option) *Transport {
+	t.Helper()
+	return transportcheck.New(t, New, base, opts...)
+}
 
 var (
 	t0     = time.Unix(1_800_000_000, 0)
@@ -29,60 +40,10 @@ var (
 	day    = strategy.Rule{Limit: 5000, Window: 24 * time.Hour}
 )
 
-func newTransport(t *testing.T, base http.RoundTripper, opts ...Option) *Transport {
-	t.Helper()
-	tr, err := New(base, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
-}
-
-// upstream is an httptest server that counts the requests it receives.
-func upstream(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
-	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		if h != nil {
-			h(w, r)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &hits
-}
-
-func get(t *testing.T, c *http.Client, url string, header ...string) (*http.Response, error) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := c.Do(req)
-	if err == nil {
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	return resp, err
-}
-
-func usedOf(t *testing.T, tr *Transport, key string) []int {
-	t.Helper()
-	u, err := tr.AllocationUsed(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, x := range u {
-		out = append(out, x.Used)
-	}
-	return out
-}
-
 // TestRecordsEveryAttempt: successes, 429s, transport failures and each redirect hop count once
 // per rule, under the right key.
 func TestRecordsEveryAttempt(t *testing.T) {
-	srv, hits := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+	srv, hits := upstreamtest.Counting(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/redirect":
 			http.Redirect(w, r, "/ok", http.StatusFound)
@@ -96,7 +57,7 @@ func TestRecordsEveryAttempt(t *testing.T) {
 		WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)))
 	c := &http.Client{Transport: tr}
 	for _, path := range []string{"/ok", "/redirect", "/limited"} {
-		if _, err := get(t, c, srv.URL+path, "Xero-Tenant-Id", "tenant-a"); err != nil {
+		if _, err := upstreamtest.Get(t, c, srv.URL+path, "Xero-Tenant-Id", "tenant-a"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,7 +76,7 @@ func TestRecordsEveryAttempt(t *testing.T) {
 
 	// A request that fails in the base transport was still an attempt.
 	srv.Close()
-	if _, err := get(t, c, srv.URL+"/ok", "Xero-Tenant-Id", "tenant-b"); err == nil {
+	if _, err := upstreamtest.Get(t, c, srv.URL+"/ok", "Xero-Tenant-Id", "tenant-b"); err == nil {
 		t.Fatal("expected a connection error")
 	}
 	if got := usedOf(t, tr, "tenant-b"); got[0] != 1 {
@@ -295,12 +256,12 @@ func TestStoreFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	broken.Close()
-	srv, hits := upstream(t, nil)
+	srv, hits := upstreamtest.Counting(t, nil)
 
 	var reported []error
 	open := newTransport(t, nil, WithRules(minute), WithStore(broken), WithLogger(discard),
 		WithErrorHandler(func(_ *http.Request, key string, err error) { reported = append(reported, err) }))
-	if _, err := get(t, &http.Client{Transport: open}, srv.URL); err != nil {
+	if _, err := upstreamtest.Get(t, &http.Client{Transport: open}, srv.URL); err != nil {
 		t.Fatalf("fail open returned %v", err)
 	}
 	if hits.Load() != 1 || len(reported) != 1 || !errors.Is(reported[0], cache.ErrClosed) {
@@ -349,9 +310,9 @@ func TestNewErrors(t *testing.T) {
 }
 
 func TestZeroTransport(t *testing.T) {
-	srv, hits := upstream(t, nil)
+	srv, hits := upstreamtest.Counting(t, nil)
 	var tr Transport
-	if _, err := get(t, &http.Client{Transport: &tr}, srv.URL); err != nil || hits.Load() != 1 {
+	if _, err := upstreamtest.Get(t, &http.Client{Transport: &tr}, srv.URL); err != nil || hits.Load() != 1 {
 		t.Fatalf("zero Transport: %v, hits %d", err, hits.Load())
 	}
 	if _, err := tr.WaitSeconds(context.Background(), "k", 1); !errors.Is(err, ErrNotConfigured) {

@@ -11,6 +11,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -28,7 +29,7 @@ func TestPacedAcrossClockStep(t *testing.T) {
 	}
 	defer mem.Close()
 	sent := 0
-	up := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	up := upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		sent++
 		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -199,7 +200,7 @@ func TestSmallerReportedLimitLeavesUpstreamRemaining(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if err := send(tr, srv.URL, time.Second); err != nil {
+	if err := upstreamtest.SendWithin(tr, srv.URL, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if u := used(t, tr, "k"); u != 96 {

@@ -5,10 +5,8 @@ package ratemonitor_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,55 +14,19 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/cost"
+	"github.com/ratemonitor/ratemonitor/internal/transportcheck"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// headerCost reads the cost an upstream reports from X-Real-Cost.
-var headerCost = cost.ReaderFunc(func(resp *http.Response, _ time.Time) cost.Report {
-	n, err := strconv.Atoi(resp.Header.Get("X-Real-Cost"))
-	if err != nil {
-		return cost.Report{Cost: cost.Unknown}
-	}
-	return cost.Report{Cost: n}
-})
-
-func costUpstream(t *testing.T, real string, hits *atomic.Int64) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		w.Header().Set("X-Real-Cost", real)
-		w.Write([]byte(`{}`))
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-func used(t *testing.T, tr *ratemonitor.Transport, key string) int {
-	t.Helper()
-	u, err := tr.AllocationUsed(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u[0].Used
-}
-
-func send(tr http.RoundTripper, url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		return err
-	}
-	io.Copy(io.Discard, resp.Body)
-	return resp.Body.Close()
-}
+// used is internal/transportcheck's, under the name these tests use.
+var used = transportcheck.Used
 
 // TestCostStackedCountedOnce: two Transports stacked on one store, both with WithCost and
 // WithCostReport: the request is charged once (5) and corrected once (to 2).
 func TestCostStackedCountedOnce(t *testing.T) {
 	var hits atomic.Int64
-	up := costUpstream(t, "2", &hits)
+	up := upstreamtest.Cost(t, "2", &hits)
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	store, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
@@ -74,7 +36,7 @@ func TestCostStackedCountedOnce(t *testing.T) {
 	opts := []ratemonitor.Option{ratemonitor.WithStore(store), ratemonitor.WithPacing(),
 		ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
-		ratemonitor.WithCost(func(*http.Request) int { return 5 }), ratemonitor.WithCostReport(headerCost)}
+		ratemonitor.WithCost(func(*http.Request) int { return 5 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost)}
 	inner, err := ratemonitor.New(up.Client().Transport, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +47,7 @@ func TestCostStackedCountedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer outer.Close()
-	if err := send(outer, up.URL, time.Second); err != nil {
+	if err := upstreamtest.SendWithin(outer, up.URL, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if u := used(t, outer, "k"); u != 2 {
@@ -99,17 +61,17 @@ func TestCostStackedCountedOnce(t *testing.T) {
 func TestCostMonitoringAndPause(t *testing.T) {
 	var hits atomic.Int64
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	up7 := costUpstream(t, "7", &hits)
+	up7 := upstreamtest.Cost(t, "7", &hits)
 	mon, err := ratemonitor.New(up7.Client().Transport, ratemonitor.WithClock(clk),
 		ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
-		ratemonitor.WithCost(func(*http.Request) int { return 3 }), ratemonitor.WithCostReport(headerCost))
+		ratemonitor.WithCost(func(*http.Request) int { return 3 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mon.Close()
-	send(mon, up7.URL, time.Second)
-	send(mon, up7.URL, time.Second) // 14: over the limit, recorded in monitoring mode
+	upstreamtest.SendWithin(mon, up7.URL, time.Second)
+	upstreamtest.SendWithin(mon, up7.URL, time.Second) // 14: over the limit, recorded in monitoring mode
 	if u := used(t, mon, "k"); u != 14 {
 		t.Errorf("monitoring: used %d, want 14", u)
 	}
@@ -130,18 +92,18 @@ func TestCostMonitoringAndPause(t *testing.T) {
 		ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
 		ratemonitor.WithSync(ratemonitor.SyncConfig{}),
-		ratemonitor.WithCost(func(*http.Request) int { return 4 }), ratemonitor.WithCostReport(headerCost))
+		ratemonitor.WithCost(func(*http.Request) int { return 4 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer paced.Close()
 	done := make(chan error)
-	go func() { done <- send(paced, up.URL, time.Second) }()
+	go func() { done <- upstreamtest.SendWithin(paced, up.URL, time.Second) }()
 	for n.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	send(paced, up.URL, time.Second) // the 429: pauses k for 30 s
-	<-done                           // then the first request's 4 is corrected to 1
+	upstreamtest.SendWithin(paced, up.URL, time.Second) // the 429: pauses k for 30 s
+	<-done                                              // then the first request's 4 is corrected to 1
 	w, err := paced.WaitTime(context.Background(), "k", 1)
 	if err != nil || w < 29*time.Second {
 		t.Errorf("after a give-back on a paused key: wait %v (%v), want the pause's 30 s", w, err)

@@ -23,6 +23,8 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/costcheck"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
@@ -292,64 +294,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// tokenBucketGiveBack: a query charged 5 (the estimate) on a bucket of 10 refilled at rate a
-// second; while it runs (run: a slow mutation), the bucket refills to full and ten 1-point
-// queries empty it; then the answer says the query cost 1. The upstream's bucket is empty (it
-// was full whatever the first query cost, and the ten took all of it), so nothing may be given
-// back: the refill since the charge already paid it. It returns the bucket's usage after. The
-// memory store's case, on clk; the Redis store's is in the Redis module's transporttest.
-func tokenBucketGiveBack(t *testing.T, clk *clock.Manual, rate float64, run time.Duration) int {
-	t.Helper()
-	rule, err := tokenbucket.Rule(10, rate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := tokenbucket.New(rule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tr *ratemonitor.Transport
-	small := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
-	defer small.Close()
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		clk.Advance(run)
-		for range 10 {
-			req, _ := http.NewRequest(http.MethodGet, small.URL, nil)
-			req.Header.Set("X-Cost", "1")
-			resp, err := tr.RoundTrip(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			resp.Body.Close()
-		}
-		w.Header().Set("X-Real-Cost", "1")
-	}))
-	defer slow.Close()
-	opts := []ratemonitor.Option{ratemonitor.WithStrategy(s), ratemonitor.WithPacing(),
-		ratemonitor.WithKeyFunc(func(*http.Request) string { return "shop" }),
-		ratemonitor.WithCost(func(r *http.Request) int {
-			if r.Header.Get("X-Cost") == "1" {
-				return 1
-			}
-			return 5
-		}),
-		ratemonitor.WithCostReport(headerCost), ratemonitor.WithClock(clk)}
-	tr, err = ratemonitor.New(slow.Client().Transport, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := send(tr, slow.URL, 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return used(t, tr, "shop")
-}
-
-// TestTokenBucketNoGiveBackAfterRefill: see tokenBucketGiveBack (memory store, virtual time): used
-// stays 10, nothing given back (review H2).
+// TestTokenBucketNoGiveBackAfterRefill: see costcheck.TokenBucketGiveBack (memory store, virtual
+// time: a bucket refilled 1 a second, a mutation of 11 s): used stays 10, nothing given back
+// (review H2). The Redis store's case is in the Redis module's transporttest.
 func TestTokenBucketNoGiveBackAfterRefill(t *testing.T) {
-	if u := tokenBucketGiveBack(t, clock.NewManual(time.Unix(1_800_000_000, 0)), 1, 11*time.Second); u != 10 {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	if u := costcheck.TokenBucketGiveBack(t, 1, func() { clk.Advance(11 * time.Second) }, ratemonitor.WithClock(clk)); u != 10 {
 		t.Errorf("used %d after the give-back, want 10 (the upstream's bucket is empty)", u)
 	}
 }
@@ -358,12 +308,12 @@ func TestTokenBucketNoGiveBackAfterRefill(t *testing.T) {
 // that the upstream says cost 10 leaves 10 used: the rest is recorded on top (review M7).
 func TestReservationSlotCostCorrectedUp(t *testing.T) {
 	var hits atomic.Int64
-	up := costUpstream(t, "10", &hits)
+	up := upstreamtest.Cost(t, "10", &hits)
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	tr, err := ratemonitor.New(up.Client().Transport, ratemonitor.WithClock(clk), ratemonitor.WithPacing(),
 		ratemonitor.WithRules(strategy.Rule{Limit: 20, Window: time.Minute}),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
-		ratemonitor.WithCost(func(*http.Request) int { return 10 }), ratemonitor.WithCostReport(headerCost))
+		ratemonitor.WithCost(func(*http.Request) int { return 10 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +339,7 @@ func TestReservationSlotCostCorrectedUp(t *testing.T) {
 // corrected up by the inner to the reported 10 (review M8).
 func TestStackedInnerCorrectsOuterCharge(t *testing.T) {
 	var hits atomic.Int64
-	up := costUpstream(t, "10", &hits)
+	up := upstreamtest.Cost(t, "10", &hits)
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	store, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
@@ -400,7 +350,7 @@ func TestStackedInnerCorrectsOuterCharge(t *testing.T) {
 		ratemonitor.WithRules(strategy.Rule{Limit: 20, Window: time.Minute}),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" })}
 	inner, err := ratemonitor.New(up.Client().Transport, append(common,
-		ratemonitor.WithCost(func(*http.Request) int { return 10 }), ratemonitor.WithCostReport(headerCost))...)
+		ratemonitor.WithCost(func(*http.Request) int { return 10 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +360,7 @@ func TestStackedInnerCorrectsOuterCharge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer outer.Close()
-	if err := send(outer, up.URL, time.Second); err != nil {
+	if err := upstreamtest.SendWithin(outer, up.URL, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if u := used(t, outer, "k"); u != 10 {

@@ -9,6 +9,7 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -18,7 +19,7 @@ import (
 // exactly 10 after the one request sent, not 19.
 func TestStackedBothCorrectUpOnce(t *testing.T) {
 	var hits atomic.Int64
-	up := costUpstream(t, "10", &hits)
+	up := upstreamtest.Cost(t, "10", &hits)
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	store, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
@@ -28,7 +29,7 @@ func TestStackedBothCorrectUpOnce(t *testing.T) {
 	common := []ratemonitor.Option{ratemonitor.WithStore(store), ratemonitor.WithPacing(),
 		ratemonitor.WithRules(strategy.Rule{Limit: 30, Window: time.Minute}),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
-		ratemonitor.WithCost(func(*http.Request) int { return 1 }), ratemonitor.WithCostReport(headerCost)}
+		ratemonitor.WithCost(func(*http.Request) int { return 1 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost)}
 	inner, err := ratemonitor.New(up.Client().Transport, common...)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +40,7 @@ func TestStackedBothCorrectUpOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer outer.Close()
-	if err := send(outer, up.URL, time.Second); err != nil {
+	if err := upstreamtest.SendWithin(outer, up.URL, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if u := used(t, outer, "k"); u != 10 || hits.Load() != 1 {

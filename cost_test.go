@@ -13,6 +13,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
@@ -45,8 +46,8 @@ func TestCostCharged(t *testing.T) {
 			opts = append(opts, WithPacing())
 		}
 		c, tr, _ := syncOn(t, []strategy.Rule{ten}, opts...)
-		srv, hits := upstream(t, nil)
-		get(t, c, srv.URL, "X-Cost", "4")
+		srv, hits := upstreamtest.Counting(t, nil)
+		upstreamtest.Get(t, c, srv.URL, "X-Cost", "4")
 		if got := usedOf(t, tr, "k"); got[0] != 4 {
 			t.Fatalf("paced %v: used %v after a request of cost 4", paced, got)
 		}
@@ -55,7 +56,7 @@ func TestCostCharged(t *testing.T) {
 			want error
 			says string
 		}{{"11", strategy.ErrBurstTooLarge, "request cost 11"}, {"0", strategy.ErrInvalidBurst, "request cost 0"}} {
-			_, err := get(t, c, srv.URL, "X-Cost", bad.cost)
+			_, err := upstreamtest.Get(t, c, srv.URL, "X-Cost", bad.cost)
 			if !errors.Is(err, bad.want) || !strings.Contains(err.Error(), bad.says) || !strings.Contains(err.Error(), "WithCost") {
 				t.Fatalf("paced %v: cost %s: %v", paced, bad.cost, err)
 			}
@@ -80,15 +81,15 @@ func TestCostCorrected(t *testing.T) {
 			opts = append(opts, WithPacing())
 		}
 		c, tr, _ := syncOn(t, []strategy.Rule{ten}, opts...)
-		a := &answer{}
-		srv, _ := upstream(t, a.serve)
-		a.set(200, "X-Real-Cost", "7")
-		get(t, c, srv.URL, "X-Cost", "4", "K", "up")
+		a := &upstreamtest.Answer{}
+		srv, _ := upstreamtest.Counting(t, a.Serve)
+		a.Set(200, "X-Real-Cost", "7")
+		upstreamtest.Get(t, c, srv.URL, "X-Cost", "4", "K", "up")
 		if got := usedOf(t, tr, "up")[0]; got != 7 {
 			t.Fatalf("paced %v: charged 4, real 7: used %d", paced, got)
 		}
-		a.set(200, "X-Real-Cost", "1")
-		get(t, c, srv.URL, "X-Cost", "4", "K", "down")
+		a.Set(200, "X-Real-Cost", "1")
+		upstreamtest.Get(t, c, srv.URL, "X-Cost", "4", "K", "down")
 		want := 4
 		if paced {
 			want = 1
@@ -96,8 +97,8 @@ func TestCostCorrected(t *testing.T) {
 		if got := usedOf(t, tr, "down")[0]; got != want {
 			t.Fatalf("paced %v: charged 4, real 1: used %d, want %d", paced, got, want)
 		}
-		a.set(200)
-		get(t, c, srv.URL, "X-Cost", "3", "K", "silent")
+		a.Set(200)
+		upstreamtest.Get(t, c, srv.URL, "X-Cost", "3", "K", "silent")
 		if got := usedOf(t, tr, "silent")[0]; got != 3 {
 			t.Fatalf("paced %v: no report: used %d, want the charge 3", paced, got)
 		}
@@ -131,7 +132,7 @@ func TestCostShopifyGraphQL(t *testing.T) {
 		return `{"data":{"shop":{"name":"x"}},"extensions":{"cost":{"requestedQueryCost":50,"actualQueryCost":12,` +
 			`"throttleStatus":{"maximumAvailable":1000.0,"currentlyAvailable":` + available + `,"restoreRate":50.0}}}}`
 	}
-	srv, _ := upstream(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv, _ := upstreamtest.Counting(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		io.WriteString(w, body())
 	})
@@ -165,7 +166,7 @@ func TestCostGitHubGraphQL(t *testing.T) {
 	c, tr, _ := syncOn(t, []strategy.Rule{hour}, WithPacing(), WithCostReport(cost.GitHubGraphQL(time.Hour)),
 		WithSync(SyncConfig{Readers: []headers.Reader{}}), WithKeyFunc(func(*http.Request) string { return "tok" }))
 	reset := t0.Add(40 * time.Minute).UTC().Format(time.RFC3339)
-	srv, _ := upstream(t, func(w http.ResponseWriter, _ *http.Request) {
+	srv, _ := upstreamtest.Counting(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"data":{"viewer":{"login":"x"},"rateLimit":{"cost":3,"limit":5000,"remaining":4990,"resetAt":"`+reset+`"}}}`)
 	})

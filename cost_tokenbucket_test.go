@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -36,7 +37,7 @@ func TestTokenBucketGiveBackLessRefill(t *testing.T) {
 	tr, err := ratemonitor.New(srv.Client().Transport, ratemonitor.WithStrategy(s), ratemonitor.WithPacing(),
 		ratemonitor.WithClock(clk), ratemonitor.WithKeyFunc(func(*http.Request) string { return "shop" }),
 		ratemonitor.WithCost(func(r *http.Request) int { n, _ := strconv.Atoi(r.Header.Get("X-Cost")); return n }),
-		ratemonitor.WithCostReport(headerCost))
+		ratemonitor.WithCostReport(upstreamtest.HeaderCost))
 	if err != nil {
 		t.Fatal(err)
 	}

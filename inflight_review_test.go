@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/observe"
 )
 
@@ -47,7 +48,7 @@ func (p *panicFirst) RoundTrip(r *http.Request) (*http.Response, error) {
 // was recovered, must get the slot; today the slot stays held (and renewed for as long as the
 // process lives), so every later request of the key waits until its deadline.
 func TestInFlightPanicInBaseFreesSlot(t *testing.T) {
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
 	tr := newTransport(t, &panicFirst{base: http.DefaultTransport}, WithRules(minute), WithInFlight(1))
 	func() {
@@ -77,7 +78,7 @@ func TestInFlightPanicInBaseFreesSlot(t *testing.T) {
 // ... are waiting for a slot on key" and is the only figure a dashboard has for waiters, yet
 // it reports 0 for requests waiting for an in-flight slot.
 func TestQueuedCountsInFlightWaiters(t *testing.T) {
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
 	tr := newTransport(t, nil, WithRules(minute), WithPacing(), WithInFlight(1))
 	first, err := send(tr, context.Background(), up.URL)
@@ -115,7 +116,7 @@ func TestQueuedCountsInFlightWaiters(t *testing.T) {
 // once (one observe.StateLost, Op "lease", saying the slots are all taken), though it keeps
 // trying every round; once b's request ends, a takes its slot again and the key is back to 1.
 func TestInFlightLostLeaseOnFullKeyReportedOnce(t *testing.T) {
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
 	const ttl = 100 * time.Millisecond
 	events := reviewEvents{make(chan observe.Event, 64)}

@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -53,24 +53,6 @@ func TestInFlightOptions(t *testing.T) {
 	}
 }
 
-// heldUpstream answers every request at once with a body of "ok", and tracks how many of its
-// responses' bodies the client has not finished (the requests in flight as Xero sees them).
-func countingUpstream(t *testing.T) (*httptest.Server, *atomic.Int64, *atomic.Int64) {
-	var now, most atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := now.Add(1)
-		defer now.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(time.Millisecond)
-		if r.Method != http.MethodHead {
-			io.WriteString(w, "ok")
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &now, &most
-}
-
 // send sends a GET through tr with ctx and returns the response (body open) or error.
 func send(tr *Transport, ctx context.Context, url string) (*http.Response, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -82,7 +64,7 @@ func send(tr *Transport, ctx context.Context, url string) (*http.Response, error
 // response frees at once; a request error frees; a cancelled waiter holds nothing.
 func TestInFlightBody(t *testing.T) {
 	clk := clock.NewManual(t0)
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
 	tr := newTransport(t, nil, WithRules(minute), WithClock(clk), WithInFlight(2))
 	ctx := context.Background()
@@ -170,7 +152,7 @@ func TestInFlightBody(t *testing.T) {
 // room waits for the slot and ends with the context's error; neither holds anything after.
 func TestInFlightPacedDeadline(t *testing.T) {
 	clk := clock.NewManual(t0)
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
 	for _, c := range []struct {
 		limit int
@@ -209,7 +191,7 @@ func TestInFlightPacedDeadline(t *testing.T) {
 // TestInFlightApp: the app key's slots are shared by every key; InFlight reports them.
 func TestInFlightApp(t *testing.T) {
 	clk := clock.NewManual(t0)
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	tr := newTransport(t, nil, WithRules(minute), WithClock(clk), WithPacing(), WithKeyFunc(KeyByHeader("Tenant", nil)),
 		WithAppRules("app", minute), WithInFlight(5), WithAppInFlight(1))
 	get := func(ctx context.Context, tenant string) (*http.Response, error) {
@@ -255,7 +237,7 @@ func TestInFlightRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
 	tr, err := New(nil, WithRules(minute), WithStore(store), WithInFlight(1), WithInFlightLease(time.Second))
 	if err != nil {
@@ -304,43 +286,15 @@ func TestInFlightRenewal(t *testing.T) {
 // request succeeds.
 func TestInFlightConcurrent(t *testing.T) {
 	for _, paced := range []bool{false, true} {
-		up, _, most := countingUpstream(t)
+		up, _, most := upstreamtest.InFlight(t)
 		opts := []Option{WithRules(strategy.Rule{Limit: 1000, Window: time.Minute}), WithInFlight(3)}
 		if paced {
 			opts = append(opts, WithPacing())
 		}
 		tr := newTransport(t, nil, opts...)
-		concurrentRun(t, []*Transport{tr}, up.URL, 24, 5)
+		upstreamtest.ConcurrentRun(t, []*Transport{tr}, up.URL, 24, 5)
 		if most.Load() > 3 || most.Load() < 1 {
 			t.Errorf("paced %v: the upstream saw %d in flight at most, want 1..3", paced, most.Load())
-		}
-	}
-}
-
-// concurrentRun sends workers × each GETs through trs (round robin), reading every body.
-func concurrentRun(t *testing.T, trs []*Transport, url string, workers, each int) {
-	var wg sync.WaitGroup
-	for w := range workers {
-		c := &http.Client{Transport: trs[w%len(trs)]}
-		wg.Go(func() {
-			for range each {
-				r, err := c.Get(url)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				io.Copy(io.Discard, r.Body)
-				r.Body.Close()
-				if r.StatusCode != http.StatusOK {
-					t.Errorf("status %d", r.StatusCode)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for _, tr := range trs {
-		if n := tr.InFlight(strings.TrimPrefix(url, "http://")); n != 0 {
-			t.Errorf("after the run: InFlight %d, want 0", n)
 		}
 	}
 }
@@ -354,7 +308,7 @@ func TestInFlightStoreError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		up, hits := upstream(t, nil)
+		up, hits := upstreamtest.Counting(t, nil)
 		var reported atomic.Int64
 		tr := newTransport(t, nil, WithRules(minute), WithStore(m), WithInFlight(1), WithStoreErrorPolicy(policy), WithLogger(discard),
 			WithErrorHandler(func(_ *http.Request, _ string, err error) {
@@ -394,7 +348,7 @@ func TestInFlightStacked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
 	inner := newTransport(t, nil, WithRules(strategy.Rule{Limit: 100, Window: time.Hour}), WithStore(m), WithInFlight(2))
 	outer := newTransport(t, inner, WithRules(minute), WithStore(m), WithInFlight(2))

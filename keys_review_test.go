@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/leakcheck"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -22,11 +23,11 @@ import (
 // secret key is logged.
 func TestLogRedactsUserInfoCredential(t *testing.T) {
 	const key = "sk_test_rev2SECRETkey"
-	up := secretUpstream(t)
-	w := &leakWatch{}
+	up := leakcheck.Upstream(t)
+	w := &leakcheck.Watch{}
 	clk := clock.NewManual(t0)
 	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 10, Window: time.Minute}), WithClock(clk),
-		WithSync(SyncConfig{}), WithLogger(w.logger()), WithObserver(w), WithErrorHandler(w.onError))
+		WithSync(SyncConfig{}), WithLogger(w.Logger()), WithObserver(w), WithErrorHandler(w.OnError))
 	u := strings.Replace(up.URL, "http://", "http://"+key+":@", 1) + "/skewed"
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, u, nil)
 	resp, err := tr.RoundTrip(req)
@@ -34,9 +35,7 @@ func TestLogRedactsUserInfoCredential(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	w.mu.Lock()
-	logs := w.logs.String()
-	w.mu.Unlock()
+	logs := w.Logs()
 	if !strings.Contains(logs, "upstream's Date") {
 		t.Fatalf("no skewed-Date line logged:\n%s", logs)
 	}

@@ -14,41 +14,9 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
-
-// strictUpstream enforces rules from its own log of arrival instants, read from clk, and
-// answers 429 (and counts a violation) for any request that would break one.
-type strictUpstream struct {
-	clk   clock.Clock
-	rules []strategy.Rule
-
-	mu         sync.Mutex
-	arrivals   []time.Time
-	order      []string
-	violations int
-}
-
-func (u *strictUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := u.clk.Now()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, rule := range u.rules {
-		n := 0
-		for _, s := range u.arrivals {
-			if !s.After(now) && now.Before(s.Add(rule.Window)) {
-				n++
-			}
-		}
-		if n >= rule.Limit {
-			u.violations++
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-	}
-	u.arrivals = append(u.arrivals, now)
-	u.order = append(u.order, r.Header.Get("X-Order"))
-}
 
 // greedyFinish is the instant the last of total requests can be sent at the earliest under
 // rules, starting at start: each request goes at the first instant every rule has room, which
@@ -94,7 +62,7 @@ func TestPacingNeverOvershoots(t *testing.T) {
 		{Limit: 400, Window: 10 * time.Second, Granularity: 10 * time.Millisecond},
 	}
 	clk := clock.NewManual(t0)
-	up := &strictUpstream{clk: clk, rules: rules}
+	up := &upstreamtest.Strict{Clock: clk, Rules: rules}
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	base := http.DefaultTransport.(*http.Transport).Clone()
@@ -143,15 +111,14 @@ func TestPacingNeverOvershoots(t *testing.T) {
 	if active.Load() > 0 {
 		t.Fatal("did not finish in 2 minutes of real time")
 	}
-	up.mu.Lock()
-	defer up.mu.Unlock()
-	if up.violations != 0 || tooMany.Load() != 0 {
-		t.Fatalf("upstream saw %d violations (%d × 429)", up.violations, tooMany.Load())
+	arrivals, _, violations := up.Seen()
+	if violations != 0 || tooMany.Load() != 0 {
+		t.Fatalf("upstream saw %d violations (%d × 429)", violations, tooMany.Load())
 	}
-	if len(up.arrivals) != total {
-		t.Fatalf("upstream accepted %d, want %d", len(up.arrivals), total)
+	if len(arrivals) != total {
+		t.Fatalf("upstream accepted %d, want %d", len(arrivals), total)
 	}
-	got := up.arrivals[len(up.arrivals)-1].Sub(t0)
+	got := arrivals[len(arrivals)-1].Sub(t0)
 	best := greedyFinish(rules, t0, total).Sub(t0)
 	if got < best || float64(got) > 1.02*float64(best) {
 		t.Errorf("finished after %v of simulated time; the optimum is %v (allowed: +2%%)", got, best)
@@ -164,7 +131,7 @@ func TestPacingNeverOvershoots(t *testing.T) {
 func TestFairness(t *testing.T) {
 	rule := strategy.Rule{Limit: 1, Window: 10 * time.Second}
 	clk := clock.NewManual(t0)
-	up := &strictUpstream{clk: clk, rules: []strategy.Rule{rule}}
+	up := &upstreamtest.Strict{Clock: clk, Rules: []strategy.Rule{rule}}
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	tr := newTransport(t, nil, WithRules(rule), WithPacing(), WithClock(clk),
@@ -207,13 +174,12 @@ func TestFairness(t *testing.T) {
 		time.Sleep(50 * time.Microsecond)
 	}
 	wg.Wait()
-	up.mu.Lock()
-	defer up.mu.Unlock()
-	if up.violations != 0 {
-		t.Errorf("%d violations", up.violations)
+	_, order, violations := up.Seen()
+	if violations != 0 {
+		t.Errorf("%d violations", violations)
 	}
-	if want := "first 0 1 2 3 4 5 6 7 8 9"; strings.Join(up.order, " ") != want {
-		t.Errorf("served in order %v, want %s", up.order, want)
+	if want := "first 0 1 2 3 4 5 6 7 8 9"; strings.Join(order, " ") != want {
+		t.Errorf("served in order %v, want %s", order, want)
 	}
 	if got := clk.Now().Sub(t0); got != 100*time.Second {
 		t.Errorf("10 queued requests at 1 per 10 s took %v, want 100s", got)
@@ -223,11 +189,11 @@ func TestFairness(t *testing.T) {
 
 func TestPacingDeadlineAndCancel(t *testing.T) {
 	clk := clock.NewManual(t0)
-	srv, hits := upstream(t, nil)
+	srv, hits := upstreamtest.Counting(t, nil)
 	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 2, Window: time.Minute}), WithPacing(), WithClock(clk))
 	c := &http.Client{Transport: tr}
 	for range 2 {
-		if _, err := get(t, c, srv.URL); err != nil {
+		if _, err := upstreamtest.Get(t, c, srv.URL); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,7 +250,7 @@ func TestPacingDeadlineAndCancel(t *testing.T) {
 
 func TestReservation(t *testing.T) {
 	clk := clock.NewManual(t0)
-	srv, hits := upstream(t, nil)
+	srv, hits := upstreamtest.Counting(t, nil)
 	key := strings.TrimPrefix(srv.URL, "http://")
 	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 10, Window: time.Minute}), WithPacing(), WithClock(clk))
 	ctx := context.Background()
@@ -341,17 +307,17 @@ func TestReservation(t *testing.T) {
 func TestPacingStoreFailure(t *testing.T) {
 	broken, _ := cache.NewMemory(cache.MemoryConfig{})
 	broken.Close()
-	srv, hits := upstream(t, nil)
+	srv, hits := upstreamtest.Counting(t, nil)
 	closed := newTransport(t, nil, WithRules(minute), WithStore(broken), WithPacing(), WithStoreErrorPolicy(SendNothing),
 		WithLogger(discard))
 	var se *StoreError
-	if _, err := get(t, &http.Client{Transport: closed}, srv.URL); !errors.As(err, &se) || hits.Load() != 0 {
+	if _, err := upstreamtest.Get(t, &http.Client{Transport: closed}, srv.URL); !errors.As(err, &se) || hits.Load() != 0 {
 		t.Errorf("fail closed: %v, hits %d", err, hits.Load())
 	}
 	// SendUncounted by name: paced Transports default to Degrade, which fails closed on a closed
 	// store (TestDegradeClosedStore).
 	open := newTransport(t, nil, WithRules(minute), WithStore(broken), WithPacing(), WithStoreErrorPolicy(SendUncounted), WithLogger(discard))
-	if _, err := get(t, &http.Client{Transport: open}, srv.URL); err != nil || hits.Load() != 1 {
+	if _, err := upstreamtest.Get(t, &http.Client{Transport: open}, srv.URL); err != nil || hits.Load() != 1 {
 		t.Errorf("fail open: %v, hits %d", err, hits.Load())
 	}
 	if _, err := open.Reserve(context.Background(), "k", 1); !errors.As(err, &se) {

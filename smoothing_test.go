@@ -14,6 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -63,7 +64,7 @@ func runBatch(tb testing.TB, rule strategy.Rule, smooth bool, n int) batchFigure
 // runBatchOn is runBatch over store st, whose clock is clk.
 func runBatchOn(tb testing.TB, clk *clock.Manual, st cache.Store, rule strategy.Rule, smooth bool, n int) batchFigures {
 	tb.Helper()
-	up := &strictUpstream{clk: clk, rules: []strategy.Rule{rule}}
+	up := &upstreamtest.Strict{Clock: clk, Rules: []strategy.Rule{rule}}
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	opts := []Option{WithRules(rule), WithStore(st), WithPacing()}
@@ -88,9 +89,8 @@ func runBatchOn(tb testing.TB, clk *clock.Manual, st cache.Store, rule strategy.
 		resp.Body.Close()
 	}
 	var f batchFigures
-	up.mu.Lock()
-	f.sends, f.violations = append(f.sends, up.arrivals...), up.violations
-	up.mu.Unlock()
+	arrivals, _, violations := up.Seen()
+	f.sends, f.violations = append(f.sends, arrivals...), violations
 	if len(f.sends) != n || f.violations != 0 {
 		tb.Fatalf("upstream accepted %d requests and refused %d, want %d and 0", len(f.sends), f.violations, n)
 	}

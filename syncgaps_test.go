@@ -11,6 +11,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -20,19 +21,19 @@ import (
 // (permissions) pauses nothing.
 func TestSync403PrimaryLimitPauses(t *testing.T) {
 	c, tr, a, _, _ := syncSetup(t, SyncConfig{Fallback: 30 * time.Second})
-	srv, _ := upstream(t, a.serve)
-	a.set(403)
-	get(t, c, srv.URL, "Xero-Tenant-Id", "plain")
+	srv, _ := upstreamtest.Counting(t, a.Serve)
+	a.Set(403)
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "plain")
 	if s := status(t, tr, "plain"); !s.PausedUntil.IsZero() {
 		t.Fatalf("a 403 about permissions paused the key until %v", s.PausedUntil)
 	}
-	a.set(403, "X-RateLimit-Remaining", "0")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	a.Set(403, "X-RateLimit-Remaining", "0")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	if s := status(t, tr, "t1"); !s.PausedUntil.Equal(t0.Add(30 * time.Second)) {
 		t.Fatalf("403 with remaining 0 and no reset: paused until %v, want the fallback, %v", s.PausedUntil, t0.Add(30*time.Second))
 	}
-	a.set(403, "Retry-After", "7")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
+	a.Set(403, "Retry-After", "7")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
 	if s := status(t, tr, "t2"); !s.PausedUntil.Equal(t0.Add(7 * time.Second)) {
 		t.Fatalf("403 with Retry-After 7: paused until %v", s.PausedUntil)
 	}
@@ -55,16 +56,16 @@ func syncOn(t *testing.T, rules []strategy.Rule, opts ...Option) (*http.Client, 
 func TestSyncXRateLimitWindow(t *testing.T) {
 	hour := strategy.Rule{Limit: 5000, Window: time.Hour}
 	c, tr, _ := syncOn(t, []strategy.Rule{hour}, WithSync(SyncConfig{XRateLimitWindow: time.Hour, XRateLimitReset: headers.ResetEpoch}))
-	a := &answer{}
-	srv, _ := upstream(t, a.serve)
-	a.set(200, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4000", "X-RateLimit-Reset", strconv.FormatInt(t0.Unix()+1200, 10))
-	get(t, c, srv.URL)
+	a := &upstreamtest.Answer{}
+	srv, _ := upstreamtest.Counting(t, a.Serve)
+	a.Set(200, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4000", "X-RateLimit-Reset", strconv.FormatInt(t0.Unix()+1200, 10))
+	upstreamtest.Get(t, c, srv.URL)
 	key := strings.TrimPrefix(srv.URL, "http://")
 	if u := status(t, tr, key).Rules[0]; u.Used != 1000 || u.Reported != 4000 {
 		t.Fatalf("after remaining 4000 of 5000: %+v, want used 1000", u)
 	}
-	a.set(403, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(t0.Unix()+1200, 10))
-	get(t, c, srv.URL)
+	a.Set(403, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(t0.Unix()+1200, 10))
+	upstreamtest.Get(t, c, srv.URL)
 	if s := status(t, tr, key); !s.PausedUntil.Equal(t0.Add(1200 * time.Second)) {
 		t.Fatalf("403 with remaining 0: paused until %v, want the reset %v", s.PausedUntil, t0.Add(1200*time.Second))
 	}

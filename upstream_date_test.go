@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/observe"
 )
 
@@ -25,13 +26,13 @@ func TestSyncImplausibleDate(t *testing.T) {
 	// The limiter allows one warning an hour here, so that the second response's is held back
 	// whatever the wall clock does between them.
 	tr.sync.dateWarn = &lograte.Limiter{Every: time.Hour}
-	srv, _ := upstream(t, a.serve)
+	srv, _ := upstreamtest.Counting(t, a.Serve)
 	httpDate := func(at time.Time) string { return at.UTC().Format(http.TimeFormat) }
 	epoch := "Thu, 01 Jan 1970 00:00:00 GMT"
 
 	// The Xero reader reads the same Retry-After for the minute problem: one report still.
-	a.set(429, "Retry-After", httpDate(t0.Add(5*time.Second)), "Date", epoch, "X-Rate-Limit-Problem", "minute")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	a.Set(429, "Retry-After", httpDate(t0.Add(5*time.Second)), "Date", epoch, "X-Rate-Limit-Problem", "minute")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	s := status(t, tr, "t1")
 	if s.Wait != 5*time.Second || !s.PausedUntil.Equal(t0.Add(5*time.Second)) || s.Rules[0].Used != 60 {
 		t.Fatalf("after a 429 dated 1970: wait %v, paused until %v, minute used %d; want 5s, t0+5s, 60",
@@ -52,7 +53,7 @@ func TestSyncImplausibleDate(t *testing.T) {
 	// The same response again: a second event, and the warning is held back (debug level).
 	rec.Reset()
 	logs.Reset()
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	if got := rec.Strings(); strings.Join(got, "|") != strings.Join(wantEvents, "|") {
 		t.Fatalf("second response's events %q", got)
 	}
@@ -66,13 +67,13 @@ func TestSyncImplausibleDate(t *testing.T) {
 	now := t0.Add(time.Minute)
 	rec.Reset()
 	logs.Reset()
-	a.set(429, "Retry-After", httpDate(now.Add(35*time.Second)), "Date", httpDate(now.Add(30*time.Second)))
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
+	a.Set(429, "Retry-After", httpDate(now.Add(35*time.Second)), "Date", httpDate(now.Add(30*time.Second)))
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
 	if s := status(t, tr, "t2"); s.Wait != 5*time.Second {
 		t.Fatalf("a Date 30 s ahead: wait %v, want 5s", s.Wait)
 	}
-	a.set(429, "Retry-After", httpDate(now.Add(7*time.Second)), "Date", httpDate(now.Add(24*time.Hour)))
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t3")
+	a.Set(429, "Retry-After", httpDate(now.Add(7*time.Second)), "Date", httpDate(now.Add(24*time.Hour)))
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t3")
 	if s := status(t, tr, "t3"); s.Wait != 7*time.Second {
 		t.Fatalf("a Date a day ahead: wait %v, want 7s (not 0)", s.Wait)
 	}

@@ -11,63 +11,33 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// answer is an upstream whose next response is set by the test: status and header lines.
-type answer struct {
-	status atomic.Int64
-	header atomic.Pointer[[]string]
-}
-
-func (a *answer) set(status int, kv ...string) {
-	a.status.Store(int64(status))
-	a.header.Store(&kv)
-}
-
-func (a *answer) serve(w http.ResponseWriter, _ *http.Request) {
-	if kv := a.header.Load(); kv != nil {
-		for i := 0; i+1 < len(*kv); i += 2 {
-			w.Header().Add((*kv)[i], (*kv)[i+1])
-		}
-	}
-	if s := a.status.Load(); s != 0 {
-		w.WriteHeader(int(s))
-	}
-}
-
 // syncSetup gives a monitoring Transport with Xero's tenant rules, an app rule, WithSync and a
 // manual clock, over a store a second Transport can share.
-func syncSetup(t *testing.T, cfg SyncConfig, opts ...Option) (*http.Client, *Transport, *answer, *clock.Manual, cache.Store) {
+func syncSetup(t *testing.T, cfg SyncConfig, opts ...Option) (*http.Client, *Transport, *upstreamtest.Answer, *clock.Manual, cache.Store) {
 	clk := clock.NewManual(t0)
 	st, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	a := &answer{}
+	a := &upstreamtest.Answer{}
 	opts = append([]Option{WithStore(st), WithRules(minute, day), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)),
 		WithAppRules("app", strategy.Rule{Limit: 10_000, Window: time.Minute}), WithSync(cfg)}, opts...)
 	tr := newTransport(t, nil, opts...)
 	return &http.Client{Transport: tr}, tr, a, clk, st
 }
 
-func status(t *testing.T, tr *Transport, key string) Status {
-	t.Helper()
-	s, err := tr.Status(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func TestSyncRaisesUsage(t *testing.T) {
 	c, tr, a, _, _ := syncSetup(t, SyncConfig{})
-	srv, _ := upstream(t, a.serve)
+	srv, _ := upstreamtest.Counting(t, a.Serve)
 	// Another client of this tenant has used 39 of the minute and 989 of the day; another
 	// tenant has used 5000 of the app's minute.
-	a.set(200, "X-MinLimit-Remaining", "20", "X-DayLimit-Remaining", "4000", "X-AppMinLimit-Remaining", "4999")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	a.Set(200, "X-MinLimit-Remaining", "20", "X-DayLimit-Remaining", "4000", "X-AppMinLimit-Remaining", "4999")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	s := status(t, tr, "t1")
 	if u := s.Rules; u[0].Used != 40 || u[0].Reported != 20 || !u[0].ReportedAt.Equal(t0) || u[1].Used != 1000 || u[1].Reported != 4000 {
 		t.Fatalf("tenant after sync: %+v", u)
@@ -76,8 +46,8 @@ func TestSyncRaisesUsage(t *testing.T) {
 		t.Fatalf("app after sync: %+v", u)
 	}
 	// A later response that says more remain than we count lowers nothing.
-	a.set(200, "X-MinLimit-Remaining", "59", "X-DayLimit-Remaining", "4999")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	a.Set(200, "X-MinLimit-Remaining", "59", "X-DayLimit-Remaining", "4999")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	if u := status(t, tr, "t1").Rules; u[0].Used != 41 || u[1].Used != 1001 || u[0].Reported != 59 {
 		t.Fatalf("after a higher remaining: %+v", u)
 	}
@@ -89,12 +59,12 @@ func TestSyncRaisesUsage(t *testing.T) {
 
 func TestSyncPausesOn429(t *testing.T) {
 	c, tr, a, clk, st := syncSetup(t, SyncConfig{Fallback: 5 * time.Second})
-	srv, hits := upstream(t, a.serve)
+	srv, hits := upstreamtest.Counting(t, a.Serve)
 	// A second Transport over the same store, as another part of the program would have.
 	other := newTransport(t, nil, WithStore(st), WithRules(minute, day))
 
-	a.set(429, "Retry-After", "30", "X-Rate-Limit-Problem", "minute", "X-MinLimit-Remaining", "0")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	a.Set(429, "Retry-After", "30", "X-Rate-Limit-Problem", "minute", "X-MinLimit-Remaining", "0")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	s := status(t, tr, "t1")
 	// The minute rule is used up until the Retry-After, not for a whole window.
 	if !s.PausedUntil.Equal(t0.Add(30*time.Second)) || s.Wait != 30*time.Second || s.Rules[0].Used != 60 {
@@ -111,22 +81,22 @@ func TestSyncPausesOn429(t *testing.T) {
 		t.Fatalf("t1 at 30 s: %+v, want 1 used", u)
 	}
 	// A 429 with nothing readable pauses for the fallback; the minute rule is not touched.
-	a.set(429, "Retry-After", "soon")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
+	a.Set(429, "Retry-After", "soon")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
 	if s := status(t, tr, "t2"); !s.PausedUntil.Equal(t0.Add(35*time.Second)) || s.Wait != 5*time.Second || s.Rules[0].Used != 1 {
 		t.Fatalf("after a 429 without Retry-After: %+v", s)
 	}
 	// A 503 with an HTTP-date pauses until that date, measured from the response's Date.
-	a.set(503, "Retry-After", "Thu, 15 Jan 2027 08:00:20 GMT", "Date", "Thu, 15 Jan 2027 08:00:00 GMT")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t3")
+	a.Set(503, "Retry-After", "Thu, 15 Jan 2027 08:00:20 GMT", "Date", "Thu, 15 Jan 2027 08:00:00 GMT")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t3")
 	if s := status(t, tr, "t3"); s.Wait != 20*time.Second {
 		t.Fatalf("after a 503 with a date: %+v", s)
 	}
 	// A 503 without Retry-After, and a 500, pause nothing.
-	a.set(503)
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t4")
-	a.set(500, "Retry-After", "100")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t4")
+	a.Set(503)
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t4")
+	a.Set(500, "Retry-After", "100")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t4")
 	if s := status(t, tr, "t4"); s.Wait != 0 || !s.PausedUntil.IsZero() {
 		t.Fatalf("after a 503 without Retry-After and a 500: %+v", s)
 	}
@@ -142,10 +112,10 @@ func TestSyncPausesOn429(t *testing.T) {
 
 func TestSyncDayAndAppProblems(t *testing.T) {
 	c, tr, a, _, _ := syncSetup(t, SyncConfig{})
-	srv, _ := upstream(t, a.serve)
+	srv, _ := upstreamtest.Counting(t, a.Serve)
 	// A day problem uses up the day rule, not the minute rule.
-	a.set(429, "Retry-After", "3600", "X-Rate-Limit-Problem", "day", "X-MinLimit-Remaining", "50")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	a.Set(429, "Retry-After", "3600", "X-Rate-Limit-Problem", "day", "X-MinLimit-Remaining", "50")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	s := status(t, tr, "t1")
 	if s.Rules[0].Used != 10 || s.Rules[1].Used != 5000 || s.Rules[1].Reported != 0 || s.Wait != time.Hour || !s.PausedUntil.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("after a day 429: %+v", s)
@@ -154,8 +124,8 @@ func TestSyncDayAndAppProblems(t *testing.T) {
 		t.Fatalf("the app key moved on a tenant's day problem: %+v", s.App)
 	}
 	// An app-minute problem pauses the app key, so every tenant waits, and not the tenant key.
-	a.set(429, "Retry-After", "12", "X-Rate-Limit-Problem", "appminute", "X-MinLimit-Remaining", "58")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
+	a.Set(429, "Retry-After", "12", "X-Rate-Limit-Problem", "appminute", "X-MinLimit-Remaining", "58")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
 	s = status(t, tr, "t2")
 	if !s.PausedUntil.IsZero() || s.Rules[0].Used != 2 {
 		t.Fatalf("the tenant key was paused by an app problem: %+v", s)
@@ -170,45 +140,45 @@ func TestSyncDayAndAppProblems(t *testing.T) {
 
 func TestSyncIETFAndXRateLimit(t *testing.T) {
 	c, tr, a, _, _ := syncSetup(t, SyncConfig{Readers: []headers.Reader{headers.IETFReader, headers.XRateLimitReader(24*time.Hour, headers.ResetEpoch)}})
-	srv, _ := upstream(t, a.serve)
-	a.set(200, "RateLimit-Policy", `"burst";q=60;w=60, "daily";q=5000;w=86400`, "RateLimit", `"burst";r=15, "daily";r=4900`)
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	srv, _ := upstreamtest.Counting(t, a.Serve)
+	a.Set(200, "RateLimit-Policy", `"burst";q=60;w=60, "daily";q=5000;w=86400`, "RateLimit", `"burst";r=15, "daily";r=4900`)
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	if u := usedOf(t, tr, "t1"); u[0] != 45 || u[1] != 100 {
 		t.Fatalf("IETF: used %v, want [45 100]", u)
 	}
 	// The upstream's own limit is taken when it says it: 6000 − 100 = 5900 used of our 5000.
-	a.set(200, "X-RateLimit-Limit", "6000", "X-RateLimit-Remaining", "100", "X-RateLimit-Reset", "1800003600")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
+	a.Set(200, "X-RateLimit-Limit", "6000", "X-RateLimit-Remaining", "100", "X-RateLimit-Reset", "1800003600")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
 	if u := status(t, tr, "t2").Rules[1]; u.Used != 5900 || u.Remaining != 0 || u.Reported != 100 {
 		t.Fatalf("X-RateLimit: %+v", u)
 	}
 	// IETF t: the raised usage stops counting at the reset.
-	a.set(200, "RateLimit-Policy", `"burst";q=60;w=60`, "RateLimit", `"burst";r=0;t=8`)
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t4")
+	a.Set(200, "RateLimit-Policy", `"burst";q=60;w=60`, "RateLimit", `"burst";r=0;t=8`)
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t4")
 	if s := status(t, tr, "t4"); s.Rules[0].Used != 60 || s.Wait != 8*time.Second {
 		t.Fatalf("IETF with t=8: %+v, want 60 used and a wait of 8s", s)
 	}
 	// GitHub: a 429 without Retry-After but with remaining 0 pauses until X-RateLimit-Reset.
-	a.set(429, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800000040")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t5")
+	a.Set(429, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800000040")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t5")
 	if s := status(t, tr, "t5"); !s.PausedUntil.Equal(t0.Add(40*time.Second)) || s.Wait != 40*time.Second || s.Rules[1].Used != 5000 {
 		t.Fatalf("429 with X-RateLimit-Reset: %+v, want paused 40s", s)
 	}
 	// A reset of 0 (the quota is already restored) raises nothing.
-	a.set(200, "RateLimit-Policy", `"burst";q=60;w=60`, "RateLimit", `"burst";r=0;t=0`)
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t6")
+	a.Set(200, "RateLimit-Policy", `"burst";q=60;w=60`, "RateLimit", `"burst";r=0;t=0`)
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t6")
 	if s := status(t, tr, "t6"); s.Rules[0].Used != 1 || s.Rules[0].Reported != 0 || s.Rules[0].ReportedAt.IsZero() || s.Wait != 0 {
 		t.Fatalf("IETF with t=0: %+v, want our own 1 used and no wait", s)
 	}
 	// A used-up limit whose reset is longer than our window pauses until that reset.
-	a.set(200, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800172800") // two days on
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t7")
+	a.Set(200, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800172800") // two days on
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t7")
 	if s := status(t, tr, "t7"); !s.PausedUntil.Equal(t0.Add(24*time.Hour)) || s.Wait != 24*time.Hour {
 		t.Fatalf("a 2-day reset on a 1-day rule: %+v, want paused for MaxPause (24 h)", s)
 	}
 	// Malformed fields change nothing but the request's own count.
-	a.set(200, "RateLimit-Policy", `"burst";q=60;w=`, "RateLimit", `"burst";r=x`, "X-RateLimit-Remaining", "-3", "X-MinLimit-Remaining", "many")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t3")
+	a.Set(200, "RateLimit-Policy", `"burst";q=60;w=`, "RateLimit", `"burst";r=x`, "X-RateLimit-Remaining", "-3", "X-MinLimit-Remaining", "many")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t3")
 	if s := status(t, tr, "t3"); s.Rules[0].Used != 1 || s.Rules[1].Used != 1 || !s.Rules[0].ReportedAt.IsZero() || s.Wait != 0 {
 		t.Fatalf("malformed headers: %+v", s)
 	}
@@ -216,12 +186,12 @@ func TestSyncIETFAndXRateLimit(t *testing.T) {
 
 func TestSyncPacedWaitsOutThePause(t *testing.T) {
 	c, tr, a, clk, _ := syncSetup(t, SyncConfig{}, WithPacing())
-	srv, hits := upstream(t, a.serve)
-	a.set(429, "Retry-After", "7")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
-	a.set(200)
+	srv, hits := upstreamtest.Counting(t, a.Serve)
+	a.Set(429, "Retry-After", "7")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	a.Set(200)
 	done := make(chan error, 1)
-	go func() { _, err := get(t, c, srv.URL, "Xero-Tenant-Id", "t1"); done <- err }()
+	go func() { _, err := upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1"); done <- err }()
 	for clk.Sleepers() == 0 {
 		time.Sleep(time.Millisecond)
 	}
@@ -236,8 +206,8 @@ func TestSyncPacedWaitsOutThePause(t *testing.T) {
 		t.Fatalf("after the pause: %v, %d hits", err, hits.Load())
 	}
 	// A deadline inside the pause fails at once.
-	a.set(429, "Retry-After", "60")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	a.Set(429, "Retry-After", "60")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
@@ -251,10 +221,10 @@ func TestSyncPacedWaitsOutThePause(t *testing.T) {
 func TestSyncStoreErrorKeepsResponse(t *testing.T) {
 	var failures atomic.Int64
 	c, tr, a, _, st := syncSetup(t, SyncConfig{}, WithLogger(discard), WithErrorHandler(func(*http.Request, string, error) { failures.Add(1) }))
-	srv, _ := upstream(t, a.serve)
+	srv, _ := upstreamtest.Counting(t, a.Serve)
 	st.Close()
-	a.set(429, "Retry-After", "5", "X-MinLimit-Remaining", "0")
-	resp, err := get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	a.Set(429, "Retry-After", "5", "X-MinLimit-Remaining", "0")
+	resp, err := upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	if err != nil || resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "5" {
 		t.Fatalf("response after a failed sync: %v %v", resp, err)
 	}
@@ -269,9 +239,9 @@ func TestSyncStoreErrorKeepsResponse(t *testing.T) {
 // the day rule stays used up until the upstream's reset.
 func TestMaxPauseKeepsReset(t *testing.T) {
 	c, tr, a, clk, _ := syncSetup(t, SyncConfig{MaxPause: time.Hour})
-	srv, _ := upstream(t, a.serve)
-	a.set(429, "Retry-After", "18000", "X-Rate-Limit-Problem", "day")
-	get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	srv, _ := upstreamtest.Counting(t, a.Serve)
+	a.Set(429, "Retry-After", "18000", "X-Rate-Limit-Problem", "day")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
 	if s := status(t, tr, "t1"); !s.PausedUntil.Equal(t0.Add(time.Hour)) || s.Wait != 5*time.Hour {
 		t.Fatalf("after a day 429 with a 5 h Retry-After and MaxPause 1 h: %+v", s)
 	}

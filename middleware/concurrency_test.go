@@ -55,8 +55,8 @@ func TestConcurrentExactLimit(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if ok.Load() != 100 || refused.Load() != 900 || other.Load() != 0 || next.calls.Load() != 100 {
+	if ok.Load() != 100 || refused.Load() != 900 || other.Load() != 0 || next.Calls.Load() != 100 {
 		t.Errorf("admitted %d, refused %d, other %d, next called %d; want 100, 900, 0, 100",
-			ok.Load(), refused.Load(), other.Load(), next.calls.Load())
+			ok.Load(), refused.Load(), other.Load(), next.Calls.Load())
 	}
 }

@@ -46,9 +46,9 @@ func TestContentionRetried(t *testing.T) {
 	}
 	next := &counting{}
 	w := serve(l.Wrap(next), "/p", peer, nil)
-	if w.Code != http.StatusOK || next.calls.Load() != 1 || st.calls.Load() != 6 || reported.Load() != 0 {
+	if w.Code != http.StatusOK || next.Calls.Load() != 1 || st.calls.Load() != 6 || reported.Load() != 0 {
 		t.Errorf("status %d, handler called %d, Admit called %d, errors reported %d; want 200, 1, 6, 0",
-			w.Code, next.calls.Load(), st.calls.Load(), reported.Load())
+			w.Code, next.Calls.Load(), st.calls.Load(), reported.Load())
 	}
 	wantHeader(t, w, map[string]string{"RateLimit": `"5-per-60s";r=4;t=60`})
 }
@@ -78,9 +78,9 @@ func TestContentionPastDeadline(t *testing.T) {
 	if early := time.Until(deadline); early > 0 {
 		t.Errorf("answered %v before the context's deadline", early)
 	}
-	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" || next.calls.Load() != 0 || st.calls.Load() < 2 {
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" || next.Calls.Load() != 0 || st.calls.Load() < 2 {
 		t.Errorf("status %d, Retry-After %q, handler called %d, Admit called %d; want 503, 1, 0, at least 2",
-			w.Code, w.Header().Get("Retry-After"), next.calls.Load(), st.calls.Load())
+			w.Code, w.Header().Get("Retry-After"), next.Calls.Load(), st.calls.Load())
 	}
 	if len(got) != 1 || !errors.Is(got[0], cache.ErrContended) || !errors.Is(got[0], context.DeadlineExceeded) {
 		t.Errorf("error handler got %v, want one error wrapping cache.ErrContended and context.DeadlineExceeded", got)

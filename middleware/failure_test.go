@@ -64,15 +64,15 @@ func TestStoreFailure(t *testing.T) {
 				t.Errorf("RateLimit fields without a decision: %v", w.Header())
 			}
 			if c.want == http.StatusOK {
-				if w.Code != 200 || next.calls.Load() != 1 || w.Header().Get("Retry-After") != "" {
-					t.Errorf("fail open: %d, next called %d times, Retry-After %q", w.Code, next.calls.Load(), w.Header().Get("Retry-After"))
+				if w.Code != 200 || next.Calls.Load() != 1 || w.Header().Get("Retry-After") != "" {
+					t.Errorf("fail open: %d, next called %d times, Retry-After %q", w.Code, next.Calls.Load(), w.Header().Get("Retry-After"))
 				}
 				return
 			}
 			wantProblem(t, w, Problem{Type: "about:blank", Title: "Service Unavailable", Status: 503,
 				Detail: "The rate limiter is unavailable; retry shortly.", Instance: "/p"})
 			wantHeader(t, w, map[string]string{"Retry-After": "1"})
-			if next.calls.Load() != 0 {
+			if next.Calls.Load() != 0 {
 				t.Errorf("fail closed called next")
 			}
 		})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,10 +12,22 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/handlertest"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The handler helpers of internal/handlertest, under the names these tests use.
+type counting = handlertest.Counting
+
+var must = handlertest.Must[*engine.Strategy]
+
+// serve sends a GET of path from remote through h, its context marked (ctxMark) so that a test
+// can see the handler got the request's own, and returns the recorded response.
+func serve(h http.Handler, path, remote string, header map[string]string) *httptest.ResponseRecorder {
+	return handlertest.Serve(context.WithValue(context.Background(), ctxMark{}, "req"), h, path, remote, header)
+}
 
 // start is the instant the tests' clocks start at: 1001.25 s after the Unix epoch, so a 10 s
 // fixed window ends 8.75 s later.
@@ -32,35 +43,6 @@ func newStore(t *testing.T) (*cache.Memory, *clock.Manual) {
 	}
 	t.Cleanup(func() { m.Close() })
 	return m, clk
-}
-
-// must returns s, or panics with err: the tests' rules are valid.
-func must(s *engine.Strategy, err error) *engine.Strategy {
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
-
-// counting is a handler that answers 200 "ok" and counts its calls.
-type counting struct{ calls atomic.Int64 }
-
-func (c *counting) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	c.calls.Add(1)
-	_, _ = w.Write([]byte("ok"))
-}
-
-// serve sends a GET of path from remote through h and returns the recorded response.
-func serve(h http.Handler, path, remote string, header map[string]string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodGet, path, nil)
-	r = r.WithContext(context.WithValue(r.Context(), ctxMark{}, "req"))
-	r.RemoteAddr = remote
-	for k, v := range header {
-		r.Header.Set(k, v)
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
 }
 
 // wantHeader fails the test unless every field of want has exactly that value in w.

@@ -150,7 +150,7 @@ func TestNoKey(t *testing.T) {
 			}
 		})
 	}
-	if next.calls.Load() != 0 {
+	if next.Calls.Load() != 0 {
 		t.Errorf("next called on a key error")
 	}
 }

@@ -134,7 +134,7 @@ func TestTwoRules(t *testing.T) {
 		"RateLimit": `"3-per-10s";r=2;t=10, "4-per-60s";r=0;t=60`})
 	wantProblem(t, w, Problem{Type: "https://example.com/problems/rate-limit", Title: "Too Many Requests",
 		Status: 429, Detail: `Rate limit "4-per-60s" (4 per 60s) is used up; retry after 50 s.`, Instance: "urn:req:"})
-	if n := next.calls.Load(); n != 4 {
+	if n := next.Calls.Load(); n != 4 {
 		t.Errorf("next called %d times, want 4", n)
 	}
 }

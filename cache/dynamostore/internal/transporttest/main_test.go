@@ -16,6 +16,8 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
 	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/internal/transportcheck"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 )
 
 // TestMain checks that the tests leave no goroutine behind, but the AWS SDK's HTTP clients'
@@ -25,11 +27,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
 }
-
-// roundTripFunc is a function that is an http.RoundTripper.
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // dynamoStore starts dynalite, creates a table and returns a DynamoDB store on it with opts
 // (Table filled in). Its HTTP connections are closed when the test ends.
@@ -47,7 +44,7 @@ func faultyDynamoStore(t *testing.T, opts dynamostore.Options, fault func(op str
 	t.Cleanup(hc.CloseIdleConnections)
 	var rt http.RoundTripper = hc
 	if fault != nil {
-		rt = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		rt = upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if resp := fault(strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")); resp != nil {
 				if r.Body != nil {
 					r.Body.Close()
@@ -87,28 +84,10 @@ func conditionFailed() *http.Response {
 		Body:   io.NopCloser(strings.NewReader(`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}`))}
 }
 
-// newTransport is ratemonitor.New, failing t on an error; the Transport is closed when the
-// test ends.
+// usedOf is internal/transportcheck's, under the name these tests use.
+var usedOf = transportcheck.UsedOf
+
 func newTransport(t *testing.T, base http.RoundTripper, opts ...ratemonitor.Option) *ratemonitor.Transport {
 	t.Helper()
-	tr, err := ratemonitor.New(base, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
-}
-
-// usedOf returns what each of tr's rules counts on key (AllocationUsed).
-func usedOf(t *testing.T, tr *ratemonitor.Transport, key string) []int {
-	t.Helper()
-	u, err := tr.AllocationUsed(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, x := range u {
-		out = append(out, x.Used)
-	}
-	return out
+	return transportcheck.New(t, ratemonitor.New, base, opts...)
 }

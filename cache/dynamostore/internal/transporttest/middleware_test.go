@@ -11,18 +11,11 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
+	"github.com/ratemonitor/ratemonitor/internal/handlertest"
 	"github.com/ratemonitor/ratemonitor/middleware"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
-
-// countingHandler is a handler that answers 200 "ok" and counts its calls.
-type countingHandler struct{ calls atomic.Int64 }
-
-func (c *countingHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	c.calls.Add(1)
-	_, _ = w.Write([]byte("ok"))
-}
 
 // TestMiddlewareDynamoContention: 64 goroutines × 4 requests from one address through four
 // Admit Limiters (four servers) over one DynamoDB table whose own retries are off, under
@@ -40,7 +33,7 @@ func TestMiddlewareDynamoContention(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reported atomic.Int64
-	next := &countingHandler{}
+	next := &handlertest.Counting{}
 	var urls []string
 	var limiters []*middleware.Limiter
 	for range 4 {
@@ -92,8 +85,8 @@ func TestMiddlewareDynamoContention(t *testing.T) {
 	// this run did not exercise the retry, which the memory store's tests in package
 	// middleware do exactly).
 	t.Logf("store: %+v", st.Stats())
-	if ok.Load() != 100 || refused.Load() != 156 || other.Load() != 0 || next.calls.Load() != 100 || snap.Usage[0].Used != 100 || reported.Load() != 0 {
+	if ok.Load() != 100 || refused.Load() != 156 || other.Load() != 0 || next.Calls.Load() != 100 || snap.Usage[0].Used != 100 || reported.Load() != 0 {
 		t.Errorf("served %d, refused %d, other %d, handler called %d, key counts %d, errors reported %d; want 100, 156, 0, 100, 100, 0",
-			ok.Load(), refused.Load(), other.Load(), next.calls.Load(), snap.Usage[0].Used, reported.Load())
+			ok.Load(), refused.Load(), other.Load(), next.Calls.Load(), snap.Usage[0].Used, reported.Load())
 	}
 }

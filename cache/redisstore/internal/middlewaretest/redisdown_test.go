@@ -51,7 +51,7 @@ func TestRedisDown(t *testing.T) {
 	if w.Header().Get("Retry-After") == "" {
 		t.Errorf("503 without Retry-After: %v", w.Header())
 	}
-	if n := next.calls.Load(); n != 2 {
+	if n := next.Calls.Load(); n != 2 {
 		t.Errorf("handler called %d times, want 2 (the admitted requests only)", n)
 	}
 	// A refused connection is answered at once; 5 s leaves room for a loaded machine.

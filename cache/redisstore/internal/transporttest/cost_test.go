@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,9 +12,10 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/costcheck"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // TestCostCorrectionRaceRedis: two Transports (two processes) over one Redis store, 40
@@ -26,18 +26,18 @@ func TestCostCorrectionRaceRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newStore(t, srv, redisstore.Options{Prefix: "review-cost-race:"})
 	var hits atomic.Int64
-	up := costUpstream(t, "1", &hits)
+	up := upstreamtest.Cost(t, "1", &hits)
 	var trs []*ratemonitor.Transport
 	for range 2 {
 		trs = append(trs, newTransport(t, up.Client().Transport, ratemonitor.WithStore(store), ratemonitor.WithPacing(),
 			ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
 			ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
-			ratemonitor.WithCost(func(*http.Request) int { return 5 }), ratemonitor.WithCostReport(headerCost)))
+			ratemonitor.WithCost(func(*http.Request) int { return 5 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost)))
 	}
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {
-			err := sendWithin(trs[i%2], up.URL, 10*time.Second) // a wait of ~1 min fails at once (DeadlineError)
+			err := upstreamtest.SendWithin(trs[i%2], up.URL, 10*time.Second) // a wait of ~1 min fails at once (DeadlineError)
 			var de *ratemonitor.DeadlineError
 			if err != nil && !errors.As(err, &de) && !errors.Is(err, context.DeadlineExceeded) {
 				t.Error(err)
@@ -61,58 +61,13 @@ func (b behind) Sleep(ctx context.Context, d time.Duration) error {
 	return clock.Real().Sleep(ctx, d)
 }
 
-// tokenBucketGiveBack: a query charged 5 (the estimate) on a bucket of 10 refilled at 10 a
-// second, over store; while it runs (a slow mutation of 1.2 s), the bucket refills to full and
-// ten 1-point queries empty it; then the answer says the query cost 1. The upstream's bucket
-// is empty (it was full whatever the first query cost, and the ten took all of it), so
-// nothing may be given back: the refill since the charge already paid it. It returns the
-// bucket's usage after. opts are added to the Transport's.
+// tokenBucketGiveBack is costcheck.TokenBucketGiveBack over store, on a bucket refilled 10 a
+// second, with a mutation of 1.2 s of real time (the Redis store's token-bucket script reads
+// the server's clock). opts are added to the Transport's.
 func tokenBucketGiveBack(t *testing.T, store *redisstore.Store, opts ...ratemonitor.Option) int {
 	t.Helper()
-	rule, err := tokenbucket.Rule(10, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := tokenbucket.New(rule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tr *ratemonitor.Transport
-	small := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
-	defer small.Close()
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(1200 * time.Millisecond)
-		for range 10 {
-			req, _ := http.NewRequest(http.MethodGet, small.URL, nil)
-			req.Header.Set("X-Cost", "1")
-			resp, err := tr.RoundTrip(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			resp.Body.Close()
-		}
-		w.Header().Set("X-Real-Cost", "1")
-	}))
-	defer slow.Close()
-	opts = append([]ratemonitor.Option{ratemonitor.WithStrategy(s), ratemonitor.WithPacing(), ratemonitor.WithStore(store),
-		ratemonitor.WithKeyFunc(func(*http.Request) string { return "shop" }),
-		ratemonitor.WithCost(func(r *http.Request) int {
-			if r.Header.Get("X-Cost") == "1" {
-				return 1
-			}
-			return 5
-		}),
-		ratemonitor.WithCostReport(headerCost)}, opts...)
-	tr, err = ratemonitor.New(slow.Client().Transport, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if err := sendWithin(tr, slow.URL, 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return used(t, tr, "shop")
+	slow := func() { time.Sleep(1200 * time.Millisecond) }
+	return costcheck.TokenBucketGiveBack(t, 10, slow, append([]ratemonitor.Option{ratemonitor.WithStore(store)}, opts...)...)
 }
 
 // TestTokenBucketNoGiveBackAfterRefillRedis: see tokenBucketGiveBack (the Redis store's

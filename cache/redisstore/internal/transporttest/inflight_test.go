@@ -14,6 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -23,11 +24,11 @@ import (
 // upstream never sees more than 3 at once.
 func TestInFlightRedisShared(t *testing.T) {
 	srv := redistest.Start(t)
-	up, _, most := countingUpstream(t)
+	up, _, most := upstreamtest.InFlight(t)
 	rules := ratemonitor.WithRules(strategy.Rule{Limit: 1000, Window: time.Minute})
 	a := newTransport(t, nil, rules, ratemonitor.WithStore(leaseStore(t, srv)), ratemonitor.WithPacing(), ratemonitor.WithInFlight(3))
 	b := newTransport(t, nil, rules, ratemonitor.WithStore(leaseStore(t, srv)), ratemonitor.WithPacing(), ratemonitor.WithInFlight(3))
-	concurrentRun(t, []*ratemonitor.Transport{a, b}, up.URL, 16, 5)
+	upstreamtest.ConcurrentRun(t, []*ratemonitor.Transport{a, b}, up.URL, 16, 5)
 	if m := most.Load(); m > 3 || m < 1 {
 		t.Errorf("the upstream saw %d in flight at most, want 1..3", m)
 	}
@@ -38,7 +39,7 @@ func TestInFlightRedisShared(t *testing.T) {
 // slot only when the lease expires, and a waiting Transport of another process then gets it.
 func TestInFlightRedisLease(t *testing.T) {
 	srv := redistest.Start(t)
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
 	const ttl = 100 * time.Millisecond
 	sa, sb := leaseStore(t, srv), leaseStore(t, srv)
@@ -101,7 +102,7 @@ func TestInFlightDegraded(t *testing.T) {
 		ratemonitor.WithPacing(), ratemonitor.WithDegraded(ratemonitor.DegradedConfig{Share: 0.5, NoHoldBack: true}),
 		ratemonitor.WithLogger(discard), ratemonitor.WithInFlight(4))
 	srv.Stop()
-	concurrentRun(t, []*ratemonitor.Transport{tr}, up.URL, 12, 1)
+	upstreamtest.ConcurrentRun(t, []*ratemonitor.Transport{tr}, up.URL, 12, 1)
 	if m := most.Load(); m != 2 {
 		t.Errorf("degraded: the upstream saw %d in flight at most, want 2 (half of 4)", m)
 	}
@@ -118,7 +119,7 @@ func TestInFlightDegraded(t *testing.T) {
 // against a limit of 2.
 func TestInFlightDegradedCountsSlotsHeldInStore(t *testing.T) {
 	srv := redistest.Start(t)
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
 	tr := newTransport(t, nil, ratemonitor.WithRules(strategy.Rule{Limit: 1000, Window: time.Second}), ratemonitor.WithStore(leaseStore(t, srv)),
 		ratemonitor.WithPacing(), ratemonitor.WithDegraded(ratemonitor.DegradedConfig{Share: 1, NoHoldBack: true}),
@@ -160,7 +161,7 @@ func TestInFlightDegradedCountsSlotsHeldInStore(t *testing.T) {
 // answers again, must get the slot within 1 s.
 func TestInFlightCutOffAcquireReleasesItsLease(t *testing.T) {
 	srv := redistest.StartWith(t, "--enable-debug-command", "yes")
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	st := leaseStore(t, srv)
 	tr := newTransport(t, nil, ratemonitor.WithRules(minute), ratemonitor.WithInFlight(1), ratemonitor.WithStore(st),
 		ratemonitor.WithLogger(discard), ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing))
@@ -206,7 +207,7 @@ func TestInFlightCutOffAcquireReleasesItsLease(t *testing.T) {
 // nor reported, and the log said "its lease had expired".)
 func TestInFlightRedisRestartRestoresLeases(t *testing.T) {
 	srv := redistest.Start(t)
-	up, _, _ := countingUpstream(t)
+	up, _, _ := upstreamtest.InFlight(t)
 	const ttl = 200 * time.Millisecond
 	ev := events{make(chan observe.Event, 64)}
 	opts := []ratemonitor.Option{ratemonitor.WithRules(minute), ratemonitor.WithInFlight(1), ratemonitor.WithInFlightLease(ttl), ratemonitor.WithLogger(discard)}

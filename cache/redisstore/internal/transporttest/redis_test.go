@@ -12,6 +12,7 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -22,7 +23,7 @@ import (
 func TestRedisDownAndBack(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newStore(t, srv, redisstore.Options{})
-	up, hits := upstream(t, nil)
+	up, hits := upstreamtest.Counting(t, nil)
 	key := strings.TrimPrefix(up.URL, "http://")
 	var reported atomic.Int64
 	open := newTransport(t, nil, ratemonitor.WithRules(minute), ratemonitor.WithStore(store), ratemonitor.WithLogger(discard),
@@ -30,7 +31,7 @@ func TestRedisDownAndBack(t *testing.T) {
 	closed := newTransport(t, nil, ratemonitor.WithRules(minute), ratemonitor.WithStore(store), ratemonitor.WithLogger(discard),
 		ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing), ratemonitor.WithPacing())
 	send := func(tr *ratemonitor.Transport) error {
-		_, err := get(t, &http.Client{Transport: tr}, up.URL)
+		_, err := upstreamtest.Get(t, &http.Client{Transport: tr}, up.URL)
 		return err
 	}
 	for range 3 {
@@ -79,7 +80,7 @@ func TestRedisHangsSendNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	empty := roundTripFunc(func(*http.Request) (*http.Response, error) { return &http.Response{}, nil })
+	empty := upstreamtest.RoundTripFunc(func(*http.Request) (*http.Response, error) { return &http.Response{}, nil })
 	tr := newTransport(t, empty, ratemonitor.WithRules(minute), ratemonitor.WithStore(store),
 		ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing), ratemonitor.WithLogger(discard))
 	req, _ := http.NewRequest(http.MethodGet, "https://a.example/", nil)
@@ -121,16 +122,16 @@ func TestRedisRefusesRulesAtNew(t *testing.T) {
 // Redis. Two stores over one Redis stand for two processes; the pause is on Redis's clock.
 func TestRedisSyncIsShared(t *testing.T) {
 	srv := redistest.Start(t)
-	a := &answer{}
-	up, hits := upstream(t, a.serve)
+	a := &upstreamtest.Answer{}
+	up, hits := upstreamtest.Counting(t, a.Serve)
 	var trs []*ratemonitor.Transport
 	for range 2 {
 		st := newStore(t, srv, redisstore.Options{})
 		trs = append(trs, newTransport(t, nil, ratemonitor.WithRules(minute, day10), ratemonitor.WithStore(st), ratemonitor.WithLogger(discard),
 			ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)), ratemonitor.WithSync(ratemonitor.SyncConfig{}), ratemonitor.WithPacing()))
 	}
-	a.set(429, "Retry-After", "20", "X-Rate-Limit-Problem", "day", "X-DayLimit-Remaining", "0", "X-MinLimit-Remaining", "55")
-	get(t, &http.Client{Transport: trs[0]}, up.URL, "Xero-Tenant-Id", "t1")
+	a.Set(429, "Retry-After", "20", "X-Rate-Limit-Problem", "day", "X-DayLimit-Remaining", "0", "X-MinLimit-Remaining", "55")
+	upstreamtest.Get(t, &http.Client{Transport: trs[0]}, up.URL, "Xero-Tenant-Id", "t1")
 	s := status(t, trs[1], "t1")
 	if s.Rules[0].Used != 5 || s.Rules[1].Used != 5000 || s.Rules[1].Reported != 0 || s.PausedUntil.IsZero() {
 		t.Fatalf("the other process sees %+v", s)
@@ -152,11 +153,11 @@ func TestRedisSyncIsShared(t *testing.T) {
 		t.Fatalf("upstream hits %d, want 1", hits.Load())
 	}
 	// A short pause alone: the other process waits it out and then sends.
-	a.set(429, "Retry-After", "1")
-	get(t, &http.Client{Transport: trs[0]}, up.URL, "Xero-Tenant-Id", "t2")
-	a.set(200)
+	a.Set(429, "Retry-After", "1")
+	upstreamtest.Get(t, &http.Client{Transport: trs[0]}, up.URL, "Xero-Tenant-Id", "t2")
+	a.Set(200)
 	start = time.Now()
-	if _, err := get(t, &http.Client{Transport: trs[1]}, up.URL, "Xero-Tenant-Id", "t2"); err != nil {
+	if _, err := upstreamtest.Get(t, &http.Client{Transport: trs[1]}, up.URL, "Xero-Tenant-Id", "t2"); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took < 900*time.Millisecond {
@@ -190,7 +191,7 @@ func TestRedisCancelIsNotAStoreError(t *testing.T) {
 	for _, policy := range []ratemonitor.StoreErrorPolicy{ratemonitor.SendUncounted, ratemonitor.SendNothing} {
 		st := &cancelAfterKey{Store: rs}
 		var sent, reported atomic.Int64
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base := upstreamtest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			sent.Add(1)
 			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 		})

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,39 +13,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
-
-// strictUpstream enforces rules from its own log of arrival instants, read from clk, and
-// answers 429 (and counts a violation) for any request that would break one.
-type strictUpstream struct {
-	clk   clock.Clock
-	rules []strategy.Rule
-
-	mu         sync.Mutex
-	arrivals   []time.Time
-	violations int
-}
-
-func (u *strictUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := u.clk.Now()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, rule := range u.rules {
-		n := 0
-		for _, s := range u.arrivals {
-			if !s.After(now) && now.Before(s.Add(rule.Window)) {
-				n++
-			}
-		}
-		if n >= rule.Limit {
-			u.violations++
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-	}
-	u.arrivals = append(u.arrivals, now)
-}
 
 // batch is what one batch of sequential requests looked like to the strict upstream.
 type batch struct {
@@ -61,7 +30,7 @@ type batch struct {
 // sleeps), and measures them against the strict upstream, which must refuse none.
 func runBatch(t *testing.T, clk *clock.Manual, st cache.Store, rule strategy.Rule, n int) batch {
 	t.Helper()
-	up := &strictUpstream{clk: clk, rules: []strategy.Rule{rule}}
+	up := &upstreamtest.Strict{Clock: clk, Rules: []strategy.Rule{rule}}
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	opts := []ratemonitor.Option{ratemonitor.WithRules(rule), ratemonitor.WithStore(st), ratemonitor.WithPacing(), ratemonitor.WithSmoothing()}
@@ -83,10 +52,8 @@ func runBatch(t *testing.T, clk *clock.Manual, st cache.Store, rule strategy.Rul
 		resp.Body.Close()
 	}
 	var b batch
-	var violations int
-	up.mu.Lock()
-	b.sends, violations = append(b.sends, up.arrivals...), up.violations
-	up.mu.Unlock()
+	arrivals, _, violations := up.Seen()
+	b.sends = append(b.sends, arrivals...)
 	if len(b.sends) != n || violations != 0 {
 		t.Fatalf("upstream accepted %d requests and refused %d, want %d and 0", len(b.sends), violations, n)
 	}

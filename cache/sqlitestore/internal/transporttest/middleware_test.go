@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache/sqlitestore"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/handlertest"
 	"github.com/ratemonitor/ratemonitor/middleware"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -24,32 +24,14 @@ import (
 // fixed window ends 0.75 s later, and a minute's 58.75 s later.
 var start = time.Unix(1001, 250_000_000)
 
-// must returns s, or panics with err: the tests' rules are valid.
-func must(s *engine.Strategy, err error) *engine.Strategy {
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
+// The handler helpers of internal/handlertest, under the names these tests use.
+type counting = handlertest.Counting
 
-// counting is a handler that answers 200 "ok" and counts its calls.
-type counting struct{ calls atomic.Int64 }
-
-func (c *counting) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	c.calls.Add(1)
-	_, _ = w.Write([]byte("ok"))
-}
+var must = handlertest.Must[*engine.Strategy]
 
 // serve sends a GET of path from remote through h and returns the recorded response.
 func serve(h http.Handler, path, remote string, header map[string]string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodGet, path, nil)
-	r.RemoteAddr = remote
-	for k, v := range header {
-		r.Header.Set(k, v)
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
+	return handlertest.Serve(context.Background(), h, path, remote, header)
 }
 
 // TestFixedMultiRuleRetryAfterEarlySQLite: a fixed window of 1 a second and 2 a minute over
@@ -108,8 +90,8 @@ func TestAdmitCancelledClientBypasses(t *testing.T) {
 		r.RemoteAddr = "1.2.3.4:5"
 		wrapped.ServeHTTP(httptest.NewRecorder(), r)
 	}
-	if h.calls.Load() > 1 {
-		t.Errorf("limit 1, but the handler ran %d times for cancelled requests (errors reported: %v)", h.calls.Load(), reported)
+	if h.Calls.Load() > 1 {
+		t.Errorf("limit 1, but the handler ran %d times for cancelled requests (errors reported: %v)", h.Calls.Load(), reported)
 	}
 }
 
