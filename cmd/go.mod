@@ -8,8 +8,6 @@ require (
 	github.com/ratemonitor/ratemonitor/cache/dynamostore v0.0.0-00010101000000-000000000000
 	github.com/ratemonitor/ratemonitor/cache/redisstore v0.0.0-00010101000000-000000000000
 	github.com/ratemonitor/ratemonitor/cache/sqlitestore v0.0.0-00010101000000-000000000000
-	github.com/ratemonitor/ratemonitor/internal/dynalitetest v0.0.0-00010101000000-000000000000
-	github.com/ratemonitor/ratemonitor/internal/redistest v0.0.0-00010101000000-000000000000
 	github.com/ratemonitor/ratemonitor/metrics v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
@@ -60,7 +58,3 @@ replace github.com/ratemonitor/ratemonitor/cache/sqlitestore => ../cache/sqlites
 replace github.com/ratemonitor/ratemonitor/cache/dynamostore => ../cache/dynamostore
 
 replace github.com/ratemonitor/ratemonitor/metrics => ../metrics
-
-replace github.com/ratemonitor/ratemonitor/internal/redistest => ../internal/redistest
-
-replace github.com/ratemonitor/ratemonitor/internal/dynalitetest => ../internal/dynalitetest

@@ -60,7 +60,3 @@ replace github.com/ratemonitor/ratemonitor/cache/sqlitestore => ../cache/sqlites
 replace github.com/ratemonitor/ratemonitor/cache/dynamostore => ../cache/dynamostore
 
 replace github.com/ratemonitor/ratemonitor/metrics => ../metrics
-
-replace github.com/ratemonitor/ratemonitor/internal/redistest => ../internal/redistest
-
-replace github.com/ratemonitor/ratemonitor/internal/dynalitetest => ../internal/dynalitetest

@@ -9,13 +9,8 @@ require (
 )
 
 require (
-	github.com/dgraph-io/ristretto/v2 v2.4.2 // indirect
-	github.com/dunglas/httpsfv v1.1.2 // indirect
-	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/eko/gocache/lib/v4 v4.3.0 // indirect
-	github.com/eko/gocache/store/ristretto/v4 v4.3.2 // indirect
-	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/exp v0.0.0-20251209150349-8475f28825e9 // indirect
+	github.com/kr/text v0.2.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )
 
 require (
@@ -26,16 +21,11 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.67.4 // indirect
 	github.com/prometheus/procfs v0.19.2 // indirect
-	github.com/ratemonitor/ratemonitor/cache/redisstore v0.0.0-00010101000000-000000000000
-	github.com/ratemonitor/ratemonitor/internal/redistest v0.0.0-00010101000000-000000000000
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 )
 
 replace github.com/ratemonitor/ratemonitor => ..
-
-replace github.com/ratemonitor/ratemonitor/internal/redistest => ../internal/redistest
 
 replace github.com/ratemonitor/ratemonitor/cache/redisstore => ../cache/redisstore

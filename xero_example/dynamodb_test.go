@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
 )
 
 // TestRunOnDynamoDB: the main job with its counts in DynamoDB (the test's own dynalite); the

@@ -6,8 +6,6 @@ require (
 	github.com/ratemonitor/ratemonitor v0.0.0-00010101000000-000000000000
 	github.com/ratemonitor/ratemonitor/cache/dynamostore v0.0.0-00010101000000-000000000000
 	github.com/ratemonitor/ratemonitor/cache/redisstore v0.0.0-00010101000000-000000000000
-	github.com/ratemonitor/ratemonitor/internal/dynalitetest v0.0.0-00010101000000-000000000000
-	github.com/ratemonitor/ratemonitor/internal/redistest v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 	gonum.org/v1/plot v0.17.0
@@ -48,7 +46,3 @@ replace github.com/ratemonitor/ratemonitor => ..
 replace github.com/ratemonitor/ratemonitor/cache/redisstore => ../cache/redisstore
 
 replace github.com/ratemonitor/ratemonitor/cache/dynamostore => ../cache/dynamostore
-
-replace github.com/ratemonitor/ratemonitor/internal/redistest => ../internal/redistest
-
-replace github.com/ratemonitor/ratemonitor/internal/dynalitetest => ../internal/dynalitetest

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
 	"github.com/ratemonitor/ratemonitor/internal/storetest/conformance"
 )
 

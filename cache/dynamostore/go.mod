@@ -8,7 +8,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/ratemonitor/ratemonitor v0.0.0-00010101000000-000000000000
-	github.com/ratemonitor/ratemonitor/internal/dynalitetest v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 	pgregory.net/rapid v1.3.0
 )
@@ -31,5 +30,3 @@ require (
 )
 
 replace github.com/ratemonitor/ratemonitor => ../..
-
-replace github.com/ratemonitor/ratemonitor/internal/dynalitetest => ../../internal/dynalitetest

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 )
 
 // TestCheckIntervalMinimum (regression, issue 14): Options.CheckInterval used to accept any

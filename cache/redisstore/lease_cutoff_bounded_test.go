@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

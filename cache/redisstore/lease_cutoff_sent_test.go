@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 )
 
 // TestCutOffReleaseOnlyWhenMaybeSent: an AcquireLease whose context has already ended never

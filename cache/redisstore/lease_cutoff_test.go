@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 )
 
 // TestCutOffReleaseBeforeAcquireBuriesID: the release of a cut-off acquire (op 4) can reach

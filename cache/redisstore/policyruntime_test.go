@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 

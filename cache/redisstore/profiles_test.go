@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ratemonitor/ratemonitor"
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/profiles"
 )
 

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/headers"
-	"github.com/ratemonitor/ratemonitor/internal/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
 	"github.com/ratemonitor/ratemonitor/internal/loadtest"
-	"github.com/ratemonitor/ratemonitor/internal/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 )
 
 // binary is the service built once for all tests.

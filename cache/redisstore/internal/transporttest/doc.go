@@ -1,5 +1,5 @@
 // Package transporttest tests the ratemonitor Transport over a real Redis (the redisstore
-// store on a redis-server started by internal/redistest): sharing counts, pauses and
+// store on a redis-server started by package redistest): sharing counts, pauses and
 // in-flight leases between processes, Redis going down, hanging or restarting, the stores'
 // scripts against the memory store's answers, and no credential reaching Redis.
 //
