@@ -19,9 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/goleak"
 
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
-	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"

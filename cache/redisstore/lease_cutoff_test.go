@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/clock"
 )
 
 // TestCutOffReleaseBeforeAcquireBuriesID: the release of a cut-off acquire (op 4) can reach

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
-	"github.com/ratemonitor/ratemonitor/internal/loadtest"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/loadtest"
 )
 
 // binary is the service built once for all tests.

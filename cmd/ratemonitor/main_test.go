@@ -18,11 +18,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/cache/sqlitestore"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
-	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
-	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"

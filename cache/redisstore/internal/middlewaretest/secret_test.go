@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
-	"github.com/ratemonitor/ratemonitor/internal/leakcheck"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/leakcheck"
 	"github.com/ratemonitor/ratemonitor/middleware"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"

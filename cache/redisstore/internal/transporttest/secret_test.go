@@ -12,8 +12,8 @@ import (
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
-	"github.com/ratemonitor/ratemonitor/internal/leakcheck"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/leakcheck"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
