@@ -19,7 +19,9 @@ import (
 // (a master killed) waits likewise until the longest window from the outage's start. The
 // guarantee assumes the fleet's processes learn of the change within a rule's margin of each
 // other (each hears it from its own sentinel, which may learn it later, by their hello
-// messages every 2 s).
+// messages every 2 s); when they learn further apart, a window may hold up to twice the
+// limit: the old master's grants to the processes still unaware, and those made after the
+// first one's hold-back (docs/fleet.md).
 
 // sentinelStore is a store that names the master it last reached behind a Sentinel client
 // (redisstore.Store.SentinelMaster), "" when it cannot tell.
