@@ -397,12 +397,50 @@ func (f *fleet) learned(from time.Time) (first, last time.Time, all bool) {
 func fleetLearnedApart(t *testing.T, what, key string, all []time.Time, faultAt, first, last time.Time) {
 	t.Helper()
 	from, to := first.Add(fleetRule.Margin-fleetLearnedSlack), last
+	for _, w := range learnedApartOver(all, first, last) {
+		t.Errorf("%s: key %q: %d grants in the second from %v after the fault began; the processes learned of the new master %v apart, so want at most %d, and only in a second beginning in [%v, %v)",
+			what, key, w.n, w.at.Sub(faultAt).Round(time.Millisecond), last.Sub(first).Round(time.Millisecond), 2*fleetRule.Limit,
+			from.Sub(faultAt).Round(time.Millisecond), to.Sub(faultAt).Round(time.Millisecond))
+	}
+}
+
+// learnedApartOver returns the windows of grants all that break fleetLearnedApart's bound.
+func learnedApartOver(all []time.Time, first, last time.Time) []window {
+	from, to := first.Add(fleetRule.Margin-fleetLearnedSlack), last
+	var out []window
 	for _, w := range overIn(all, fleetRule.Window, fleetRule.Limit) {
 		if w.n > 2*fleetRule.Limit || w.at.Before(from) || !w.at.Before(to) {
-			t.Errorf("%s: key %q: %d grants in the second from %v after the fault began; the processes learned of the new master %v apart, so want at most %d, and only in a second beginning in [%v, %v)",
-				what, key, w.n, w.at.Sub(faultAt).Round(time.Millisecond), last.Sub(first).Round(time.Millisecond), 2*fleetRule.Limit,
-				from.Sub(faultAt).Round(time.Millisecond), to.Sub(faultAt).Round(time.Millisecond))
+			out = append(out, w)
 		}
+	}
+	return out
+}
+
+// TestFleetLearnedApartBound: the bound fleetLearnedApart asserts lets through the grants of
+// two eras meeting in the seconds between the first fence + Margin and the last, and nothing
+// else: not one grant more in a second that begins earlier, nor more than twice the limit.
+func TestFleetLearnedApartBound(t *testing.T) {
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	first, last := at(1), at(1.5) // 500 ms apart, over the 300 ms margin
+	var grants []time.Time
+	for i := range 20 { // the old master's, within the limit, until last
+		grants = append(grants, at(0.6+0.045*float64(i)))
+	}
+	for i := range 20 { // the new era's, from first + the longest window (1.3 s)
+		grants = append(grants, at(2.3+0.004*float64(i)))
+	}
+	if got := learnedApartOver(grants, first, last); len(got) != 0 {
+		t.Errorf("two eras of 20 each, meeting in the seconds from %v: over the bound %v, want none", at(1.3), got)
+	}
+	if got, want := len(overIn(grants, time.Second, 20)), 2; got != want { // from 1.41 (22) and 1.455 (21): not vacuous
+		t.Errorf("%d seconds over the limit, want %d", got, want)
+	}
+	early := append(slices.Clone(grants), at(1.45)) // a new master's grant used before the hold-back
+	if got := learnedApartOver(early, first, last); len(got) == 0 || !got[0].at.Equal(at(0.6)) || got[0].n != 21 {
+		t.Errorf("a grant in the hold-back: over the bound %v, want 21 in the second from %v first", got, at(0.6))
+	}
+	if got := learnedApartOver(grants, first, at(1.4)); len(got) == 0 {
+		t.Errorf("a second over the limit that begins after last: no breach reported")
 	}
 }
 
