@@ -111,12 +111,14 @@ func (d *degrader) episodeShare() float64 {
 	return 1
 }
 
-// mode returns the state an operation should use now, and whether this caller is to probe the
-// shared store (degraded, and a probe is due: nobody else is probing). It ends a settling
-// return that has lasted settle.
-func (d *degrader) mode() (state int, probe bool) {
+// mode returns the state an operation should use now, whether this caller is to probe the
+// shared store (degraded, and a probe is due: nobody else is probing), and the Sentinel master
+// noted so far (for masterChange, once the operation's shared-store call has answered). It
+// ends a settling return that has lasted settle.
+func (d *degrader) mode() (state int, probe bool, master string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	master = d.master
 	now := d.clock.Now()
 	switch d.state {
 	case settling:
@@ -128,10 +130,10 @@ func (d *degrader) mode() (state int, probe bool) {
 	case degraded:
 		if !d.probing && !now.Before(d.nextProbe) {
 			d.probing = true
-			return degraded, true
+			return degraded, true, master
 		}
 	}
-	return d.state, false
+	return d.state, false, master
 }
 
 // fail enters the degraded state for err, from a call to the shared store that started at

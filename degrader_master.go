@@ -19,7 +19,9 @@ import (
 // (a master killed) waits likewise until the longest window from the outage's start. The
 // guarantee assumes the fleet's processes learn of the change within a rule's margin of each
 // other (each hears it from its own sentinel, which may learn it later, by their hello
-// messages every 2 s).
+// messages every 2 s); when they learn further apart, a window may hold up to twice the
+// limit: the old master's grants to the processes still unaware, and those made after the
+// first one's hold-back (docs/fleet.md).
 
 // sentinelStore is a store that names the master it last reached behind a Sentinel client
 // (redisstore.Store.SentinelMaster), "" when it cannot tell.
@@ -32,9 +34,15 @@ func (e masterChangedError) Error() string {
 	return fmt.Sprintf("ratemonitor: the Redis master changed from %s to %s (Sentinel failover): grants the old master made after the promotion may be lost (asynchronous replication), so this process paces locally until they have aged out", e.from, e.to)
 }
 
-// masterChange notes the shared store's current master and reports a change since the last
-// one noted, or nil (no Sentinel store, first sight, no change). Call without d.mu.
-func (d *degrader) masterChange() error {
+// masterChange notes the shared store's current master, after an operation that saw before
+// noted (degrader.mode) has had its answer, and reports a change since the last one noted, or
+// nil (no Sentinel store, first sight, no change). It reports a change too when another
+// operation noted the current master while this one was under way: the Transport's callers
+// share the store's client, so this operation's answer may be the new master's as well (a
+// grant made without the old master's last ones); only the first to finish would see the
+// change otherwise, and under load, with a dozen callers a process, the others' grants were
+// used at once (21 in a second in the fleet test, limit 20). Call without d.mu.
+func (d *degrader) masterChange(before string) error {
 	if d.sentinel == nil {
 		return nil
 	}
@@ -42,14 +50,19 @@ func (d *degrader) masterChange() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	prev := d.master
-	if cur == "" || cur == prev {
+	switch {
+	case cur == "":
 		return nil
+	case cur != prev:
+		d.master = cur
+		if prev == "" {
+			return nil
+		}
+		return masterChangedError{from: prev, to: cur}
+	case before != "" && before != cur:
+		return masterChangedError{from: before, to: cur}
 	}
-	d.master = cur
-	if prev == "" {
-		return nil
-	}
-	return masterChangedError{from: prev, to: cur}
+	return nil
 }
 
 // fenced is what a healthy operation that met a new master does: degraded (see fail), with
@@ -65,7 +78,7 @@ func (d *degrader) fenced(err error, start time.Time) {
 // the longest window from the outage's start has passed; then it ends the probe and sets
 // the next one at that instant.
 func (d *degrader) probeTooSoon() bool {
-	if d.masterChange() == nil {
+	if d.masterChange("") == nil { // one probe at a time, and no other shared-store call while degraded
 		return false
 	}
 	d.mu.Lock()

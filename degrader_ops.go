@@ -44,7 +44,7 @@ func (d *degrader) whileDegraded(f func()) bool {
 // Reserve implements cache.Store.
 func (d *degrader) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (res engine.Result, err error) {
 	for range maxSwitches {
-		state, probe := d.mode()
+		state, probe, noted := d.mode()
 		if probe && d.probe(ctx, s, key) {
 			state = settling
 		}
@@ -64,7 +64,7 @@ func (d *degrader) Reserve(ctx context.Context, s *engine.Strategy, key string, 
 		start := d.clock.Now()
 		res, err = d.shared.Reserve(ctx, s, key, n)
 		if err == nil {
-			if moved := d.masterChange(); moved != nil {
+			if moved := d.masterChange(noted); moved != nil {
 				d.fenced(moved, start) // the grant stays counted on the new master, unused
 				continue
 			}
@@ -117,7 +117,7 @@ func (d *degrader) Record(ctx context.Context, s *engine.Strategy, key string, n
 		return err
 	}
 	for range maxSwitches {
-		state, probe := d.mode()
+		state, probe, noted := d.mode()
 		if probe && d.probe(ctx, s, key) {
 			state = settling
 		}
@@ -134,7 +134,7 @@ func (d *degrader) Record(ctx context.Context, s *engine.Strategy, key string, n
 			continue
 		}
 		if err == nil {
-			if moved := d.masterChange(); moved != nil {
+			if moved := d.masterChange(noted); moved != nil {
 				d.fenced(moved, start) // counted on the new master: the request is recorded
 				return nil
 			}
@@ -188,7 +188,7 @@ func (d *degrader) localPeek(ctx context.Context, s *engine.Strategy, key string
 // Peek implements cache.Store: while degraded, usage is the memory store's, against the
 // scaled rules; while settling, the wait is the longer of both stores'.
 func (d *degrader) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error) {
-	state, probe := d.mode()
+	state, probe, noted := d.mode()
 	if probe && d.probe(ctx, s, key) {
 		state = settling
 	}
@@ -202,7 +202,7 @@ func (d *degrader) Peek(ctx context.Context, s *engine.Strategy, key string, n i
 		return d.localPeek(ctx, s, key, n, true)
 	}
 	if err == nil {
-		if moved := d.masterChange(); moved != nil {
+		if moved := d.masterChange(noted); moved != nil {
 			d.fenced(moved, start)
 			return d.localPeek(ctx, s, key, n, true)
 		}

@@ -2,6 +2,7 @@ package degradetest
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // movedStore is a Redis store that says which master it reached as a Sentinel store does
@@ -100,4 +102,94 @@ func TestDegradeMasterChange(t *testing.T) {
 	}
 	events("degraded", "recovered", "degraded", "recovered", "degraded")
 	waitRedisRedialed(t)
+}
+
+// heldStore is a movedStore whose next Reserve, once armed, makes its grant on Redis and then
+// waits for release before it answers: a call under way while another one meets a new master.
+type heldStore struct {
+	movedStore
+	armed   *atomic.Bool
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (h heldStore) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
+	res, err := h.movedStore.Reserve(ctx, s, key, n)
+	if h.armed.CompareAndSwap(true, false) {
+		h.reached <- struct{}{}
+		<-h.release
+	}
+	return res, err
+}
+
+// TestDegradeMasterChangeInFlight: a Reserve under way on the shared store while another call
+// of the same Transport meets a new Sentinel master (and goes degraded) does not use its grant
+// either, though that other call has noted the new master already: it may be the new master's,
+// made without the old master's last grants. It stays counted there, and the caller waits out
+// the hold-back. (Before: the grant was used; under load, with twelve senders and a watcher a
+// process, the fleet test's SENTINEL FAILOVER granted 21 in a second, limit 20: the new
+// master's grant on top of the old master's lost ones.)
+func TestDegradeMasterChangeInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewManual(t0)
+	rec := &observe.Recorder{}
+	master := &atomic.Value{}
+	master.Store("127.0.0.1:1")
+	st := newRedisStore(t, srv)
+	rule := strategy.Rule{Limit: 20, Window: time.Minute}
+	s := rolling(t, rule)
+	held := heldStore{movedStore{st, master}, &atomic.Bool{}, make(chan struct{}), make(chan struct{})}
+	tr := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(held),
+		ratemonitor.WithClock(clk), ratemonitor.WithPacing(), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard))
+	ctx := context.Background()
+
+	if got := reserveOnce(t, tr, rec, clk, "k"); !got.allowed {
+		t.Fatalf("first master: %+v, want a grant", got)
+	}
+	held.armed.Store(true)
+	from, sleepers := len(rec.Events()), clk.Sleepers()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.Reserve(rctx, "k", 1)
+		done <- err
+	}()
+	<-held.reached // granted on Redis, not answered yet
+	master.Store("127.0.0.1:2")
+	if wait, err := tr.WaitTime(ctx, "k", 1); err != nil || wait != time.Minute {
+		t.Fatalf("WaitTime on the new master: %v, %v; want the hold-back, 1m0s", wait, err)
+	}
+	close(held.release)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+		evs := rec.Events()[from:]
+		if slices.ContainsFunc(evs, func(e observe.Event) bool { return e.Key == "k" && e.Kind == observe.Granted }) {
+			t.Fatalf("the Reserve under way when the new master was met was granted (events %v), want it held back", rec.Strings())
+		}
+		i := slices.IndexFunc(evs, func(e observe.Event) bool { return e.Key == "k" && e.Kind == observe.Refused })
+		if i >= 0 && clk.Sleepers() > sleepers {
+			if evs[i].Wait != time.Minute {
+				t.Errorf("the Reserve under way: refused with wait %v, want the hold-back, 1m0s", evs[i].Wait)
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the Reserve under way when the new master was met returned %v (events %v), want it held back", err, rec.Strings())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Reserve under way: neither granted nor held back within 5 s (events %v)", rec.Strings())
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the held-back Reserve, cancelled while it slept: %v, want context.Canceled", err)
+	}
+	if n := usedIn(t, st, s, "k"); n != 2 {
+		t.Errorf("the new master counts %d, want 2 (the unused grant stays counted)", n)
+	}
+	if got := kinds(rec.Events()); !slices.Equal(got, []string{"degraded"}) {
+		t.Errorf("events %v, want [degraded]", got)
+	}
 }
