@@ -14,31 +14,11 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// An upstream for the examples: it answers every request with "ok".
-func okServer() *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
-}
-
-// get sends a GET for tenant through client and closes the body.
-func get(client *http.Client, url, tenant string) error {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Xero-Tenant-Id", tenant)
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	io.Copy(io.Discard, resp.Body)
-	return resp.Body.Close()
-}
-
 // New makes a monitoring Transport: it counts every request under its key (here the tenant
 // header) and sends it at once. Make it once, at start-up, and share the client: the counts
 // live in the Transport (or in its store), so a Transport per call would start from zero.
 func ExampleNew() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 
 	tr, err := ratemonitor.New(srv.Client().Transport,
@@ -52,10 +32,18 @@ func ExampleNew() {
 	client := &http.Client{Transport: tr}
 
 	for range 3 {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
 	used, _ := tr.AllocationUsed(context.Background(), "tenant-1")
 	fmt.Printf("tenant-1: %d used, %d remaining of %v\n", used[0].Used, used[0].Remaining, used[0].Rule)
@@ -73,7 +61,7 @@ func ExampleNew_error() {
 // Here 5 requests in a 10 s window, sent at once, leave room for none for 10 s. The clock is a
 // manual one, so that the output is exact; a real program leaves it out.
 func ExampleTransport_WaitSeconds() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	tr, err := ratemonitor.New(srv.Client().Transport,
@@ -91,10 +79,18 @@ func ExampleTransport_WaitSeconds() {
 	secs, _ := tr.WaitSeconds(ctx, "tenant-1", 5)
 	fmt.Println("before:", secs, "s")
 	for range 5 {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
 	secs, _ = tr.WaitSeconds(ctx, "tenant-1", 1)
 	fmt.Println("after 5:", secs, "s")
@@ -114,7 +110,7 @@ func ExampleTransport_WaitSeconds() {
 // can go over a limit (the Transport only counts): Used then passes the limit and Remaining
 // stays at 0.
 func ExampleTransport_AllocationUsed() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	tr, err := ratemonitor.New(srv.Client().Transport,
 		ratemonitor.WithRules(
@@ -129,10 +125,18 @@ func ExampleTransport_AllocationUsed() {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	for range 4 {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
 	used, err := tr.AllocationUsed(context.Background(), "tenant-1")
 	if err != nil {
@@ -151,7 +155,7 @@ func ExampleTransport_AllocationUsed() {
 // third and fourth requests go a second after the first two, the fifth a second later. The
 // manual clock with Auto set makes the waits move it instead of sleeping.
 func ExampleWithPacing() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	start := time.Unix(1_800_000_000, 0)
 	clk := clock.NewManual(start)
@@ -168,10 +172,18 @@ func ExampleWithPacing() {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	for i := 1; i <= 5; i++ {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 		fmt.Printf("request %d sent at +%v\n", i, clk.Now().Sub(start))
 	}
 	// Output:
@@ -186,7 +198,7 @@ func ExampleWithPacing() {
 // caller sends at its own pace. A context whose deadline comes before the burst fits gets a
 // *DeadlineError at once, without waiting for nothing.
 func ExampleTransport_Wait() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	start := time.Unix(1_800_000_000, 0)
 	clk := clock.NewManual(start)
@@ -202,10 +214,18 @@ func ExampleTransport_Wait() {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	for range 5 {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -227,7 +247,7 @@ func ExampleTransport_Wait() {
 // Reserve takes a burst of slots at once, waiting its turn (here the window is free), and the
 // requests sent with the Reservation's context spend them instead of being counted again.
 func ExampleTransport_Reserve() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	tr, err := ratemonitor.New(srv.Client().Transport,
 		ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute}),
@@ -282,7 +302,7 @@ func ExampleReservation_Cancel() {
 	used, _ := tr.AllocationUsed(ctx, "tenant-1")
 	fmt.Println("reserved:", used[0].Used)
 
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	req, _ := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
 	req = req.WithContext(ratemonitor.WithKey(req.Context(), "tenant-1")) // the reservation's key
