@@ -50,7 +50,11 @@ func ExampleWithSync() {
 		return
 	}
 	resp.Body.Close()
-	st, _ := tr.Status(context.Background(), "tenant-1")
+	st, err := tr.Status(context.Background(), "tenant-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	for _, u := range st.Rules {
 		fmt.Printf("%v: %d used, %d remaining (the upstream said %d)\n", u.Rule, u.Used, u.Remaining, u.Reported)
 	}
@@ -102,7 +106,11 @@ func ExampleSyncConfig() {
 		return
 	}
 	resp.Body.Close()
-	used, _ := tr.AllocationUsed(ctx, "token-1")
+	used, err := tr.AllocationUsed(ctx, "token-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("used:", used[0].Used)
 
 	refuse.Store(true)
@@ -112,7 +120,11 @@ func ExampleSyncConfig() {
 		return
 	}
 	resp.Body.Close()
-	wait, _ := tr.WaitTime(ctx, "token-1", 1)
+	wait, err := tr.WaitTime(ctx, "token-1", 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("after a 429: wait", wait)
 	// Output:
 	// used: 100
@@ -216,9 +228,17 @@ func ExampleWithAppRules() {
 		resp.Body.Close()
 	}
 	ctx := context.Background()
-	st, _ := tr.Status(ctx, "tenant-3")
+	st, err := tr.Status(ctx, "tenant-3")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("tenant-3 used:", st.Rules[0].Used, "app used:", st.App.Rules[0].Used)
-	wait, _ := tr.WaitTime(ctx, "tenant-3", 1)
+	wait, err := tr.WaitTime(ctx, "tenant-3", 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("tenant-3 waits", wait)
 	// Output:
 	// tenant-3 used: 0 app used: 4

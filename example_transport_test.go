@@ -45,7 +45,11 @@ func ExampleNew() {
 		}
 		resp.Body.Close()
 	}
-	used, _ := tr.AllocationUsed(context.Background(), "tenant-1")
+	used, err := tr.AllocationUsed(context.Background(), "tenant-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Printf("tenant-1: %d used, %d remaining of %v\n", used[0].Used, used[0].Remaining, used[0].Rule)
 	// Output: tenant-1: 3 used, 57 remaining of 60/1m0s
 }
@@ -76,7 +80,11 @@ func ExampleTransport_WaitSeconds() {
 	client := &http.Client{Transport: tr}
 	ctx := context.Background()
 
-	secs, _ := tr.WaitSeconds(ctx, "tenant-1", 5)
+	secs, err := tr.WaitSeconds(ctx, "tenant-1", 5)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("before:", secs, "s")
 	for range 5 {
 		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
@@ -92,10 +100,18 @@ func ExampleTransport_WaitSeconds() {
 		}
 		resp.Body.Close()
 	}
-	secs, _ = tr.WaitSeconds(ctx, "tenant-1", 1)
+	secs, err = tr.WaitSeconds(ctx, "tenant-1", 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("after 5:", secs, "s")
 	clk.Advance(4 * time.Second)
-	secs, _ = tr.WaitSeconds(ctx, "tenant-1", 1)
+	secs, err = tr.WaitSeconds(ctx, "tenant-1", 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("4 s later:", secs, "s")
 	_, err = tr.WaitSeconds(ctx, "tenant-1", 6)
 	fmt.Println("a burst of 6:", errors.Is(err, strategy.ErrBurstTooLarge))
@@ -268,7 +284,11 @@ func ExampleTransport_Reserve() {
 		return
 	}
 	for range 3 {
-		req, _ := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
+		req, err := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
 		req.Header.Set("Xero-Tenant-Id", "tenant-1")
 		resp, err := client.Do(req)
 		if err != nil {
@@ -277,7 +297,11 @@ func ExampleTransport_Reserve() {
 		}
 		resp.Body.Close()
 	}
-	used, _ := tr.AllocationUsed(ctx, "tenant-1")
+	used, err := tr.AllocationUsed(ctx, "tenant-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("reservation left:", r.Remaining(), "used:", used[0].Used)
 	// Output: reservation left: 0 used: 3
 }
@@ -299,12 +323,20 @@ func ExampleReservation_Cancel() {
 		fmt.Println(err)
 		return
 	}
-	used, _ := tr.AllocationUsed(ctx, "tenant-1")
+	used, err := tr.AllocationUsed(ctx, "tenant-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("reserved:", used[0].Used)
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
-	req, _ := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
+	req, err := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	req = req.WithContext(ratemonitor.WithKey(req.Context(), "tenant-1")) // the reservation's key
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
@@ -317,7 +349,11 @@ func ExampleReservation_Cancel() {
 		fmt.Println(err)
 		return
 	}
-	used, _ = tr.AllocationUsed(ctx, "tenant-1")
+	used, err = tr.AllocationUsed(ctx, "tenant-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("after Cancel:", used[0].Used, "used,", r.Remaining(), "left in the reservation")
 	// Output:
 	// reserved: 5
