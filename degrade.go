@@ -28,7 +28,7 @@ const DefaultProbeInterval = 500 * time.Millisecond
 // A new master behind a Sentinel client (a store with SentinelMaster, such as redisstore's,
 // naming another address) counts as an outage too, with the hold-back, and no probe before
 // it has passed: the old master may have granted slots after the promotion that the new one
-// never saw (see degrader_master.go).
+// never saw (docs/fleet.md#degraded-mode).
 type DegradedConfig struct {
 	// Share is the part of each limit this process may use while degraded, in (0, 1]. Give
 	// Share or Processes, not both. When neither is given the share is 1 ÷ the number of

@@ -27,10 +27,22 @@ func ExampleWithCostReport() {
 	}))
 	defer srv.Close()
 
-	rule, _ := tokenbucket.Rule(1000, 50) // a bucket of 1000 points, 50 a second
-	bucket, _ := tokenbucket.New(rule)
+	rule, err := tokenbucket.Rule(1000, 50) // a bucket of 1000 points, 50 a second
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	bucket, err := tokenbucket.New(rule)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	store, _ := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	store, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer store.Close()
 	tr, err := ratemonitor.New(nil, ratemonitor.WithStore(store), ratemonitor.WithStrategy(bucket), ratemonitor.WithPacing(),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "shop" }),
@@ -42,16 +54,28 @@ func ExampleWithCostReport() {
 	}
 	defer tr.Close()
 
-	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"query":"{ shop { name } }"}`))
+	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"query":"{ shop { name } }"}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	req.Header.Set("X-Query-Cost", "50") // the query's requested cost, computed by the caller
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	body, _ := io.ReadAll(resp.Body) // the body is whole: the reader put back what it read
+	body, err := io.ReadAll(resp.Body) // the body is whole: the reader put back what it read
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	resp.Body.Close()
-	used, _ := tr.AllocationUsed(context.Background(), "shop")
+	used, err := tr.AllocationUsed(context.Background(), "shop")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Printf("points used: %d; body of %d bytes\n", used[0].Used, len(body))
 	// Output: points used: 12; body of 171 bytes
 }

@@ -10,7 +10,11 @@ import (
 // A key function over a credential header counts the credential under its hash, so the token
 // reaches no store, error or log. KeyByHashedHeader takes a secret the fleet shares.
 func ExampleKeyByHeader_credential() {
-	req, _ := http.NewRequest(http.MethodGet, "https://api.github.com/user", nil)
+	req, err := http.NewRequest(http.MethodGet, "https://api.github.com/user", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	req.Header.Set("Authorization", "Bearer ghp_example")
 	fmt.Println(ratemonitor.KeyByHeader("Authorization", nil)(req))
 	fmt.Println(ratemonitor.KeyByHashedHeader("Authorization", []byte("fleet secret from config"), nil)(req))

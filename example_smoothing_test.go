@@ -41,7 +41,11 @@ func ExampleWithSmoothing() {
 			fmt.Printf("request %d at +%v\n", i, clk.Now().Sub(start))
 		}
 	}
-	used, _ := tr.AllocationUsed(ctx, "tenant")
+	used, err := tr.AllocationUsed(ctx, "tenant")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("used", used[0].Used, "of", used[0].Rule.Limit)
 	// Output:
 	// request 1 at +0s

@@ -38,11 +38,23 @@ func ExampleWithSync() {
 		return
 	}
 	defer tr.Close()
-	if err := get(&http.Client{Transport: tr}, srv.URL, "tenant-1"); err != nil {
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	st, _ := tr.Status(context.Background(), "tenant-1")
+	req.Header.Set("Xero-Tenant-Id", "tenant-1")
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	st, err := tr.Status(context.Background(), "tenant-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	for _, u := range st.Rules {
 		fmt.Printf("%v: %d used, %d remaining (the upstream said %d)\n", u.Rule, u.Used, u.Remaining, u.Reported)
 	}
@@ -83,19 +95,36 @@ func ExampleSyncConfig() {
 	client := &http.Client{Transport: tr}
 	ctx := context.Background()
 
-	if err := get(client, srv.URL, ""); err != nil {
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	used, _ := tr.AllocationUsed(ctx, "token-1")
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	used, err := tr.AllocationUsed(ctx, "token-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("used:", used[0].Used)
 
 	refuse.Store(true)
-	if err := get(client, srv.URL, ""); err != nil {
+	resp, err = client.Do(req) // the same request again, now refused
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	wait, _ := tr.WaitTime(ctx, "token-1", 1)
+	resp.Body.Close()
+	wait, err := tr.WaitTime(ctx, "token-1", 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("after a 429: wait", wait)
 	// Output:
 	// used: 100
@@ -134,10 +163,18 @@ func ExampleTransport_Status() {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	for range 3 {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
 	clk.Advance(10 * time.Second)
 
@@ -163,7 +200,7 @@ func ExampleTransport_Status() {
 // tenants' requests fill the app's minute, so a third tenant must wait though its own count
 // is 0.
 func ExampleWithAppRules() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	tr, err := ratemonitor.New(srv.Client().Transport,
 		ratemonitor.WithRules(strategy.Rule{Limit: 3, Window: time.Minute}),
@@ -177,15 +214,31 @@ func ExampleWithAppRules() {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	for _, tenant := range []string{"tenant-1", "tenant-2", "tenant-1", "tenant-2"} {
-		if err := get(client, srv.URL, tenant); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", tenant)
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
 	ctx := context.Background()
-	st, _ := tr.Status(ctx, "tenant-3")
+	st, err := tr.Status(ctx, "tenant-3")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("tenant-3 used:", st.Rules[0].Used, "app used:", st.App.Rules[0].Used)
-	wait, _ := tr.WaitTime(ctx, "tenant-3", 1)
+	wait, err := tr.WaitTime(ctx, "tenant-3", 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("tenant-3 waits", wait)
 	// Output:
 	// tenant-3 used: 0 app used: 4

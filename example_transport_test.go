@@ -14,31 +14,11 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// An upstream for the examples: it answers every request with "ok".
-func okServer() *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
-}
-
-// get sends a GET for tenant through client and closes the body.
-func get(client *http.Client, url, tenant string) error {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Xero-Tenant-Id", tenant)
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	io.Copy(io.Discard, resp.Body)
-	return resp.Body.Close()
-}
-
 // New makes a monitoring Transport: it counts every request under its key (here the tenant
 // header) and sends it at once. Make it once, at start-up, and share the client: the counts
 // live in the Transport (or in its store), so a Transport per call would start from zero.
 func ExampleNew() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 
 	tr, err := ratemonitor.New(srv.Client().Transport,
@@ -52,12 +32,24 @@ func ExampleNew() {
 	client := &http.Client{Transport: tr}
 
 	for range 3 {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
-	used, _ := tr.AllocationUsed(context.Background(), "tenant-1")
+	used, err := tr.AllocationUsed(context.Background(), "tenant-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Printf("tenant-1: %d used, %d remaining of %v\n", used[0].Used, used[0].Remaining, used[0].Rule)
 	// Output: tenant-1: 3 used, 57 remaining of 60/1m0s
 }
@@ -73,7 +65,7 @@ func ExampleNew_error() {
 // Here 5 requests in a 10 s window, sent at once, leave room for none for 10 s. The clock is a
 // manual one, so that the output is exact; a real program leaves it out.
 func ExampleTransport_WaitSeconds() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	tr, err := ratemonitor.New(srv.Client().Transport,
@@ -88,18 +80,38 @@ func ExampleTransport_WaitSeconds() {
 	client := &http.Client{Transport: tr}
 	ctx := context.Background()
 
-	secs, _ := tr.WaitSeconds(ctx, "tenant-1", 5)
+	secs, err := tr.WaitSeconds(ctx, "tenant-1", 5)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("before:", secs, "s")
 	for range 5 {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
-	secs, _ = tr.WaitSeconds(ctx, "tenant-1", 1)
+	secs, err = tr.WaitSeconds(ctx, "tenant-1", 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("after 5:", secs, "s")
 	clk.Advance(4 * time.Second)
-	secs, _ = tr.WaitSeconds(ctx, "tenant-1", 1)
+	secs, err = tr.WaitSeconds(ctx, "tenant-1", 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("4 s later:", secs, "s")
 	_, err = tr.WaitSeconds(ctx, "tenant-1", 6)
 	fmt.Println("a burst of 6:", errors.Is(err, strategy.ErrBurstTooLarge))
@@ -114,7 +126,7 @@ func ExampleTransport_WaitSeconds() {
 // can go over a limit (the Transport only counts): Used then passes the limit and Remaining
 // stays at 0.
 func ExampleTransport_AllocationUsed() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	tr, err := ratemonitor.New(srv.Client().Transport,
 		ratemonitor.WithRules(
@@ -129,10 +141,18 @@ func ExampleTransport_AllocationUsed() {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	for range 4 {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
 	used, err := tr.AllocationUsed(context.Background(), "tenant-1")
 	if err != nil {
@@ -151,7 +171,7 @@ func ExampleTransport_AllocationUsed() {
 // third and fourth requests go a second after the first two, the fifth a second later. The
 // manual clock with Auto set makes the waits move it instead of sleeping.
 func ExampleWithPacing() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	start := time.Unix(1_800_000_000, 0)
 	clk := clock.NewManual(start)
@@ -168,10 +188,18 @@ func ExampleWithPacing() {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	for i := 1; i <= 5; i++ {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 		fmt.Printf("request %d sent at +%v\n", i, clk.Now().Sub(start))
 	}
 	// Output:
@@ -186,7 +214,7 @@ func ExampleWithPacing() {
 // caller sends at its own pace. A context whose deadline comes before the burst fits gets a
 // *DeadlineError at once, without waiting for nothing.
 func ExampleTransport_Wait() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	start := time.Unix(1_800_000_000, 0)
 	clk := clock.NewManual(start)
@@ -202,10 +230,18 @@ func ExampleTransport_Wait() {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	for range 5 {
-		if err := get(client, srv.URL, "tenant-1"); err != nil {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		req.Header.Set("Xero-Tenant-Id", "tenant-1")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -227,7 +263,7 @@ func ExampleTransport_Wait() {
 // Reserve takes a burst of slots at once, waiting its turn (here the window is free), and the
 // requests sent with the Reservation's context spend them instead of being counted again.
 func ExampleTransport_Reserve() {
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	tr, err := ratemonitor.New(srv.Client().Transport,
 		ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute}),
@@ -248,7 +284,11 @@ func ExampleTransport_Reserve() {
 		return
 	}
 	for range 3 {
-		req, _ := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
+		req, err := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
 		req.Header.Set("Xero-Tenant-Id", "tenant-1")
 		resp, err := client.Do(req)
 		if err != nil {
@@ -257,7 +297,11 @@ func ExampleTransport_Reserve() {
 		}
 		resp.Body.Close()
 	}
-	used, _ := tr.AllocationUsed(ctx, "tenant-1")
+	used, err := tr.AllocationUsed(ctx, "tenant-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("reservation left:", r.Remaining(), "used:", used[0].Used)
 	// Output: reservation left: 0 used: 3
 }
@@ -279,12 +323,20 @@ func ExampleReservation_Cancel() {
 		fmt.Println(err)
 		return
 	}
-	used, _ := tr.AllocationUsed(ctx, "tenant-1")
+	used, err := tr.AllocationUsed(ctx, "tenant-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("reserved:", used[0].Used)
 
-	srv := okServer()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
-	req, _ := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
+	req, err := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	req = req.WithContext(ratemonitor.WithKey(req.Context(), "tenant-1")) // the reservation's key
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
@@ -297,7 +349,11 @@ func ExampleReservation_Cancel() {
 		fmt.Println(err)
 		return
 	}
-	used, _ = tr.AllocationUsed(ctx, "tenant-1")
+	used, err = tr.AllocationUsed(ctx, "tenant-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("after Cancel:", used[0].Used, "used,", r.Remaining(), "left in the reservation")
 	// Output:
 	// reserved: 5

@@ -29,12 +29,23 @@ func ExampleWithInFlight() {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	get := func(ctx context.Context) (*http.Response, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, up.URL, nil)
+		if err != nil {
+			return nil, err
+		}
 		req.Header.Set("Xero-Tenant-Id", "tenant-1")
 		return client.Do(req)
 	}
-	a, _ := get(context.Background())
-	b, _ := get(context.Background())
+	a, err := get(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, err := get(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("in flight:", tr.InFlight("tenant-1"))
 
 	// A third request waits for a slot; here it gives up after 20 ms.
@@ -44,7 +55,11 @@ func ExampleWithInFlight() {
 	fmt.Println("third:", err != nil)
 
 	a.Body.Close() // frees a slot
-	c, _ := get(context.Background())
+	c, err := get(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("in flight:", tr.InFlight("tenant-1"))
 	b.Body.Close()
 	io.ReadAll(c.Body) // reading to EOF frees it too

@@ -57,7 +57,11 @@ func ExampleNewMemory() {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	used, _ := fast.AllocationUsed(context.Background(), "account-1")
+	used, err := fast.AllocationUsed(context.Background(), "account-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("account-1:", used[0].Used, "used")
 	// Output: account-1: 3 used
 }

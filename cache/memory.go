@@ -85,8 +85,9 @@ type MemoryStats struct {
 // under the key's own mutex, so no count is lost and a read right after a write sees it.
 // ristretto's TTLs are not used (they run on the wall clock, and their expiry maps hold memory
 // for every key admitted within a TTL): a sweep drops the keys whose windows have all passed,
-// on the store's clock (see memory_tier.go for the policy around ristretto). Use NewMemory; the
-// zero Memory is not usable.
+// on the store's clock. A key at or over a limit (or paused) is held out of ristretto's reach,
+// within the same MaxCost, so that evicting it cannot give its client a full allowance again
+// (docs/stores.md#memory-the-default). Use NewMemory; the zero Memory is not usable.
 type Memory struct {
 	store   *ristrettostore.RistrettoStore[string, any]
 	client  *ristretto.Cache[string, any]

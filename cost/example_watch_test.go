@@ -22,7 +22,11 @@ func ExampleWatch() {
 			fmt.Println("cost:", r.ReadBody(resp, b, time.Time{}).Cost)
 		})
 	}
-	b, _ := io.ReadAll(resp.Body) // the caller reads as usual
+	b, err := io.ReadAll(resp.Body) // the caller reads as usual
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println("read:", len(b), "bytes")
 	// Output:
 	// cost: 9

@@ -28,7 +28,8 @@ func shopifyCost(estimate func(*http.Request) int) error {
 	if err != nil {
 		return err
 	}
-	return tr.Close()
+	defer tr.Close()
+	return nil
 }
 
 func tokenBucketClient() error {
@@ -44,5 +45,6 @@ func tokenBucketClient() error {
 	if err != nil {
 		return err
 	}
-	return tr.Close()
+	defer tr.Close()
+	return nil
 }

@@ -4,26 +4,30 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-func keyOfContext(ctx context.Context, req *http.Request) *http.Request {
-	req = req.WithContext(ratemonitor.WithKey(ctx, "tenant-42"))
+func keyOfContext(req *http.Request) *http.Request {
+	req = req.WithContext(ratemonitor.WithKey(req.Context(), "tenant-42"))
 	return req
 }
 
-func fleetSecret(ctx context.Context, token string, rules ...strategy.Rule) error {
+func fleetSecret(ctx context.Context, token string) error {
 	secret := []byte(os.Getenv("RATEMONITOR_KEY_SECRET")) // the same in every process sharing the store
-	tr, err := ratemonitor.New(nil, ratemonitor.WithRules(rules...),
+	tr, err := ratemonitor.New(nil, ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute}),
 		ratemonitor.WithKeyFunc(ratemonitor.KeyByHashedHeader("Authorization", secret, nil)))
-	// tr.Status(ctx, ratemonitor.HashedKey(secret, "Bearer "+token)) looks the key up.
 	if err != nil {
 		return err
 	}
-	if _, err := tr.Status(ctx, ratemonitor.HashedKey(secret, "Bearer "+token)); err != nil {
+	defer tr.Close()
+	// A request sent with "Authorization: Bearer "+token is counted under this key:
+	st, err := tr.Status(ctx, ratemonitor.HashedKey(secret, "Bearer "+token))
+	if err != nil {
 		return err
 	}
-	return tr.Close()
+	_ = st
+	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-func prometheusMetrics() error {
+func prometheusMetrics(api http.Handler) error {
 	s, err := fixedwindow.New(strategy.Rule{Limit: 100, Window: time.Minute})
 	if err != nil {
 		return err
@@ -28,11 +28,12 @@ func prometheusMetrics() error {
 	if err != nil {
 		return err
 	}
+	defer store.Close()
 	limiter, err := middleware.New(store, s, middleware.WithObserver(obs))
 	if err != nil {
 		return err
 	}
+	http.Handle("/api/", limiter.Wrap(api))
 	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	_ = limiter
-	return store.Close()
+	return nil
 }

@@ -46,21 +46,33 @@ func syncInvoices(ctx context.Context, tr *ratemonitor.Transport, client *http.C
 	return nil
 }
 
-func send(client *http.Client) {}
-
-func monitoring(ctx context.Context, client *http.Client) error {
-	tr, _ := ratemonitor.New(nil, ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute}))
-	if err := tr.Wait(ctx, "api.example.com", 10); err != nil {
+func monitoring(ctx context.Context) error {
+	tr, err := ratemonitor.New(nil, ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute}))
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+	if err := tr.Wait(ctx, "api.example.com", 10); err != nil { // the key: the host (KeyByHost)
 		return err // room for 10 now, or the context ended first
 	}
 	for range 10 {
-		send(client) // each one is recorded
+		resp, err := client.Get("https://api.example.com/v1/items") // each one is recorded
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
 	}
-	return tr.Close()
+	return nil
 }
 
-func pacing(req *http.Request, rules ...strategy.Rule) error {
-	tr, _ := ratemonitor.New(nil, ratemonitor.WithRules(rules...), ratemonitor.WithPacing())
+func pacing(req *http.Request) error {
+	tr, err := ratemonitor.New(nil, ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute}),
+		ratemonitor.WithPacing())
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	// From as many goroutines as you like; a request whose context deadline comes before its
 	// slot fails at once with an error wrapping context.DeadlineExceeded, and is neither sent nor counted.
@@ -68,8 +80,7 @@ func pacing(req *http.Request, rules ...strategy.Rule) error {
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
-	return tr.Close()
+	return resp.Body.Close()
 }
 
 func reserve(ctx context.Context, tr *ratemonitor.Transport, client *http.Client, reqs []*http.Request) error {
@@ -88,7 +99,7 @@ func reserve(ctx context.Context, tr *ratemonitor.Transport, client *http.Client
 	return nil
 }
 
-func inFlight(client *http.Client, req *http.Request) error {
+func inFlight(req *http.Request) error {
 	tr, err := ratemonitor.New(http.DefaultTransport,
 		ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}),
 		ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)),
@@ -98,7 +109,7 @@ func inFlight(client *http.Client, req *http.Request) error {
 		return err
 	}
 	defer tr.Close()
-	client = &http.Client{Transport: tr}
+	client := &http.Client{Transport: tr}
 	// From 10 goroutines per tenant: never more than 5 of a tenant's requests in flight.
 	resp, err := client.Do(req)
 	if err != nil {
@@ -111,12 +122,18 @@ func inFlight(client *http.Client, req *http.Request) error {
 func smoothing() (*ratemonitor.Transport, error) {
 	tr, err := ratemonitor.New(nil, ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute}),
 		ratemonitor.WithPacing(), ratemonitor.WithSmoothing()) // 30 at once from idle, then one every 1.935484 s
-	return tr, err
+	if err != nil {
+		return nil, err
+	}
+	return tr, nil
 }
 
 func priorities(ctx context.Context, client *http.Client, url string) error {
 	ctx = ratemonitor.WithPriority(ctx, ratemonitor.PriorityInteractive) // or PriorityBatch
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
 	resp, err := client.Do(req) // served before the batch requests queued on its key
 	if err != nil {
 		return err

@@ -39,5 +39,8 @@ func layered() error {
 func dynamo(ctx context.Context, awsCfg aws.Config) (*dynamostore.Store, error) {
 	client := dynamodb.NewFromConfig(awsCfg) // or dynamostore.EndpointClient("http://127.0.0.1:8000")
 	store, err := dynamostore.OpenOrCreate(ctx, client, dynamostore.Options{Table: "ratemonitor"})
-	return store, err
+	if err != nil {
+		return nil, err
+	}
+	return store, nil
 }

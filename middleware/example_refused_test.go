@@ -42,14 +42,22 @@ func Example_refused() {
 	defer srv.Close()
 
 	for i := 1; i <= 3; i++ {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/reports", nil)
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/reports", nil)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
 		req.Header.Set("X-Client-Key", "client-7")
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		body, _ := io.ReadAll(resp.Body)
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
 		resp.Body.Close()
 		fmt.Printf("request %d: %d, RateLimit: %s\n", i, resp.StatusCode, resp.Header.Get("RateLimit"))
 		if resp.StatusCode == http.StatusTooManyRequests {
@@ -75,7 +83,11 @@ func ExampleFromContext() {
 		return
 	}
 	defer store.Close()
-	s, _ := fixedwindow.New(strategy.Rule{Limit: 100, Window: time.Minute})
+	s, err := fixedwindow.New(strategy.Rule{Limit: 100, Window: time.Minute})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	l, err := middleware.New(store, s)
 	if err != nil {
 		fmt.Println(err)
@@ -103,7 +115,11 @@ func ExampleLimiter_Status() {
 		return
 	}
 	defer store.Close()
-	s, _ := fixedwindow.New(strategy.Rule{Limit: 3, Window: time.Minute})
+	s, err := fixedwindow.New(strategy.Rule{Limit: 3, Window: time.Minute})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	l, err := middleware.New(store, s, middleware.WithKeyHeader("X-Client-Key"))
 	if err != nil {
 		fmt.Println(err)

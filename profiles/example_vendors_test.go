@@ -20,51 +20,11 @@ import (
 // local upstreams that answer with the API's own header fields; a real program passes
 // http.DefaultTransport and leaves out WithClock.
 
-// newClock returns a manual clock whose sleeps move it.
-func newClock() *clock.Manual {
-	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	clk.Auto = true
-	return clk
-}
-
-// newRequest makes a request to url with header name, value pairs.
-func newRequest(method, url string, kv ...string) *http.Request {
-	req, _ := http.NewRequest(method, url, nil)
-	for i := 0; i+1 < len(kv); i += 2 {
-		req.Header.Set(kv[i], kv[i+1])
-	}
-	return req
-}
-
-// send sends req through tr, reads the body to its end and closes it, and returns the status.
-func send(tr *ratemonitor.Transport, req *http.Request) int {
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		fmt.Println(err)
-		return 0
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-// printStatus prints the key's usage per rule and its wait.
-func printStatus(tr *ratemonitor.Transport, key string) {
-	st, err := tr.Status(context.Background(), key)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, u := range st.Rules {
-		fmt.Printf("  %v: %d used, %d remaining\n", u.Rule, u.Used, u.Remaining)
-	}
-	fmt.Println("  wait:", st.Wait)
-}
-
 // GitHub's answers raise the token's count to what GitHub has counted (another client of
 // the token used 9 this hour); a 403 for a secondary limit with Retry-After pauses the token.
 func ExampleGitHubREST() {
-	clk := newClock()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	clk.Auto = true // a paced wait moves the clock instead of sleeping
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		n := int(calls.Add(1))
@@ -87,13 +47,40 @@ func ExampleGitHubREST() {
 	}
 	defer tr.Close()
 
-	req := newRequest(http.MethodGet, srv.URL+"/repos/golang/go", "Authorization", "Bearer ghp_example")
+	client := &http.Client{Transport: tr}
+	send := func(req *http.Request) int { // the status; the body read to its end and closed
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	printStatus := func(key string) { // the key's usage per rule and its wait
+		st, err := tr.Status(context.Background(), key)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, u := range st.Rules {
+			fmt.Printf("  %v: %d used, %d remaining\n", u.Rule, u.Used, u.Remaining)
+		}
+		fmt.Println("  wait:", st.Wait)
+	}
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/repos/golang/go", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer ghp_example")
 	key := tr.Key(req) // a keyed hash of the token, never the token
 	fmt.Println("key:", key)
-	fmt.Println("first:", send(tr, req))
-	printStatus(tr, key)
-	fmt.Println("second:", send(tr, req.Clone(context.Background())))
-	printStatus(tr, key)
+	fmt.Println("first:", send(req))
+	printStatus(key)
+	fmt.Println("second:", send(req.Clone(context.Background())))
+	printStatus(key)
 	// Output:
 	// key: github-rest:hmac:43a38baf36ee2a499a83cfe4fb6e5a6b
 	// first: 200
@@ -106,7 +93,8 @@ func ExampleGitHubREST() {
 
 // A GraphQL query is charged its estimate, then the cost GitHub reports in rateLimit.
 func ExampleGitHubGraphQL() {
-	clk := newClock()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	clk.Auto = true // a paced wait moves the clock instead of sleeping
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-RateLimit-Resource", "graphql")
@@ -121,10 +109,29 @@ func ExampleGitHubGraphQL() {
 		return
 	}
 	defer tr.Close()
-	req := newRequest(http.MethodPost, srv.URL+"/graphql", "Authorization", "Bearer ghp_example")
-	req.Body = io.NopCloser(strings.NewReader(`{"query":"{ viewer { login } rateLimit { cost remaining limit resetAt } }"}`))
-	fmt.Println(send(tr, req))
-	printStatus(tr, tr.Key(req))
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/graphql", strings.NewReader(`{"query":"{ viewer { login } rateLimit { cost remaining limit resetAt } }"}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer ghp_example")
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body) // the body read to its end: the cost is known
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+	st, err := tr.Status(context.Background(), tr.Key(req))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, u := range st.Rules {
+		fmt.Printf("  %v: %d used, %d remaining\n", u.Rule, u.Used, u.Remaining)
+	}
+	fmt.Println("  wait:", st.Wait)
 	// Output:
 	// 200
 	//   5000/1h0m0s (margin 1s): 3 used, 4997 remaining
@@ -134,7 +141,8 @@ func ExampleGitHubGraphQL() {
 // Shopify's X-Shopify-Shop-Api-Call-Limit says the bucket's level: here 30 of 40 (other
 // apps' calls count in another bucket; this app's other processes count in this one).
 func ExampleShopifyREST() {
-	clk := newClock()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	clk.Auto = true // a paced wait moves the clock instead of sleeping
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-Shopify-Shop-Api-Call-Limit", "30/40")
 	}))
@@ -145,9 +153,28 @@ func ExampleShopifyREST() {
 		return
 	}
 	defer tr.Close()
-	req := newRequest(http.MethodGet, srv.URL+"/admin/api/2025-01/products.json")
-	fmt.Println(send(tr, req), "key:", tr.Key(req) == req.URL.Host)
-	printStatus(tr, tr.Key(req))
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/admin/api/2025-01/products.json", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "key:", tr.Key(req) == req.URL.Host)
+	st, err := tr.Status(context.Background(), tr.Key(req))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, u := range st.Rules {
+		fmt.Printf("  %v: %d used, %d remaining\n", u.Rule, u.Used, u.Remaining)
+	}
+	fmt.Println("  wait:", st.Wait)
 	// Output:
 	// 200 key: true
 	//   40/20s (margin 500ms): 30 used, 10 remaining
@@ -157,7 +184,8 @@ func ExampleShopifyREST() {
 // Shopify GraphQL: each query is charged the estimate (here its requested cost, computed by
 // the caller) and corrected to the actualQueryCost Shopify reports; the difference is given back.
 func ExampleShopifyGraphQL() {
-	clk := newClock()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	clk.Auto = true // a paced wait moves the clock instead of sleeping
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"data":{"shop":{"name":"example"}},"extensions":{"cost":{"requestedQueryCost":50,"actualQueryCost":12,`+
@@ -172,10 +200,29 @@ func ExampleShopifyGraphQL() {
 		return
 	}
 	defer tr.Close()
-	req := newRequest(http.MethodPost, srv.URL+"/admin/api/2025-01/graphql.json", "X-Query-Cost", "50")
-	req.Body = io.NopCloser(strings.NewReader(`{"query":"{ shop { name } }"}`))
-	fmt.Println(send(tr, req)) // the body read to its end: the cost is known
-	printStatus(tr, tr.Key(req))
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/admin/api/2025-01/graphql.json", strings.NewReader(`{"query":"{ shop { name } }"}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	req.Header.Set("X-Query-Cost", "50")
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body) // the body read to its end: the cost is known
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+	st, err := tr.Status(context.Background(), tr.Key(req))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, u := range st.Rules {
+		fmt.Printf("  %v: %d used, %d remaining\n", u.Rule, u.Used, u.Remaining)
+	}
+	fmt.Println("  wait:", st.Wait)
 	// Output:
 	// 200
 	//   1000/10s: 12 used, 988 remaining
@@ -184,7 +231,8 @@ func ExampleShopifyGraphQL() {
 
 // HubSpot's fields give the 10 s interval's and the day's remaining counts.
 func ExampleHubSpot() {
-	clk := newClock()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	clk.Auto = true // a paced wait moves the clock instead of sleeping
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-HubSpot-RateLimit-Max", "100")
 		w.Header().Set("X-HubSpot-RateLimit-Remaining", "90")
@@ -199,9 +247,29 @@ func ExampleHubSpot() {
 		return
 	}
 	defer tr.Close()
-	req := newRequest(http.MethodGet, srv.URL+"/crm/v3/objects/contacts", "Authorization", "Bearer pat-na1-example")
-	fmt.Println(send(tr, req))
-	printStatus(tr, tr.Key(req))
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/crm/v3/objects/contacts", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer pat-na1-example")
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+	st, err := tr.Status(context.Background(), tr.Key(req))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, u := range st.Rules {
+		fmt.Printf("  %v: %d used, %d remaining\n", u.Rule, u.Used, u.Remaining)
+	}
+	fmt.Println("  wait:", st.Wait)
 	// Output:
 	// 200
 	//   100/10s (granularity 100ms, margin 200ms): 10 used, 90 remaining
@@ -211,7 +279,8 @@ func ExampleHubSpot() {
 
 // Stripe sends no rate-limit fields: a 429 without Retry-After pauses the key for a second.
 func ExampleStripe() {
-	clk := newClock()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	clk.Auto = true // a paced wait moves the clock instead of sleeping
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if calls.Add(1) == 1 {
@@ -225,11 +294,38 @@ func ExampleStripe() {
 		return
 	}
 	defer tr.Close()
+	client := &http.Client{Transport: tr}
+	send := func(req *http.Request) int { // the status; the body read to its end and closed
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	printStatus := func(key string) { // the key's usage per rule and its wait
+		st, err := tr.Status(context.Background(), key)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, u := range st.Rules {
+			fmt.Printf("  %v: %d used, %d remaining\n", u.Rule, u.Used, u.Remaining)
+		}
+		fmt.Println("  wait:", st.Wait)
+	}
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/charges", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer sk_live_example")
 	start := clk.Now()
-	req := newRequest(http.MethodGet, srv.URL+"/v1/charges", "Authorization", "Bearer sk_live_example")
-	fmt.Println(send(tr, req), "at +"+clk.Now().Sub(start).String())
-	fmt.Println(send(tr, req.Clone(context.Background())), "at +"+clk.Now().Sub(start).String()) // paced: after the pause
-	printStatus(tr, tr.Key(req))
+	fmt.Println(send(req), "at +"+clk.Now().Sub(start).String())
+	fmt.Println(send(req.Clone(context.Background())), "at +"+clk.Now().Sub(start).String()) // paced: after the pause
+	printStatus(tr.Key(req))
 	// Output:
 	// 429 at +0s
 	// 200 at +1s
@@ -239,7 +335,8 @@ func ExampleStripe() {
 
 // Slack counts per method and token: a 429 with Retry-After pauses that method only.
 func ExampleSlack() {
-	clk := newClock()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	clk.Auto = true // a paced wait moves the clock instead of sleeping
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/conversations.history" {
 			w.Header().Set("Retry-After", "30")
@@ -253,14 +350,46 @@ func ExampleSlack() {
 		return
 	}
 	defer tr.Close()
-	history := newRequest(http.MethodGet, srv.URL+"/api/conversations.history", "Authorization", "Bearer xoxb-example")
-	users := newRequest(http.MethodGet, srv.URL+"/api/users.list", "Authorization", "Bearer xoxb-example")
-	fmt.Println("conversations.history:", send(tr, history))
-	fmt.Println("users.list:", send(tr, users))
+	client := &http.Client{Transport: tr}
+	send := func(req *http.Request) int { // the status; the body read to its end and closed
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	printStatus := func(key string) { // the key's usage per rule and its wait
+		st, err := tr.Status(context.Background(), key)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, u := range st.Rules {
+			fmt.Printf("  %v: %d used, %d remaining\n", u.Rule, u.Used, u.Remaining)
+		}
+		fmt.Println("  wait:", st.Wait)
+	}
+	history, err := http.NewRequest(http.MethodGet, srv.URL+"/api/conversations.history", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	history.Header.Set("Authorization", "Bearer xoxb-example")
+	users, err := http.NewRequest(http.MethodGet, srv.URL+"/api/users.list", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	users.Header.Set("Authorization", "Bearer xoxb-example")
+	fmt.Println("conversations.history:", send(history))
+	fmt.Println("users.list:", send(users))
 	fmt.Println("conversations.history:")
-	printStatus(tr, tr.Key(history))
+	printStatus(tr.Key(history))
 	fmt.Println("users.list:")
-	printStatus(tr, tr.Key(users))
+	printStatus(tr.Key(users))
 	// Output:
 	// conversations.history: 429
 	// users.list: 200

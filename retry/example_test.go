@@ -30,13 +30,21 @@ func Example() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://api.xero.com/api.xro/2.0/Invoices", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://api.xero.com/api.xro/2.0/Invoices", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	req.Header.Set("Xero-Tenant-Id", "tenant-id")
 	if resp, err := client.Do(req); err == nil {
 		resp.Body.Close()
 	}
 
-	st, _ := tr.Status(ctx, "tenant-id")
+	st, err := tr.Status(ctx, "tenant-id")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	for _, u := range st.Rules {
 		fmt.Printf("%v: %d used, %d remaining; Xero last said %d remaining (at %v)\n",
 			u.Rule, u.Used, u.Remaining, u.Reported, u.ReportedAt)

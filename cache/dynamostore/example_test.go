@@ -56,7 +56,10 @@ func ExampleNew() {
 	}
 	defer tr.Close()
 	xero := &http.Client{Transport: tr} // share it
-	req, _ := http.NewRequest(http.MethodGet, "https://api.xero.com/api.xro/2.0/Invoices", nil)
+	req, err := http.NewRequest(http.MethodGet, "https://api.xero.com/api.xro/2.0/Invoices", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	req.Header.Set("Xero-Tenant-Id", "tenant-id")
 	resp, err := xero.Do(req)
 	if err != nil {

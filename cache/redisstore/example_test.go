@@ -70,7 +70,10 @@ func ExampleNew_cluster() {
 	}
 	defer tr.Close()
 	github := &http.Client{Transport: tr}
-	req, _ := http.NewRequest(http.MethodGet, "https://api.github.com/user", nil)
+	req, err := http.NewRequest(http.MethodGet, "https://api.github.com/user", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+os.Getenv("GITHUB_TOKEN"))
 	resp, err := github.Do(req)
 	if err != nil {

@@ -98,8 +98,8 @@ func (st *Store) leaseSent(ctx context.Context, op, key string, code int, id str
 // written, such as a context already ended, a refused dial or a reply saying it did not run;
 // one background worker per store, from a queue of at most 1024 such leases, a lease past that
 // left to its expiry), in the background, retrying until the TTL has passed,
-// and buries its id so that a script that runs only after the release takes nothing
-// (lease_cutoff.go); Close stops those releases, leaving such a lease to its expiry.
+// and buries its id so that a script that runs only after the release takes nothing;
+// Close stops those releases, leaving such a lease to its expiry.
 func (st *Store) AcquireLease(ctx context.Context, key string, limit int, ttl time.Duration) (cache.Lease, error) {
 	if err := cache.CheckLease(limit, ttl); err != nil {
 		return cache.Lease{}, err

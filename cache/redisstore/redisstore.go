@@ -146,12 +146,16 @@ type Options struct {
 	// AllowEviction lets New accept a server whose maxmemory-policy may evict the store's keys
 	// (any policy but noeviction, with maxmemory set), which New refuses otherwise: an evicted
 	// key's counts start again from zero. The monitor then reports each eviction it sees as an
-	// observe.StateLost event (see CheckInterval). See evictpolicy.go.
+	// observe.StateLost event (see CheckInterval). Without it, a policy that becomes evicting
+	// later (CONFIG SET, a failover to a master set so) fails operations with New's error
+	// within one CheckInterval, until it is fixed (docs/stores.md#eviction-restarts-fleet-size).
 	AllowEviction bool
 	// CheckInterval is how often the store asks each server whether it restarted or evicted
 	// keys (observe.StateLost events) and writes its heartbeat for Processes (default 1 s;
 	// negative: never, and Processes returns 0; New refuses 0 < CheckInterval <
-	// MinCheckInterval). See monitor.go and fleet.go.
+	// MinCheckInterval). Each check reads every current master's INFO (run_id, evicted_keys,
+	// the eviction policy) and writes the Store's heartbeat, which expires after 3 intervals;
+	// Processes counts the heartbeats alive (docs/stores.md#eviction-restarts-fleet-size).
 	CheckInterval time.Duration
 }
 
@@ -184,12 +188,12 @@ var (
 // *redis.ClusterClient or *redis.Ring without them: MaxRetries: -1 (go-redis retries a command
 // whose reply was lost, which would replay a script that may have counted; the Ring's default
 // is 3) and ContextTimeoutEnabled: true (so that Options.Timeout bounds each operation). The
-// store sends its scripts as commands go-redis never retries (route.go), so a Cluster client's
+// store sends its scripts as commands go-redis never retries, so a Cluster client's
 // MaxRedirects, which go-redis also spends on EOF and timeouts, is safe at any value: it bounds
 // MOVED and ASK redirects only. New also refuses invalid options, and a server
 // that may evict the store's keys (maxmemory set and a maxmemory-policy other than noeviction)
-// unless Options.AllowEviction is set; a server it cannot reach is checked later instead (see
-// evictpolicy.go). New asks the servers within Options.Timeout; NewContext takes a context too.
+// unless Options.AllowEviction is set; a server it cannot reach is checked later instead (in
+// the background, at most once a second, until it answers). New asks the servers within Options.Timeout; NewContext takes a context too.
 // It starts the store's monitor (Options.CheckInterval), which Close stops.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	return NewContext(context.Background(), client, opts)
