@@ -10,6 +10,7 @@ require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/realclientip/realclientip-go v1.0.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/time v0.16.0
 	pgregory.net/rapid v1.3.0
 )
 

@@ -1,6 +1,8 @@
 package cicheck
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,14 +47,16 @@ func requirements(t *testing.T, gomod string) (direct, indirect []string) {
 
 // TestCoreModuleStaysLight: the core module (the repository root) requires only what the core's
 // packages and tests use; the heavy backends are modules of their own (DESIGN §3, issue 16).
-// A new requirement of the core must be added here on purpose. (.ci/run checks every go.mod is
+// A new requirement of the core must be added here on purpose. golang.org/x/time is a test-only
+// one: the cache package's benchmarks run x/time/rate beside the memory store (issue 17), and no
+// non-test file may import it (TestRateIsTestOnly). (.ci/run checks every go.mod is
 // tidy, so a core package that imported a heavy module would fail there first.)
 func TestCoreModuleStaysLight(t *testing.T) {
 	direct, indirect := requirements(t, filepath.Join("..", "..", "go.mod"))
 	wantDirect := []string{
 		"github.com/dgraph-io/ristretto/v2", "github.com/dunglas/httpsfv", "github.com/eko/gocache/lib/v4",
 		"github.com/eko/gocache/store/ristretto/v4", "github.com/hashicorp/go-retryablehttp",
-		"github.com/realclientip/realclientip-go", "go.uber.org/goleak", "pgregory.net/rapid",
+		"github.com/realclientip/realclientip-go", "go.uber.org/goleak", "golang.org/x/time", "pgregory.net/rapid",
 	}
 	if !slices.Equal(direct, wantDirect) {
 		t.Errorf("the core's go.mod requires %v, want %v", direct, wantDirect)
@@ -107,5 +111,46 @@ func TestWorkspaceHasEveryModule(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("found %d go.mod files, want the 10 modules of the workspace", n)
+	}
+}
+
+// TestRateIsTestOnly: golang.org/x/time is in the core's go.mod only for the benchmarks that
+// measure the memory store against x/time/rate (issue 17); no non-test file of the core module
+// imports it, so a program using the library never compiles it.
+func TestRateIsTestOnly(t *testing.T) {
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p == root {
+				return nil
+			}
+			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
+				return filepath.SkipDir // another module of the workspace
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if strings.HasPrefix(strings.Trim(imp.Path.Value, `"`), "golang.org/x/time") {
+				t.Errorf("%s imports %s: x/time is a test-only requirement of the core", p, imp.Path.Value)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
