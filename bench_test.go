@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,50 +16,65 @@ type noop struct{ resp *http.Response }
 func (n noop) RoundTrip(*http.Request) (*http.Response, error) { return n.resp, nil }
 
 // BenchmarkTransport measures what the Transport adds to a request over a base RoundTripper
-// that does nothing, with the default memory store and a minute and a day rule.
+// that does nothing (issue 17: under 150 ns is the goal), monitoring and paced, on one hot key
+// and over 10 000 keys (tenants by the Xero-Tenant-Id header), from b.RunParallel goroutines,
+// with the default memory store. The rules are the README's Xero rules (a minute with a 1 s
+// margin, a day at the default 1 s granularity) with limits far above the rate, so that pacing
+// never waits and no key reaches a limit: this is the cost of counting and reserving, not of
+// waiting. The overhead is each row minus base-only.
+//
+//	go test -run '^$' -bench Transport -benchmem -benchtime 300ms -count 3 .
 func BenchmarkTransport(b *testing.B) {
 	base := noop{resp: &http.Response{StatusCode: 200}}
-	req, _ := http.NewRequest(http.MethodGet, "https://api.xero.com/api.xro/2.0/Invoices", nil)
-	req.Header.Set("Xero-Tenant-Id", "tenant-1")
-	b.Run("base-only", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			base.RoundTrip(req)
-		}
-	})
-	rules := []strategy.Rule{{Limit: 60, Window: time.Minute}, {Limit: 5000, Window: 24 * time.Hour, Granularity: time.Minute}}
-	b.Run("monitor", func(b *testing.B) {
-		tr, err := New(base, WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer tr.Close()
-		b.ReportAllocs()
-		for b.Loop() {
-			tr.RoundTrip(req)
-		}
-	})
-	b.Run("monitor-parallel-10000-keys", func(b *testing.B) {
-		tr, err := New(base, WithRules(rules...))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer tr.Close()
-		reqs := make([]*http.Request, 10_000)
+	rules := []strategy.Rule{
+		{Limit: 1 << 30, Window: time.Minute, Margin: time.Second},
+		{Limit: 1 << 30, Window: 24 * time.Hour},
+	}
+	requests := func(keys int) []*http.Request {
+		reqs := make([]*http.Request, keys)
 		for i := range reqs {
-			reqs[i], _ = http.NewRequest(http.MethodGet, "https://h"+strconv.Itoa(i)+".example/", nil)
-			tr.RoundTrip(reqs[i])
+			reqs[i], _ = http.NewRequest(http.MethodGet, "https://api.xero.com/api.xro/2.0/Invoices", nil)
+			reqs[i].Header.Set("Xero-Tenant-Id", "tenant-"+strconv.Itoa(i))
 		}
+		return reqs
+	}
+	run := func(b *testing.B, rt http.RoundTripper, reqs []*http.Request) {
+		for _, r := range reqs {
+			if _, err := rt.RoundTrip(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var start atomic.Int64
 		b.ReportAllocs()
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
-			i := 0
+			i := int(start.Add(1) * 7919) // goroutines start apart in the key space
 			for pb.Next() {
-				tr.RoundTrip(reqs[i%len(reqs)])
+				if _, err := rt.RoundTrip(reqs[i%len(reqs)]); err != nil {
+					b.Error(err)
+					return
+				}
 				i += 7
 			}
 		})
-	})
+	}
+	b.Run("base-only", func(b *testing.B) { run(b, base, requests(1)) })
+	for _, mode := range []string{"monitor", "paced"} {
+		for _, keys := range []int{1, 10_000} {
+			b.Run(mode+"/keys="+strconv.Itoa(keys), func(b *testing.B) {
+				opts := []Option{WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil))}
+				if mode == "paced" {
+					opts = append(opts, WithPacing())
+				}
+				tr, err := New(base, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Close()
+				run(b, tr, requests(keys))
+			})
+		}
+	}
 }
 
 // BenchmarkPacing measures a paced RoundTrip (an atomic reserve in the memory store) on one hot
