@@ -111,14 +111,21 @@ func (d *degrader) episodeShare() float64 {
 	return 1
 }
 
+// seen is what an operation noted when it started, for masterChange once its shared-store call
+// has answered: the Sentinel master noted so far and the generation (switches between the
+// stores) it started in.
+type seen struct {
+	master string
+	gen    uint64
+}
+
 // mode returns the state an operation should use now, whether this caller is to probe the
-// shared store (degraded, and a probe is due: nobody else is probing), and the Sentinel master
-// noted so far (for masterChange, once the operation's shared-store call has answered). It
-// ends a settling return that has lasted settle.
-func (d *degrader) mode() (state int, probe bool, master string) {
+// shared store (degraded, and a probe is due: nobody else is probing), and what it has seen
+// (see seen). It ends a settling return that has lasted settle.
+func (d *degrader) mode() (state int, probe bool, at seen) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	master = d.master
+	at = seen{master: d.master, gen: d.gen.Load()}
 	now := d.clock.Now()
 	switch d.state {
 	case settling:
@@ -130,21 +137,46 @@ func (d *degrader) mode() (state int, probe bool, master string) {
 	case degraded:
 		if !d.probing && !now.Before(d.nextProbe) {
 			d.probing = true
-			return degraded, true, master
+			return degraded, true, at
 		}
 	}
-	return d.state, false, master
+	return d.state, false, at
+}
+
+// stateNow is the current state, without mode's side effects (no probe claimed, no return
+// ended).
+func (d *degrader) stateNow() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.state
+}
+
+// seenNow is what an operation starting now would see (mode's third result), for one that has
+// just made a successful probe: the probe noted the master and switched the generation.
+func (d *degrader) seenNow() seen {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return seen{master: d.master, gen: d.gen.Load()}
 }
 
 // fail enters the degraded state for err, from a call to the shared store that started at
 // start, unless it is already degraded (one Degraded event per outage), and reports it.
 func (d *degrader) fail(err error, start time.Time) {
 	d.mu.Lock()
+	share, begun := d.failLocked(start)
+	d.mu.Unlock()
+	if begun {
+		d.reportDegraded(err, share)
+	}
+}
+
+// failLocked is fail's state change, with d.mu held: begun says that it started an episode
+// (the caller reports it, after unlocking, with share).
+func (d *degrader) failLocked(start time.Time) (share float64, begun bool) {
 	now := d.clock.Now()
 	if d.state == degraded {
 		d.slowest = max(d.slowest, now.Sub(start))
-		d.mu.Unlock()
-		return
+		return 0, false
 	}
 	d.slowest = now.Sub(start)
 	d.state, d.since, d.nextProbe = degraded, now, now.Add(d.cfg.ProbeInterval)
@@ -154,9 +186,12 @@ func (d *degrader) fail(err error, start time.Time) {
 	if d.used == nil {
 		d.used = map[usedKey]usedEntry{}
 	}
-	share := d.share
 	d.gen.Add(1)
-	d.mu.Unlock()
+	return d.share, true
+}
+
+// reportDegraded logs and reports the start of an episode (see fail).
+func (d *degrader) reportDegraded(err error, share float64) {
 	d.t.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratemonitor: shared store unreachable: pacing locally (degraded mode)",
 		slog.String("store", d.name), slog.Float64("share", share), slog.Any("error", err))
 	if d.t.obs != nil {

@@ -34,51 +34,90 @@ func (e masterChangedError) Error() string {
 	return fmt.Sprintf("ratemonitor: the Redis master changed from %s to %s (Sentinel failover): grants the old master made after the promotion may be lost (asynchronous replication), so this process paces locally until they have aged out", e.from, e.to)
 }
 
-// masterChange notes the shared store's current master, after an operation that saw before
-// noted (degrader.mode) has had its answer, and reports a change since the last one noted, or
-// nil (no Sentinel store, first sight, no change). It reports a change too when another
-// operation noted the current master while this one was under way: the Transport's callers
-// share the store's client, so this operation's answer may be the new master's as well (a
-// grant made without the old master's last ones); only the first to finish would see the
-// change otherwise, and under load, with a dozen callers a process, the others' grants were
-// used at once (21 in a second in the fleet test, limit 20). Call without d.mu.
-func (d *degrader) masterChange(before string) error {
+// answer is what an operation does with a healthy (or settling) shared-store answer, once
+// masterChange has looked at the master behind it.
+type answer int
+
+const (
+	useAnswer   answer = iota // no master change: the answer stands
+	fencedNow                 // a new master: the Transport is degraded (fenced) from now on
+	staleAnswer               // the operation started before a switch of the stores: try again
+)
+
+// masterChange notes the shared store's current master after an operation that saw at (mode)
+// has had its answer, and says what to do with that answer:
+//   - fencedNow when the master changed since the last one noted, or since the operation
+//     started: the Transport goes degraded at once, in the same critical section as the
+//     noting (an operation starting between the two would otherwise take healthy mode and use
+//     the new master's grant), with no probe before the hold-back; the answer is not used (a
+//     grant stays counted on the new master, an over-count).
+//   - staleAnswer when the operation started in an earlier generation (an outage, a return or
+//     a fence came while it was under way) and the switch since has accounted for the master
+//     it answers from: what this operation knew is out of date, so it goes round again in the
+//     current state (a grant stays counted, unused). Only the first operation to finish on a
+//     new master sees the change; the others already under way (a dozen callers a process)
+//     are caught here, since that first one's fence switched the generation (21 grants in a
+//     second in the fleet test before), and an answer that outlived a whole outage does not
+//     degrade the Transport again.
+//   - useAnswer otherwise (no Sentinel store, first sight, no change).
+//
+// Call without d.mu.
+func (d *degrader) masterChange(at seen, start time.Time) answer {
 	if d.sentinel == nil {
-		return nil
+		return useAnswer
+	}
+	cur := d.sentinel.SentinelMaster()
+	d.mu.Lock()
+	stale := d.gen.Load() != at.gen
+	var moved error
+	switch prev := d.master; {
+	case cur != "" && cur != prev:
+		d.master = cur
+		if prev != "" {
+			moved = masterChangedError{from: prev, to: cur}
+		}
+	case cur != "" && at.master != "" && at.master != cur && !stale:
+		moved = masterChangedError{from: at.master, to: cur}
+	}
+	if moved == nil {
+		d.mu.Unlock()
+		if stale {
+			return staleAnswer
+		}
+		return useAnswer
+	}
+	share, begun := d.failLocked(start)
+	d.nextProbe = later(d.nextProbe, d.since.Add(d.longest))
+	d.mu.Unlock()
+	if begun {
+		d.reportDegraded(moved, share)
+	}
+	return fencedNow
+}
+
+// noteMaster notes the shared store's current master for a probe and reports whether it
+// changed since the last one noted. (Calls begun before the outage are caught by their
+// generation in masterChange.)
+func (d *degrader) noteMaster() bool {
+	if d.sentinel == nil {
+		return false
 	}
 	cur := d.sentinel.SentinelMaster()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	prev := d.master
-	switch {
-	case cur == "":
-		return nil
-	case cur != prev:
-		d.master = cur
-		if prev == "" {
-			return nil
-		}
-		return masterChangedError{from: prev, to: cur}
-	case before != "" && before != cur:
-		return masterChangedError{from: before, to: cur}
+	if cur == "" || cur == prev {
+		return false
 	}
-	return nil
-}
-
-// fenced is what a healthy operation that met a new master does: degraded (see fail), with
-// no probe before the hold-back has passed.
-func (d *degrader) fenced(err error, start time.Time) {
-	d.fail(err, start)
-	d.mu.Lock()
-	d.nextProbe = later(d.nextProbe, d.since.Add(d.longest))
-	d.mu.Unlock()
+	d.master = cur
+	return prev != ""
 }
 
 // probeTooSoon reports whether a probe that succeeded, having met a new master, comes before
 // the longest window from the outage's start has passed; then it ends the probe and sets
 // the next one at that instant.
 func (d *degrader) probeTooSoon() bool {
-	if d.masterChange("") == nil { // one probe at a time, and no other shared-store call while degraded
+	if !d.noteMaster() {
 		return false
 	}
 	d.mu.Lock()

@@ -44,9 +44,9 @@ func (d *degrader) whileDegraded(f func()) bool {
 // Reserve implements cache.Store.
 func (d *degrader) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (res engine.Result, err error) {
 	for range maxSwitches {
-		state, probe, noted := d.mode()
+		state, probe, at := d.mode()
 		if probe && d.probe(ctx, s, key) {
-			state = settling
+			state, at = settling, d.seenNow()
 		}
 		switch state {
 		case degraded:
@@ -56,18 +56,15 @@ func (d *degrader) Reserve(ctx context.Context, s *engine.Strategy, key string, 
 			continue // back meanwhile
 		case settling:
 			var again bool
-			if res, again, err = d.settleReserve(ctx, s, key, n); !again {
+			if res, again, err = d.settleReserve(ctx, s, key, n, at); !again {
 				return res, err
 			}
 			continue
 		}
 		start := d.clock.Now()
 		res, err = d.shared.Reserve(ctx, s, key, n)
-		if err == nil {
-			if moved := d.masterChange(noted); moved != nil {
-				d.fenced(moved, start) // the grant stays counted on the new master, unused
-				continue
-			}
+		if err == nil && d.masterChange(at, start) != useAnswer {
+			continue // fenced, or started before a switch: the grant stays counted, unused
 		}
 		if !isOutage(ctx, err) {
 			return res, err
@@ -81,8 +78,10 @@ func (d *degrader) Reserve(ctx context.Context, s *engine.Strategy, key string, 
 // store have room; the shared store's instant is the one returned. No hold-back: the shared
 // store holds what it granted before the outage (a store that lost it, restarted empty,
 // reports StateLost; counts restart lower then for every process, degraded or not). again
-// says that the shared store failed, so that the Transport is degraded again.
-func (d *degrader) settleReserve(ctx context.Context, s *engine.Strategy, key string, n int) (res engine.Result, again bool, err error) {
+// says that the caller is to go round again: the shared store failed (the Transport is
+// degraded again), or its answer came from a new master (fenced) or is stale (see
+// masterChange).
+func (d *degrader) settleReserve(ctx context.Context, s *engine.Strategy, key string, n int, at seen) (res engine.Result, again bool, err error) {
 	lres, err := d.localReserve(ctx, s, key, n, false)
 	if err != nil || !lres.Allowed {
 		return lres, false, err
@@ -90,10 +89,14 @@ func (d *degrader) settleReserve(ctx context.Context, s *engine.Strategy, key st
 	sc := d.scaledFor(s)
 	start := d.clock.Now()
 	res, err = d.shared.Reserve(ctx, s, key, n)
-	if err != nil || !res.Allowed {
+	unused := err == nil && d.masterChange(at, start) != useAnswer
+	if err != nil || !res.Allowed || unused {
 		if local, lerr := d.mem(); lerr == nil {
 			local.Release(context.WithoutCancel(ctx), sc, key, lres.At, n)
 		}
+	}
+	if unused {
+		return res, true, nil // the shared grant stays counted, unused
 	}
 	if isOutage(ctx, err) {
 		d.fail(err, start)
@@ -117,9 +120,9 @@ func (d *degrader) Record(ctx context.Context, s *engine.Strategy, key string, n
 		return err
 	}
 	for range maxSwitches {
-		state, probe, noted := d.mode()
+		state, probe, at := d.mode()
 		if probe && d.probe(ctx, s, key) {
-			state = settling
+			state, at = settling, d.seenNow()
 		}
 		if state == degraded {
 			if d.whileDegraded(func() { err = local() }) {
@@ -134,8 +137,15 @@ func (d *degrader) Record(ctx context.Context, s *engine.Strategy, key string, n
 			continue
 		}
 		if err == nil {
-			if moved := d.masterChange(noted); moved != nil {
-				d.fenced(moved, start) // counted on the new master: the request is recorded
+			switch d.masterChange(at, start) {
+			case fencedNow:
+				return nil // counted on the new master: the request is recorded
+			case staleAnswer:
+				// Recorded on the shared store; a Transport that has switched since counts
+				// it on the memory store too, which is what it paces by now.
+				if d.stateNow() != healthy {
+					return local()
+				}
 				return nil
 			}
 		}
@@ -188,31 +198,36 @@ func (d *degrader) localPeek(ctx context.Context, s *engine.Strategy, key string
 // Peek implements cache.Store: while degraded, usage is the memory store's, against the
 // scaled rules; while settling, the wait is the longer of both stores'.
 func (d *degrader) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error) {
-	state, probe, noted := d.mode()
-	if probe && d.probe(ctx, s, key) {
-		state = settling
-	}
-	if state == degraded {
-		return d.localPeek(ctx, s, key, n, true)
-	}
-	start := d.clock.Now()
-	snap, err := d.shared.Peek(ctx, s, key, n)
-	if isOutage(ctx, err) {
-		d.fail(err, start)
-		return d.localPeek(ctx, s, key, n, true)
-	}
-	if err == nil {
-		if moved := d.masterChange(noted); moved != nil {
-			d.fenced(moved, start)
+	for range maxSwitches {
+		state, probe, at := d.mode()
+		if probe && d.probe(ctx, s, key) {
+			state, at = settling, d.seenNow()
+		}
+		if state == degraded {
 			return d.localPeek(ctx, s, key, n, true)
 		}
-	}
-	if err == nil && state == settling && n > 0 {
-		if l, lerr := d.localPeek(ctx, s, key, n, false); lerr == nil {
-			snap.Wait = max(snap.Wait, l.Wait)
+		start := d.clock.Now()
+		snap, err := d.shared.Peek(ctx, s, key, n)
+		if isOutage(ctx, err) {
+			d.fail(err, start)
+			return d.localPeek(ctx, s, key, n, true)
 		}
+		if err == nil {
+			switch d.masterChange(at, start) {
+			case fencedNow:
+				return d.localPeek(ctx, s, key, n, true)
+			case staleAnswer:
+				continue // read again in the current state
+			}
+		}
+		if err == nil && state == settling && n > 0 {
+			if l, lerr := d.localPeek(ctx, s, key, n, false); lerr == nil {
+				snap.Wait = max(snap.Wait, l.Wait)
+			}
+		}
+		return snap, err
 	}
-	return snap, err
+	return d.localPeek(ctx, s, key, n, true)
 }
 
 // mem returns the memory store, made on first use with the Transport's clock and logger (only

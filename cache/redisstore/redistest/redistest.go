@@ -10,7 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Server is a redis-server process owned by one test.
+// Server is a redis-server process owned by one test (the one given to Start): its helpers
+// fail that test, so call them from it, not from a subtest or TestMain. Make one with Start or
+// StartWith; the zero Server is not usable. A Server is not safe for concurrent use.
 type Server struct {
 	Addr string
 	t    testing.TB
@@ -70,7 +72,7 @@ func (s *Server) Restart() {
 }
 
 // Client returns a client for the server set as the store needs (no retries, context
-// deadlines honoured), closed when the test ends.
+// deadlines honoured, one dial attempt), closed when the server's test ends.
 func (s *Server) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1})
 	s.t.Cleanup(func() { c.Close() })
