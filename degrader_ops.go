@@ -71,6 +71,11 @@ func (d *degrader) Reserve(ctx context.Context, s *engine.Strategy, key string, 
 		}
 		d.fail(err, start)
 	}
+	if err == nil {
+		// The last answer was one not to use (fenced or stale): a refusal with a short wait,
+		// after which the caller asks again in the state the switches have left.
+		return engine.Result{Allowed: false, Wait: d.cfg.ProbeInterval}, nil
+	}
 	return res, err
 }
 

@@ -20,7 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
-// EnvBinary names the environment variable that may give the dynalite executable's path.
+// EnvBinary names the environment variable that may give dynalite's path: its npm bin script
+// (node_modules/.bin/dynalite), which Command runs under node when node is on PATH, not a
+// wrapper script.
 const EnvBinary = "RATEMONITOR_DYNALITE"
 
 // EnvRequire names the environment variable that, set to 1 (as in CI), turns a missing

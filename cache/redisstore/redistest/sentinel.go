@@ -68,7 +68,7 @@ func (s *Sentinel) start(dir string) error {
 		s.sentinels = append(s.sentinels, p)
 		// Each sentinel rewrites its own file (what it learnt), so one file each.
 		file := filepath.Join(dir, "sentinel"+strconv.Itoa(i)+".conf")
-		conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\n"+
+		conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %q\n"+
 			"sentinel monitor %s 127.0.0.1 %d 2\n"+
 			"sentinel down-after-milliseconds %[3]s 1000\n"+
 			"sentinel failover-timeout %[3]s 5000\n"+
