@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/internal/dynalite"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest/conformance"
 )
@@ -22,10 +23,10 @@ type restartable struct {
 	t                   testing.TB
 	bin, port, endpoint string
 	cmd                 *exec.Cmd
-	out                 *dynalitetest.SyncBuffer // dynalite's output, for when it dies
-	done                chan struct{}            // closed when the process has exited
-	exited              error                    // its exit status, once done is closed
-	dead                atomic.Int64             // times dynalite exited without being stopped
+	out                 *dynalite.SyncBuffer // dynalite's output, for when it dies
+	done                chan struct{}        // closed when the process has exited
+	exited              error                // its exit status, once done is closed
+	dead                atomic.Int64         // times dynalite exited without being stopped
 }
 
 // start starts dynalite and creates the table. A dynalite that exits while starting (seen once
@@ -43,8 +44,8 @@ func (d *restartable) start(t testing.TB) {
 }
 
 func (d *restartable) startOnce() error {
-	d.cmd = dynalitetest.Command(d.t, d.bin, d.port)
-	out := &dynalitetest.SyncBuffer{}
+	d.cmd = dynalite.Command(d.t, d.bin, d.port)
+	out := &dynalite.SyncBuffer{}
 	d.out = out
 	d.cmd.Stdout, d.cmd.Stderr = out, out
 	if err := d.cmd.Start(); err != nil {
@@ -60,7 +61,7 @@ func (d *restartable) startOnce() error {
 	// Ready when it says itself that it listens: the port may answer for another package's
 	// server that took it meanwhile, and ours then exits (EADDRINUSE).
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if strings.Contains(out.String(), dynalitetest.Listening) {
+		if strings.Contains(out.String(), dynalite.Listening) {
 			break
 		}
 		if ok, exit := d.alive(); !ok {
@@ -116,7 +117,7 @@ func TestConformance(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	l.Close()
-	d := &restartable{t: t, bin: dynalitetest.Find(), port: port, endpoint: "http://127.0.0.1:" + port}
+	d := &restartable{t: t, bin: dynalite.Find(), port: port, endpoint: "http://127.0.0.1:" + port}
 	d.start(t)
 	t.Cleanup(func() {
 		if ok, err := d.alive(); !ok || t.Failed() {

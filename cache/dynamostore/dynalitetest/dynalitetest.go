@@ -3,37 +3,25 @@
 package dynalitetest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-)
 
-// EnvBinary names the environment variable that may give dynalite's path: its npm bin script
-// (node_modules/.bin/dynalite), which Command runs under node when node is on PATH, not a
-// wrapper script.
-const EnvBinary = "RATEMONITOR_DYNALITE"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/internal/dynalite"
+)
 
 // EnvRequire names the environment variable that, set to 1 (as in CI), turns a missing
 // dynalite into a test failure instead of a skip.
 const EnvRequire = "RATEMONITOR_REQUIRE_DYNAMODB"
-
-// KnownPaths are where Find looks after EnvBinary and PATH: the install .ci/run makes.
-var KnownPaths = []string{"/opt/dynalite/node_modules/.bin/dynalite"}
-
-// Install is the command that installs dynalite where Find looks.
-const Install = "npm install --prefix /opt/dynalite dynalite@4.0.0"
 
 // Server is a dynalite process owned by one test.
 type Server struct {
@@ -44,32 +32,17 @@ type Server struct {
 	exited   chan struct{} // closed when the process has exited
 }
 
-// Find returns the dynalite executable: $RATEMONITOR_DYNALITE, else dynalite on PATH, else one
-// of KnownPaths. It returns "" when there is none.
-func Find() string {
-	if p := os.Getenv(EnvBinary); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("dynalite"); err == nil {
-		return p
-	}
-	for _, p := range KnownPaths {
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p
-		}
-	}
-	return ""
-}
-
 // Start runs dynalite in memory on a free loopback port, waits until it answers, and stops it
-// when the test ends. Without dynalite the test is skipped, or fails when
-// RATEMONITOR_REQUIRE_DYNAMODB=1.
+// when the test ends. It looks for dynalite's npm bin script at $RATEMONITOR_DYNALITE, then on
+// PATH, then at /opt/dynalite/node_modules/.bin/dynalite (`npm install --prefix /opt/dynalite
+// dynalite@4.0.0`), and runs it under node when node is on PATH. Without dynalite the test is
+// skipped, or fails when RATEMONITOR_REQUIRE_DYNAMODB=1 (EnvRequire).
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin := Find()
+	bin := dynalite.Find()
 	if bin == "" {
 		msg := fmt.Sprintf("dynalite not found ($%s, PATH, %s); install it with `%s` (Node.js ≥ 18) to run the DynamoDB tests",
-			EnvBinary, strings.Join(KnownPaths, ", "), Install)
+			dynalite.EnvBinary, strings.Join(dynalite.KnownPaths, ", "), dynalite.Install)
 		if os.Getenv(EnvRequire) == "1" {
 			t.Fatal(msg)
 		}
@@ -100,15 +73,15 @@ func start(t testing.TB, bin string) (*Server, error) {
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	l.Close()
 	s := &Server{Endpoint: "http://127.0.0.1:" + port, t: t, exited: make(chan struct{})}
-	s.cmd = Command(t, bin, port)
-	out := &SyncBuffer{}
+	s.cmd = dynalite.Command(t, bin, port)
+	out := &dynalite.SyncBuffer{}
 	s.cmd.Stdout, s.cmd.Stderr = out, out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
 	go func() { s.cmd.Wait(); close(s.exited) }()
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if strings.Contains(out.String(), Listening) {
+		if strings.Contains(out.String(), dynalite.Listening) {
 			return s, nil
 		}
 		select {
@@ -121,59 +94,6 @@ func start(t testing.TB, bin string) (*Server, error) {
 			return nil, fmt.Errorf("dynalite on %s did not say it listens within 15 s:\n%s", s.Endpoint, out)
 		}
 	}
-}
-
-// Command returns the command that runs dynalite bin in memory on port. dynalite 4.0.0 throws
-// from a request's error handler when a client aborts a request mid-body (ECONNRESET, what a
-// context deadline does to a request in flight), and that kills the server: under node, a
-// preloaded handler ignores that one error, so a test that cancels a request does not take
-// the server down for the next one. Without node on PATH, bin runs as it is.
-func Command(t testing.TB, bin, port string) *exec.Cmd {
-	args := []string{"--host", "127.0.0.1", "--port", port, "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}
-	var cmd *exec.Cmd
-	if node, err := exec.LookPath("node"); err == nil {
-		pre := filepath.Join(t.TempDir(), "ignore-aborted.js")
-		if err := os.WriteFile(pre, []byte(ignoreAborted), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd = exec.Command(node, append([]string{"-r", pre, bin}, args...)...)
-	} else {
-		cmd = exec.Command(bin, args...)
-	}
-	cmd.Dir = filepath.Dir(bin)
-	return cmd
-}
-
-// ignoreAborted keeps dynalite alive when a client aborts a request; any other uncaught error
-// still ends it, as before.
-const ignoreAborted = `process.on('uncaughtException', function (err) {
-  if (err && (err.code === 'ECONNRESET' || err.message === 'aborted')) return;
-  console.error(err);
-  process.exit(1);
-});
-`
-
-// Listening is what dynalite prints once it listens on its port.
-const Listening = "Dynalite listening at"
-
-// SyncBuffer is a bytes.Buffer safe for a process's output copier and a reader at once.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write appends p; it never fails.
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// String returns everything written so far.
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // Stop kills the server and waits for it to exit. It is safe to call twice.
