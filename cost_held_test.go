@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
-	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/transportcheck"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
@@ -25,32 +24,7 @@ var used = transportcheck.Used
 // TestCostStackedCountedOnce: two Transports stacked on one store, both with WithCost and
 // WithCostReport: the request is charged once (5) and corrected once (to 2).
 func TestCostStackedCountedOnce(t *testing.T) {
-	var hits atomic.Int64
-	up := upstreamtest.Cost(t, "2", &hits)
-	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	store, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	opts := []ratemonitor.Option{ratemonitor.WithStore(store), ratemonitor.WithPacing(),
-		ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
-		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
-		ratemonitor.WithCost(func(*http.Request) int { return 5 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost)}
-	inner, err := ratemonitor.New(up.Client().Transport, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
-	outer, err := ratemonitor.New(inner, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outer.Close()
-	if err := upstreamtest.SendWithin(outer, up.URL, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if u := used(t, outer, "k"); u != 2 {
+	if u, _ := stackedCostUsed(t, "2", 5, 10); u != 2 {
 		t.Errorf("stacked: used %d, want 2", u)
 	}
 }

@@ -2,12 +2,14 @@ package degradetest
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/observe"
@@ -19,15 +21,7 @@ import (
 // and does not fence it again (it did: the Peek compared the master it saw before its own
 // probe; review of the in-flight fence).
 func TestDegradeProbeByPeekOnNewMaster(t *testing.T) {
-	srv := redistest.Start(t)
-	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
-	master := &atomic.Value{}
-	master.Store("127.0.0.1:1")
-	st := newRedisStore(t, srv)
-	rule := strategy.Rule{Limit: 20, Window: time.Minute}
-	tr := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(movedStore{st, master}),
-		ratemonitor.WithClock(clk), ratemonitor.WithPacing(), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard))
+	srv, clk, rec, master, tr := newMoved(t, nil, nil, ratemonitor.WithPacing())
 	ctx := context.Background()
 	if got := reserveOnce(t, tr, rec, clk, "k"); !got.allowed {
 		t.Fatalf("first: %+v", got)
@@ -52,15 +46,7 @@ func TestDegradeProbeByPeekOnNewMaster(t *testing.T) {
 
 // TestDegradeProbeByReserveOnNewMaster: the same, the probe made by a paced Reserve.
 func TestDegradeProbeByReserveOnNewMaster(t *testing.T) {
-	srv := redistest.Start(t)
-	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
-	master := &atomic.Value{}
-	master.Store("127.0.0.1:1")
-	st := newRedisStore(t, srv)
-	rule := strategy.Rule{Limit: 20, Window: time.Minute}
-	tr := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(movedStore{st, master}),
-		ratemonitor.WithClock(clk), ratemonitor.WithPacing(), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard))
+	srv, clk, rec, master, tr := newMoved(t, nil, nil, ratemonitor.WithPacing())
 	if got := reserveOnce(t, tr, rec, clk, "k"); !got.allowed {
 		t.Fatalf("first: %+v", got)
 	}
@@ -82,17 +68,7 @@ func TestDegradeProbeByReserveOnNewMaster(t *testing.T) {
 // TestDegradeProbeByRecordOnNewMaster: the same, the probe made by a monitoring RoundTrip
 // (Record).
 func TestDegradeProbeByRecordOnNewMaster(t *testing.T) {
-	srv := redistest.Start(t)
-	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
-	master := &atomic.Value{}
-	master.Store("127.0.0.1:1")
-	st := newRedisStore(t, srv)
-	rule := strategy.Rule{Limit: 20, Window: time.Minute}
-	base := &okBase{}
-	tr := newTransport(t, base, ratemonitor.WithRules(rule), ratemonitor.WithStore(movedStore{st, master}),
-		ratemonitor.WithClock(clk), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard),
-		ratemonitor.WithStoreErrorPolicy(ratemonitor.Degrade))
+	srv, clk, rec, master, tr := newMoved(t, &okBase{}, nil, ratemonitor.WithStoreErrorPolicy(ratemonitor.Degrade))
 	ctx := context.Background()
 	if err := doKey(tr, ctx, "k"); err != nil {
 		t.Fatal(err)
@@ -116,16 +92,11 @@ func TestDegradeProbeByRecordOnNewMaster(t *testing.T) {
 // started before the switch) and does not make the Transport degraded again (it did: every
 // key held back another window for one stale answer).
 func TestDegradeStaleAnswerAfterOutage(t *testing.T) {
-	srv := redistest.Start(t)
-	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
-	master := &atomic.Value{}
-	master.Store("127.0.0.1:1")
-	st := newRedisStore(t, srv)
-	rule := strategy.Rule{Limit: 20, Window: time.Minute}
-	held := heldStore{movedStore{st, master}, &atomic.Bool{}, make(chan struct{}), make(chan struct{})}
-	tr := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(held),
-		ratemonitor.WithClock(clk), ratemonitor.WithPacing(), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard))
+	var held heldStore
+	srv, clk, rec, master, tr := newMoved(t, nil, func(m movedStore) cache.Store {
+		held = heldStore{m, &atomic.Bool{}, make(chan struct{}), make(chan struct{})}
+		return held
+	}, ratemonitor.WithPacing())
 	if got := reserveOnce(t, tr, rec, clk, "k"); !got.allowed {
 		t.Fatalf("first: %+v", got)
 	}
@@ -162,15 +133,7 @@ func TestDegradeStaleAnswerAfterOutage(t *testing.T) {
 // TestDegradeMasterChangeWhileSettling: a Reserve that meets a new master while the Transport
 // settles after an outage does not use its grant: it is fenced as when healthy.
 func TestDegradeMasterChangeWhileSettling(t *testing.T) {
-	srv := redistest.Start(t)
-	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
-	master := &atomic.Value{}
-	master.Store("127.0.0.1:1")
-	st := newRedisStore(t, srv)
-	rule := strategy.Rule{Limit: 20, Window: time.Minute}
-	tr := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(movedStore{st, master}),
-		ratemonitor.WithClock(clk), ratemonitor.WithPacing(), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard))
+	srv, clk, rec, master, tr := newMoved(t, nil, nil, ratemonitor.WithPacing())
 	if got := reserveOnce(t, tr, rec, clk, "k"); !got.allowed {
 		t.Fatalf("first: %+v", got)
 	}
@@ -189,4 +152,24 @@ func TestDegradeMasterChangeWhileSettling(t *testing.T) {
 		t.Errorf("a Reserve that met a new master while settling: %+v, events %v; want refused, [degraded recovered degraded]", got, kinds(rec.Events()))
 	}
 	waitRedisRedialed(t)
+}
+
+// newMoved makes a Transport with one rule of 20 a minute over a real Redis store that names
+// the Sentinel master the test stores in master (first "127.0.0.1:1"), on a manual clock at
+// t0, its events recorded; wrap, when not nil, wraps the store the Transport uses; opts are
+// added (WithPacing, a policy).
+func newMoved(t *testing.T, base http.RoundTripper, wrap func(movedStore) cache.Store, opts ...ratemonitor.Option) (*redistest.Server, *clock.Manual, *observe.Recorder, *atomic.Value, *ratemonitor.Transport) {
+	t.Helper()
+	srv := redistest.Start(t)
+	clk := clock.NewManual(t0)
+	rec := &observe.Recorder{}
+	master := &atomic.Value{}
+	master.Store("127.0.0.1:1")
+	var st cache.Store = movedStore{newRedisStore(t, srv), master}
+	if wrap != nil {
+		st = wrap(st.(movedStore))
+	}
+	tr := newTransport(t, base, append([]ratemonitor.Option{ratemonitor.WithRules(strategy.Rule{Limit: 20, Window: time.Minute}),
+		ratemonitor.WithStore(st), ratemonitor.WithClock(clk), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard)}, opts...)...)
+	return srv, clk, rec, master, tr
 }
