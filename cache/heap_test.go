@@ -1,0 +1,187 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"encoding"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// Issue 17's goals for the bytes one key holds in the memory store, measured from the heap.
+const (
+	xeroKeyBudget   = 1024 // 60/1m (1 s margin) + 5000/24h at the default granularity, a steady day
+	minuteKeyBudget = 256  // one 60/1m rule
+)
+
+// heapShape is the traffic one key has seen, as (instant offset, count) records in time order:
+// what a test plays to many keys on a manual clock before it reads the heap.
+type heapShape struct {
+	name  string
+	rules []strategy.Rule
+	recs  []heapRec
+}
+
+type heapRec struct {
+	at time.Duration
+	n  int
+}
+
+// xeroSteadyDay is the state a steady Xero day leaves: 5000 requests 17.28 s apart, the last
+// at the end of the span. To keep the test fast the requests that land in one bucket of the day
+// rule and are older than the minute rule's window are recorded as one record of their count at
+// the latest of their instants, which leaves every counter exactly as the 5000 requests do (a
+// bucket holds a count and its latest instant; the minute rule has long forgotten them): 64
+// records instead of 5000. BenchmarkBytesPerKey plays the 5000 one by one and gets the same.
+func xeroSteadyDay() heapShape {
+	rules := xeroDay(0, 0)
+	g := rules[1].Bucket()
+	minute := rules[0].EffectiveWindow()
+	const requests = 5000
+	period := 24 * time.Hour / requests
+	end := time.Duration(requests-1) * period
+	var recs []heapRec
+	for i := range requests {
+		at := time.Duration(i) * period
+		if end-at < minute {
+			recs = append(recs, heapRec{at, 1})
+			continue
+		}
+		if k := len(recs) - 1; k >= 0 && recs[k].at/g == at/g {
+			recs[k] = heapRec{at, recs[k].n + 1}
+			continue
+		}
+		recs = append(recs, heapRec{at, 1})
+	}
+	return heapShape{name: "xero-steady-day", rules: rules, recs: recs}
+}
+
+// minuteShape is one 60/1m rule after requests every period for a window and a second.
+func minuteShape(name string, period time.Duration) heapShape {
+	var recs []heapRec
+	for at := time.Duration(0); at <= time.Minute; at += period {
+		recs = append(recs, heapRec{at, 1})
+	}
+	return heapShape{name: name, rules: []strategy.Rule{{Limit: 60, Window: time.Minute}}, recs: recs}
+}
+
+// heapPerKey plays sh to keys fresh keys of a new memory store with the given config and
+// returns the heap bytes per key it holds after a full collection, and the store's statistics.
+// The key strings are made before the first reading and kept by the caller's slice, so they
+// are not counted: the store keeps a reference to the caller's string.
+func heapPerKey(t testing.TB, sh heapShape, keys int, cfg MemoryConfig) (float64, MemoryStats) {
+	t.Helper()
+	s := mustStrategy(t, sh.rules...)
+	names := benchKeys(keys)
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewManual(start)
+	cfg.Clock = clk
+	m, err := NewMemory(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	before := heapAlloc()
+	for _, r := range sh.recs {
+		clk.Set(start.Add(r.at))
+		for _, k := range names {
+			if err := m.Record(ctx, s, k, r.n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	after := heapAlloc()
+	runtime.KeepAlive(names)
+	return perKey(before, after, keys), m.Stats()
+}
+
+// TestBytesPerKey holds the memory store to issue 17's byte budgets per key, measured from the
+// heap over 10 000 keys (enough that ristretto's 256 shard maps are near their average fill).
+func TestBytesPerKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays about 700 000 operations")
+	}
+	const keys = 10_000
+	for _, c := range []struct {
+		sh     heapShape
+		budget float64
+	}{
+		{xeroSteadyDay(), xeroKeyBudget},
+		{minuteShape("minute-steady", 24*time.Hour/5000), minuteKeyBudget},
+		{minuteShape("minute-busy", time.Second), minuteKeyBudget},
+	} {
+		t.Run(c.sh.name, func(t *testing.T) {
+			got, st := heapPerKey(t, c.sh, keys, MemoryConfig{MaxKeys: keys})
+			if st.EvictedLive != 0 || st.Rejected != 0 {
+				t.Fatalf("%+v: the store evicted or refused keys, so the heap does not hold every key", st)
+			}
+			t.Logf("%s: %.0f B/key (budget %.0f) over %d keys (%d records each)", c.sh.name, got, c.budget, keys, len(c.sh.recs))
+			if got > c.budget {
+				t.Errorf("%s: %.0f bytes per key, want at most %.0f", c.sh.name, got, c.budget)
+			}
+		})
+	}
+}
+
+// TestXeroSteadyDayShape checks the shortcut of xeroSteadyDay: its 64 records leave every
+// counter of a key byte for byte as the 5000 requests of a steady day leave them.
+func TestXeroSteadyDayShape(t *testing.T) {
+	sh := xeroSteadyDay()
+	if len(sh.recs) > 70 {
+		t.Fatalf("%d records, want about 64", len(sh.recs))
+	}
+	s := mustStrategy(t, sh.rules...)
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewManual(start)
+	m := newMemory(t, MemoryConfig{Clock: clk})
+	ctx := context.Background()
+	type rec struct {
+		at  time.Duration
+		key string
+		n   int
+	}
+	var all []rec
+	for i := range 5000 {
+		all = append(all, rec{time.Duration(i) * 24 * time.Hour / 5000, "played", 1})
+	}
+	for _, r := range sh.recs {
+		all = append(all, rec{r.at, "shortcut", r.n})
+	}
+	slices.SortStableFunc(all, func(a, b rec) int { return int(a.at - b.at) })
+	for _, r := range all {
+		clk.Set(start.Add(r.at))
+		if err := m.Record(ctx, s, r.key, r.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(key string) [][]byte {
+		e, ok := m.lookup(ctx, key)
+		if !ok {
+			t.Fatalf("key %s not found", key)
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		var out [][]byte
+		for _, c := range e.counters {
+			b, err := c.(encoding.BinaryMarshaler).MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	played, shortcut := state("played"), state("shortcut")
+	if len(played) != 2 || !slices.EqualFunc(played, shortcut, bytes.Equal) {
+		t.Fatalf("the shortcut's counters differ from the played day's:\n%x\n%x", shortcut, played)
+	}
+	if got := used(t, m, s, "shortcut"); !slices.Equal(got, []int{4, 5000}) {
+		t.Fatalf("used %v, want [4 5000] (4 requests in the last 61 s, the whole day)", got)
+	}
+}
