@@ -29,13 +29,13 @@ const (
 // 1 min margin: more than that delay needs, and a whole minute keeps Window+Margin (24h1m) a
 // whole number of minutes, so the default granularity is its sixtieth, 24m1s, and a tenant's
 // day is at most 61 buckets on every store (a 10 s margin would give 10 s buckets, up to 8 642;
-// a 1 s one 7 s buckets). The minute costs 1/1441 of the day's throughput. The 24m1s buckets
-// free a day's slot less than 24m1s late, never early: at any instant only one bucket's
-// requests are held past their day, about 1/60 of them (some 83 of 5 000) for a tenant in
-// steady traffic at its limit. For exact 1 s buckets, copy the rules with Granularity:
-// time.Second on the day rule: the memory and SQLite stores keep them (about 5 000 buckets a
-// tenant after a steady day, 77 times the bytes; docs/performance.md), the Redis and
-// DynamoDB stores refuse a day of them.
+// a 1 s one 7 s buckets, up to 12 344, more than Redis takes). The minute costs 1/1441 of the
+// day's throughput. The 24m1s buckets free a day's slot less than 24m1s late, never early: at
+// any instant only one bucket's requests are held past their day, about 1/60 of them (some 83
+// of 5 000) for a tenant in steady traffic at its limit. For exact 1 s buckets, copy the rules
+// with Granularity: time.Second on the day rule: the memory and SQLite stores keep them (about
+// 5 000 buckets a tenant after a steady day, 77 times the bytes; docs/performance.md), the
+// Redis and DynamoDB stores refuse a day of them.
 //
 // It reads Xero's X-MinLimit-Remaining, X-DayLimit-Remaining and X-AppMinLimit-Remaining on
 // every response (headers.XeroReader), and a 429's Retry-After with X-Rate-Limit-Problem
