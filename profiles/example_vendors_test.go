@@ -273,7 +273,7 @@ func ExampleHubSpot() {
 	// Output:
 	// 200
 	//   100/10s (granularity 100ms, margin 200ms): 10 used, 90 remaining
-	//   250000/24h0m0s (granularity 10s, margin 10s): 1000 used, 249000 remaining
+	//   250000/24h0m0s (margin 1m0s): 1000 used, 249000 remaining
 	//   wait: 0s
 }
 

@@ -19,7 +19,8 @@ const (
 
 // HubSpot paces a HubSpot API client: requests are keyed by their token (a digest of the
 // Authorization header: HubSpot counts per account, and a token belongs to one), each held to
-// 100 every 10 s with a 200 ms margin, and 250 000 a day.
+// 100 every 10 s with a 200 ms margin, and 250 000 a day with a 1 min margin (a whole minute,
+// as Xero's: the default granularity is then 24m1s, 61 buckets a key on every store; see Xero).
 //
 // It reads X-HubSpot-RateLimit-Max and -Remaining for the 10 s rule and
 // X-HubSpot-RateLimit-Daily and -Daily-Remaining for the day rule (headers.HubSpotReader).
@@ -33,8 +34,8 @@ func HubSpot() []ratemonitor.Option {
 	return []ratemonitor.Option{
 		ratemonitor.WithRules(
 			strategy.Rule{Limit: HubSpotTenSecondLimit, Window: 10 * time.Second, Granularity: 100 * time.Millisecond, Margin: 200 * time.Millisecond},
-			// The day in 10 s buckets, as Xero's (see Xero): the Redis store refuses 1 s ones.
-			strategy.Rule{Limit: HubSpotDayLimit, Window: 24 * time.Hour, Margin: 10 * time.Second, Granularity: 10 * time.Second}),
+			// The day in the default 24m1s buckets, as Xero's (see Xero): 61 a key.
+			strategy.Rule{Limit: HubSpotDayLimit, Window: 24 * time.Hour, Margin: time.Minute}),
 		ratemonitor.WithKeyFunc(byCredential),
 		ratemonitor.WithSync(ratemonitor.SyncConfig{
 			Readers:  []headers.Reader{headers.HubSpotReader(10*time.Second, 24*time.Hour)},

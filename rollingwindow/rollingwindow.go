@@ -1,10 +1,13 @@
 // Package rollingwindow is the rolling-window (sliding-log) strategy: a request
 // recorded at instant s counts at instant t if and only if s ≤ t < s+W.
 //
-// Requests are grouped in time buckets of the rule's granularity (1 s by default), each keeping
-// its count and the latest instant among its requests, so a slot is never reported free before
-// s+W for the real send instant s, and at most one granule late. The package is pure: it reads
-// no clock and holds no lock.
+// Requests are grouped in time buckets of the rule's granularity g (Rule.Bucket: unset, 1 s for
+// windows up to a minute and a sixtieth of a window of whole minutes, 24 min for a day), each
+// keeping its count and the latest instant among its requests. A bucket counts until its latest
+// request + W (W here is Window+Margin), so a slot is never reported free before s+W for the real
+// send instant s, and always by s+W+g: less than one granule late, under 1 s for windows up to a
+// minute and under W/60 with the default beyond. A log holds at most W/g + 1 buckets. The
+// package is pure: it reads no clock and holds no lock.
 package rollingwindow
 
 import (

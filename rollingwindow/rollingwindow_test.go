@@ -253,7 +253,9 @@ func TestOverAllocation(t *testing.T) {
 func TestLayered(t *testing.T) {
 	k := newKey(t,
 		strategy.Rule{Limit: 60, Window: time.Minute},
-		strategy.Rule{Limit: 100, Window: time.Hour},
+		// 1 s buckets, asked for: the hour's default, 1 min, would put the 40 at 0 in one bucket
+		// with the 40 at 30 and free them at 3630 (30 s late, never early), not at 3600.
+		strategy.Rule{Limit: 100, Window: time.Hour, Granularity: time.Second},
 		strategy.Rule{Limit: 50, Window: time.Minute}, // same window: shares the minute log
 	)
 	if k.s.Slots() != 2 {

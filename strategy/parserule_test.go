@@ -64,7 +64,7 @@ func TestParseRuleGranularityFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "invalid rule 60/1m0s (margin 500ms): window+margin 1m0.5s is not a whole multiple of the granularity 1s: set Granularity to a divisor of it (such as 500ms)"
+	want := "invalid rule 60/1m0s (margin 500ms): window+margin 1m0.5s is not a whole multiple of the granularity 1s (the default for a window+margin that is not a whole number of seconds): set Granularity to a divisor of it (such as 500ms)"
 	if err := r.Validate(); err == nil || err.Error() != want {
 		t.Errorf("Validate = %v, want %q", err, want)
 	}

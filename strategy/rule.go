@@ -18,8 +18,59 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/rulecheck"
 )
 
-// DefaultGranularity is the time-bucket width used when Rule.Granularity is zero.
+// DefaultGranularity is the finest default bucket width, 1 s: the one a rule with Granularity
+// zero gets when its Window+Margin is at most a minute, is not a whole number of seconds, or
+// has no whole-second divisor between 1 s and a sixtieth of itself. Longer windows get a
+// coarser default: see DefaultGranularityFor.
 const DefaultGranularity = time.Second
+
+// DefaultGranularityFor returns the bucket width a rule gets when its Granularity is zero, for
+// its effective window e = Window+Margin: the largest whole number of seconds that divides e
+// and is at most max(1 s, e/60). A slot is then held less than max(1 s, e/60) past its end
+// (under 1.7 % of the window; never early, see Rule.Granularity), and a window that is a whole
+// number of minutes is kept in 60 buckets per key (61 with the one straddling its trailing
+// edge); other windows in e/d + 1, as many as their divisors allow:
+//
+//   - 1 s for every e up to a minute (as DESIGN §4 counts), and whenever no whole second count
+//     from 2 s to e/60 divides e: 1m1s (61 is prime), 2m1s (121 is 11·11);
+//   - exactly e/60 when e is a whole number of minutes: 10 s for 10 minutes, 1 min for an
+//     hour, 24 min for a day, 2h48m for a week;
+//   - otherwise the largest divisor of e below e/60: 10 s for 24h10s (86 410 is 10·8 641,
+//     so 8 641 buckets),
+//     7 s for 24h1s (86 401 is 7·12 343), 13 s for 1h1s (13·277), 24m1s for 24h1m;
+//   - DefaultGranularity, 1 s, when e is not a whole number of seconds or not positive (such a
+//     rule's Validate then fails and asks for a Granularity).
+//
+// It allocates nothing and costs O(1) when e is a whole number of minutes; otherwise a divisor
+// search of at most about 2·√(e/1 s) divisions (600 for a day and a few seconds, about 1 µs;
+// some 35 000, 80 µs, near MaxWindow; BenchmarkBucket).
+func DefaultGranularityFor(e time.Duration) time.Duration {
+	if e <= 0 || e%time.Second != 0 {
+		return DefaultGranularity
+	}
+	if e%time.Minute == 0 {
+		return e / 60
+	}
+	n := int64(e / time.Second)
+	m := n / 60 // the largest width allowed, in seconds
+	if m < 2 {
+		return DefaultGranularity
+	}
+	// The largest divisor d ≤ m of n: first among those at least √n, d = n/i for the smallest
+	// divisor i ≥ n/m (d ≤ m exactly when i ≥ n/m), then among those below √n, downwards.
+	i := (n + m - 1) / m
+	for ; i*i <= n; i++ {
+		if n%i == 0 {
+			return time.Duration(n/i) * time.Second
+		}
+	}
+	for d := min(m, i-1); d > 1; d-- {
+		if n%d == 0 {
+			return time.Duration(d) * time.Second
+		}
+	}
+	return DefaultGranularity
+}
 
 // MaxWindow is the longest Window+Margin a rule may have: ten years keeps every instant
 // between now and 2250 plus a window inside time.Time.UnixNano's range.
@@ -36,9 +87,22 @@ type Rule struct {
 	Limit int
 	// Window is the length of the window, e.g. time.Minute for "60 per minute".
 	Window time.Duration
-	// Granularity is the width of the time buckets counts are grouped in (zero means
-	// DefaultGranularity, 1 s). Window+Margin must be a whole multiple of it. Coarser buckets
-	// use less memory and free slots up to one bucket later; they never free a slot early.
+	// Granularity is the width g of the time buckets counts are grouped in. Zero means the
+	// default (Bucket returns the width in force): the largest whole number of seconds that
+	// divides Window+Margin and is at most max(1 s, (Window+Margin)/60), DefaultGranularityFor
+	// — 1 s for every window up to a minute, a sixtieth of a window of whole minutes (1 min
+	// for an hour, 24 min for a day). It applies to the rolling window; the fixed window and
+	// the token bucket ignore it. Window+Margin must be a whole multiple of it.
+	//
+	// A request recorded at s is never released before s+Window+Margin (never early), and
+	// less than g late: its bucket counts until its latest request + Window + Margin, which is
+	// before s+Window+Margin+g. With the default that is less than 1 s for every window up to
+	// a minute, where the answers are exact to the second (DESIGN §4's table holds as it
+	// stands), and less than (Window+Margin)/60, 1.7 % of the window, beyond. Finer buckets
+	// cost memory: a key keeps up to (Window+Margin)/g + 1 of them per rule. Set time.Second
+	// to count a day in exact 1 s buckets: a key of 5000 requests a day in steady traffic then
+	// keeps about 5 000 buckets, some 198 KB in the memory store, instead of 61 and 2.6 KB
+	// (docs/performance.md), and the Redis and DynamoDB stores refuse the rule.
 	Granularity time.Duration
 	// Margin is time added to Window when counting: a request recorded at s is held until
 	// s+Window+Margin. It absorbs the delay between recording a request and the upstream
@@ -60,8 +124,13 @@ func (r Rule) Validate() error {
 	case r.Window < g:
 		return fmt.Errorf("%w %s: window %v is shorter than the granularity %v", ErrInvalidRule, r, r.Window, g)
 	case r.EffectiveWindow()%g != 0:
-		return fmt.Errorf("%w %s: window+margin %v is not a whole multiple of the granularity %v: set Granularity to a divisor of it (such as %v)",
-			ErrInvalidRule, r, r.EffectiveWindow(), g, gcdDuration(r.EffectiveWindow(), g))
+		why := ""
+		if r.Granularity == 0 {
+			// Only a window+margin that is not a whole number of seconds gets here unset.
+			why = " (the default for a window+margin that is not a whole number of seconds)"
+		}
+		return fmt.Errorf("%w %s: window+margin %v is not a whole multiple of the granularity %v%s: set Granularity to a divisor of it (such as %v)",
+			ErrInvalidRule, r, r.EffectiveWindow(), g, why, gcdDuration(r.EffectiveWindow(), g))
 	}
 	return nil
 }
@@ -76,12 +145,20 @@ func (r Rule) validateBase() error {
 	return nil
 }
 
-// Bucket returns the granularity in force: Granularity, or DefaultGranularity when it is zero.
+// Bucket returns the granularity in force: Granularity, or when it is zero the default for
+// the rule's effective window, DefaultGranularityFor(Window+Margin) (1 s up to a minute; 24 min
+// for a day), unless that is longer than Window itself (a margin over 59 times the window), when
+// it is DefaultGranularity, 1 s, so that such a rule stays as valid as it was with 1 s buckets.
+// It allocates nothing; it is O(1) unless Granularity is zero and Window+Margin is not a whole
+// number of minutes (see DefaultGranularityFor).
 func (r Rule) Bucket() time.Duration {
-	if r.Granularity == 0 {
-		return DefaultGranularity
+	if r.Granularity != 0 {
+		return r.Granularity
 	}
-	return r.Granularity
+	if g := DefaultGranularityFor(r.EffectiveWindow()); g <= r.Window {
+		return g
+	}
+	return DefaultGranularity
 }
 
 // EffectiveWindow is how long a recorded request is held: Window + Margin.
@@ -115,8 +192,9 @@ func (r Rule) String() string {
 // the syntax of cmd/ratemonitor's --rule flag: LIMIT and N are whole numbers, WINDOW and D
 // time.ParseDuration strings, e.g. "60/1m", "5000/24h,granularity=10s" or
 // "60/1m,margin=500ms,granularity=500ms,headroom=5". Spaces around the parts are ignored; each
-// option may be given once; an option not given is zero in the Rule (the defaults: 1 s
-// granularity, no margin, no headroom).
+// option may be given once; an option not given is zero in the Rule (the defaults: the
+// granularity Rule.Bucket picks for the window, 1 s up to a minute and a sixtieth of a day for
+// a day; no margin, no headroom).
 //
 // Every error wraps ErrInvalidRule and says what was wrong: the syntax, an unknown or repeated
 // option, or a value Validate refuses whatever the algorithm (a limit below 1, a window that is

@@ -150,7 +150,8 @@ func TestItemSize(t *testing.T) {
 	clk := clock.NewManual(t0)
 	st := newStore(t, c, Options{Clock: clk})
 	ctx := context.Background()
-	fine := must(rollingwindow.New(strategy.Rule{Limit: 100_000, Window: 24 * time.Hour}))
+	// 1 s buckets, asked for: the default for a day is 24 min, 61 buckets, which fits.
+	fine := must(rollingwindow.New(strategy.Rule{Limit: 100_000, Window: 24 * time.Hour, Granularity: time.Second}))
 	err := st.Validate(fine)
 	if err == nil || !strings.Contains(err.Error(), "Granularity") {
 		t.Fatalf("Validate of a 1 s-granularity day window: %v, want an error that says to raise the granularity", err)
@@ -158,6 +159,10 @@ func TestItemSize(t *testing.T) {
 	t.Log(err)
 	if _, err := st.Admit(ctx, fine, "big", 1); err == nil {
 		t.Errorf("Admit with a refused strategy succeeded")
+	}
+	// The same day with the default granularity (24 min: 61 buckets) is accepted.
+	if err := st.Validate(must(rollingwindow.New(strategy.Rule{Limit: 100_000, Window: 24 * time.Hour}))); err != nil {
+		t.Errorf("Validate of a day at the default granularity: %v", err)
 	}
 	// Just within: the worst case at the limit is accepted, and the largest item it can reach
 	// is written.

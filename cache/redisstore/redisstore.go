@@ -103,9 +103,9 @@ type plan struct {
 }
 
 // MaxBuckets bounds W/G for a rule kept in Redis: the script walks the oldest buckets of a key
-// to answer a wait, and Redis serves nobody else meanwhile. A day window at 1 s granularity
-// (86 400 buckets) is refused, by Validate (so by ratemonitor.New) and by every operation; at
-// 10 s or 1 min it is fine.
+// to answer a wait, and Redis serves nobody else meanwhile. A day window asked for in 1 s buckets
+// (86 400) is refused, by Validate (so by ratemonitor.New) and by every operation; at 10 s,
+// 1 min or the default for a day (24 min, strategy.DefaultGranularityFor) it is fine.
 const MaxBuckets = 10_000
 
 // Defaults of Options.

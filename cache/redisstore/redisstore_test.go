@@ -337,7 +337,8 @@ func TestErrorsSayWhatHappened(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), srv.Addr) || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("Redis down: %v, want the address and the refused connection in the message", err)
 	}
-	day := mustStrategy(t, strategy.Rule{Limit: 5000, Window: 24 * time.Hour})
+	// A day in 1 s buckets, asked for (the default for a day is 24 min, which Redis holds).
+	day := mustStrategy(t, strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: time.Second})
 	if err := st.Record(context.Background(), day, "k", 1); err == nil || !strings.Contains(err.Error(), "Granularity to at least 8.64s") {
 		t.Errorf("a day at 1 s granularity: %v", err)
 	}

@@ -189,8 +189,9 @@ all rules: wait * for 1 more; paused for *, until *
 		"no counter exists, or all its requests have expired; check the KEY, --prefix (" + examplePrefixes + "), --rule and --strategy the key is counted under\n"; code != 3 || out != "" || errs != want {
 		t.Errorf("--prefix other: exit %d\nstdout %q\nstderr %q\nwant   %q", code, out, errs, want)
 	}
-	// A day at 1 s granularity is 86 400 buckets: more than the Redis store holds.
-	code, _, errs = runCmd(t, ctx, "status", "--store", url, "--rule", "5000/24h", "tenant-1")
+	// A day at 1 s granularity (asked for: the default for a day is 24 min) is 86 400 buckets:
+	// more than the Redis store holds.
+	code, _, errs = runCmd(t, ctx, "status", "--store", url, "--rule", "5000/24h,granularity=1s", "tenant-1")
 	if code != 2 || !strings.HasPrefix(errs, "ratemonitor: --store "+url+" cannot hold these rules under rollingwindow: ") {
 		t.Errorf("exit %d: %s", code, errs)
 	}

@@ -26,7 +26,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var (
 	t0     = time.Unix(1_800_000_000, 0)
 	minute = strategy.Rule{Limit: 60, Window: time.Minute}
-	day    = strategy.Rule{Limit: 5000, Window: 24 * time.Hour}
+	// day is a day in exact 1 s buckets, asked for (the default for a day is 24 min): up to
+	// 86 401 buckets a key, which the Redis store refuses.
+	day = strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: time.Second}
 	// day10 is Xero's day rule in 10 s buckets, which the Redis store accepts.
 	day10 = strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: 10 * time.Second}
 )
