@@ -20,20 +20,41 @@ var shapes = []logShape{
 	{"day-1s-5000buckets", 24 * time.Hour, time.Second, 5000},
 }
 
+// anyLog is what the figures need of the Log and of the reference log it replaced.
+type anyLog interface {
+	Add(now time.Time, n int)
+	Remove(at time.Time, n int)
+	Used(now time.Time) int
+	WaitTime(now time.Time, n, limit int) time.Duration
+}
+
 // fill makes a log of shape s: s.buckets buckets, the newest at epoch + (s.buckets−1)·g.
 func (s logShape) fill(epoch time.Time) *Log {
 	l := NewLog(s.w, s.g)
+	fillLog(l, s, epoch)
+	return l
+}
+
+func fillLog(l anyLog, s logShape, epoch time.Time) {
 	for i := range s.buckets {
 		l.Add(epoch.Add(time.Duration(i)*s.g), 1)
 	}
-	return l
+}
+
+// impls makes a log of either implementation, for figures side by side.
+var impls = []struct {
+	name string
+	mk   func(s logShape) anyLog
+}{
+	{"compact", func(s logShape) anyLog { return s.fill(benchEpoch) }},
+	{"before", func(s logShape) anyLog { r := newRefLog(s.w, s.g); fillLog(r, s, benchEpoch); return r }},
 }
 
 var benchEpoch = time.Unix(1_800_000_000, 0)
 
 // heapPerLog returns the heap bytes per log measured around making n logs with mk.
-func heapPerLog(n int, mk func() *Log) float64 {
-	keep := make([]*Log, n)
+func heapPerLog[L any](n int, mk func() L) float64 {
+	keep := make([]L, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -43,10 +64,11 @@ func heapPerLog(n int, mk func() *Log) float64 {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(keep)
-	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
 }
 
-// TestBytesPerLogFigures logs the heap of one log in each shape (go test -run Figures -v).
+// TestBytesPerLogFigures logs the heap of one log in each shape, compact and as before
+// (go test -run Figures -v ./rollingwindow).
 func TestBytesPerLogFigures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures the heap")
@@ -56,57 +78,65 @@ func TestBytesPerLogFigures(t *testing.T) {
 		if s.buckets > 1000 {
 			n = 1000
 		}
-		got := heapPerLog(n, func() *Log { return s.fill(benchEpoch) })
-		t.Logf("%s: %.0f bytes per log (Cost %d)", s.name, got, s.fill(benchEpoch).Cost())
+		var got [2]float64
+		for i, im := range impls {
+			got[i] = heapPerLog(n, func() anyLog { return im.mk(s) })
+		}
+		t.Logf("%s: %.0f bytes per log (Cost %d), before %.0f: %.2fx smaller", s.name, got[0], s.fill(benchEpoch).Cost(), got[1], got[1]/got[0])
 	}
 }
 
-// BenchmarkLog measures the fast paths on a log of each shape: Add in the newest bucket, Used
-// and WaitTime with no excess, at an instant in the newest granule.
+// BenchmarkLog measures the fast paths on a log of each shape, compact and as before: Add in
+// the newest bucket, Used and WaitTime with no excess, at an instant in the newest granule; and
+// Add with a clock that moves on.
 func BenchmarkLog(b *testing.B) {
 	for _, s := range shapes {
 		at := benchEpoch.Add(time.Duration(s.buckets-1) * s.g)
-		b.Run(s.name+"/Add", func(b *testing.B) {
-			l := s.fill(benchEpoch)
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				l.Add(at, 1)
-				// Keep the count realistic (a compact bucket holds up to 65 535): one Remove
-				// every 50 000 Adds.
-				if i++; i == 50_000 {
-					l.Remove(at, i)
-					i = 0
+		for _, im := range impls {
+			b.Run(s.name+"/Add/"+im.name, func(b *testing.B) {
+				l := im.mk(s)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					l.Add(at, 1)
+					// Keep the count realistic (a compact bucket holds up to 65 535): one
+					// Remove every 50 000 Adds.
+					if i++; i == 50_000 {
+						l.Remove(at, i)
+						i = 0
+					}
 				}
-			}
-		})
-		b.Run(s.name+"/Used", func(b *testing.B) {
-			l := s.fill(benchEpoch)
+			})
+			b.Run(s.name+"/Used/"+im.name, func(b *testing.B) {
+				l := im.mk(s)
+				b.ReportAllocs()
+				var u int
+				for b.Loop() {
+					u += l.Used(at)
+				}
+				_ = u
+			})
+			b.Run(s.name+"/WaitTime/"+im.name, func(b *testing.B) {
+				l := im.mk(s)
+				b.ReportAllocs()
+				var d time.Duration
+				for b.Loop() {
+					d += l.WaitTime(at, 1, 1<<30)
+				}
+				_ = d
+			})
+		}
+	}
+	// A new bucket every 1000 calls, the oldest expiring.
+	for _, im := range impls {
+		b.Run("60per1m-moving/Add/"+im.name, func(b *testing.B) {
+			l := im.mk(shapes[0])
+			t := benchEpoch.Add(time.Minute)
 			b.ReportAllocs()
-			var u int
 			for b.Loop() {
-				u += l.Used(at)
+				t = t.Add(time.Millisecond)
+				l.Add(t, 1)
 			}
-			_ = u
-		})
-		b.Run(s.name+"/WaitTime", func(b *testing.B) {
-			l := s.fill(benchEpoch)
-			b.ReportAllocs()
-			var d time.Duration
-			for b.Loop() {
-				d += l.WaitTime(at, 1, 1<<30)
-			}
-			_ = d
 		})
 	}
-	// Add with a clock that moves on: a new bucket every 1000 calls, the oldest expiring.
-	b.Run("60per1m-moving/Add", func(b *testing.B) {
-		l := shapes[0].fill(benchEpoch)
-		t := benchEpoch.Add(time.Minute)
-		b.ReportAllocs()
-		for b.Loop() {
-			t = t.Add(time.Millisecond)
-			l.Add(t, 1)
-		}
-	})
 }

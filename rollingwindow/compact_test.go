@@ -19,7 +19,9 @@ type pair struct {
 }
 
 // fataler is what testing.T and rapid.T have in common that pair needs.
-type fataler interface{ Fatalf(format string, args ...any) }
+type fataler interface {
+	Fatalf(format string, args ...any)
+}
 
 func newPair(t fataler, w, g time.Duration) *pair {
 	return &pair{t: t, l: NewLog(w, g), ref: newRefLog(w, g)}
