@@ -2,6 +2,7 @@ package rollingwindow
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -374,4 +375,78 @@ func TestDifferential(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDecodedStale: a decoded state may hold buckets that no longer count at its latest instant
+// (the wire format allows it; no log writes it). The Log keeps them as the previous log did,
+// answers the same, and folds buckets the same way once the window's W/g + 1 are in use.
+func TestDecodedStale(t *testing.T) {
+	s := int64(time.Second)
+	b := []byte{logFormat, 1}
+	b = binary.AppendVarint(b, 100*s)
+	b = binary.AppendUvarint(b, 3)
+	for _, at := range []int64{10, 11, 12} {
+		b = binary.AppendVarint(b, at)
+		b = binary.AppendVarint(b, at*s+7)
+		b = binary.AppendVarint(b, 2)
+	}
+	p := newPair(t, 3*time.Second, time.Second)
+	if err := p.l.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ref.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	p.same("decode")
+	if !p.l.wide() {
+		t.Error("stale buckets, 88 s before the base, decoded compact")
+	}
+	p.used(90 * s)
+	p.wait(100*s, 1, 6)
+	for _, at := range []int64{99, 98, 97, 99, 11} {
+		p.add(at*s+3, 1)
+	}
+	p.used(100 * s)
+	p.wait(100*s, 2, 6)
+	p.used(102 * s)
+	p.roundTrip()
+}
+
+// TestDecodingChecksGranule: decoding refuses a bucket whose granule is not that of its latest
+// instant, and buckets in a log that has seen no instant (neither is written by MarshalBinary;
+// the Log derives a bucket's granule from its latest instant), and keeps its state.
+func TestDecodingChecksGranule(t *testing.T) {
+	s := int64(time.Second)
+	bucket := func(b []byte, idx, latest, count int64) []byte {
+		return binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(b, idx), latest), count)
+	}
+	withHW := binary.AppendVarint([]byte{logFormat, 1}, 50*s)
+	for name, data := range map[string][]byte{
+		"granule of another instant": bucket(binary.AppendUvarint(withHW, 1), 49, 48*s, 1),
+		"granule one off":            bucket(bucket(binary.AppendUvarint(withHW, 2), 48, 48*s, 1), 48, 49*s, 1),
+		"unseen with buckets":        bucket([]byte{logFormat, 0, 1}, 48, 48*s, 1),
+		"count past the data":        {logFormat, 0, 3, 0, 0},
+	} {
+		l := NewLog(2*time.Second, time.Second)
+		l.Add(sec(50), 3)
+		if err := l.UnmarshalBinary(data); err == nil {
+			t.Errorf("%s: decoded without error", name)
+		}
+		if l.Used(sec(50)) != 3 || !l.Latest().Equal(sec(50)) {
+			t.Errorf("%s: the log's state changed", name)
+		}
+	}
+	// The same buckets with their own granules decode.
+	good := bucket(bucket(binary.AppendUvarint(withHW, 2), 48, 48*s, 1), 49, 49*s, 1)
+	p := newPair(t, 2*time.Second, time.Second)
+	if err := p.l.UnmarshalBinary(good); err != nil {
+		t.Fatalf("good data: %v", err)
+	}
+	if err := p.ref.UnmarshalBinary(good); err != nil {
+		t.Fatalf("good data, reference: %v", err)
+	}
+	p.used(50 * s) // 2: a decoded log drops what expired when its time next moves on
+	if p.used(50*s+1) != 1 {
+		t.Errorf("used just after 50 s = %d, want 1", p.l.Used(sec(50)))
+	}
 }

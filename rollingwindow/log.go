@@ -133,15 +133,18 @@ func (l *Log) copySlot(to, from uint32) {
 	l.ring[to] = l.ring[from]
 }
 
-// alloc returns a ring for at least n buckets in the log's form, using the whole Go size class
-// the allocation falls in; only its capacity (len) is set, no bucket.
+// alloc returns a ring for n ≤ W/g + 1 buckets in the log's form; only its capacity (len) is
+// set, no bucket. The capacity takes in the rest of the Go size class the allocation falls in
+// (which Cost counts either way), up to W/g + 1 buckets: a ring never holds more buckets than
+// the window allows, so Add folds buckets exactly when the previous log did.
 func (l *Log) alloc(n int) []uint64 {
 	stride := 1
 	if l.base == wideBase {
 		stride = 2
 	}
-	r := slices.Grow([]uint64(nil), n*stride)
-	return r[:min(cap(r)/stride, maxRing)*stride]
+	most := min(l.window/l.gran+1, maxRing)
+	r := slices.Grow([]uint64(nil), int(min(int64(n), most))*stride)
+	return r[:min(int64(cap(r)/stride), most)*int64(stride)]
 }
 
 // relayout moves the buckets to a new ring of at least n ≥ size buckets, oldest in slot 0.
