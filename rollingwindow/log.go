@@ -205,7 +205,11 @@ func (l *Log) move(t int64) {
 		}
 		return
 	}
-	l.prune(t)
+	if l.size > 0 {
+		if latest, _ := l.get(l.head); latest+l.window <= t {
+			l.prune(t)
+		}
+	}
 	if l.base != wideBase && uint64(t-l.base) > maxOffset {
 		l.rebase()
 	}
