@@ -450,3 +450,63 @@ func TestDecodingChecksGranule(t *testing.T) {
 		t.Errorf("used just after 50 s = %d, want 1", p.l.Used(sec(50)))
 	}
 }
+
+// FuzzLog drives the Log and the previous log with operations decoded from the input (records
+// in and out of order with small and huge counts, removals, queries, shifts, time jumps, round
+// trips) and fails at the first answer or state that differs.
+func FuzzLog(f *testing.F) {
+	f.Add([]byte{1, 60, 0, 5, 1, 3, 2, 200, 4, 1, 3, 7, 5, 9, 6, 1})
+	f.Add([]byte{2, 3, 1, 255, 1, 254, 0, 90, 1, 1, 7, 0, 3, 2, 5, 4})
+	f.Add([]byte{0, 1, 1, 0, 1, 0, 1, 0, 2, 0, 6, 200, 1, 128, 7, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		next := func() int64 {
+			if len(data) == 0 {
+				return 0
+			}
+			b := data[0]
+			data = data[1:]
+			return int64(b)
+		}
+		grans := []time.Duration{time.Nanosecond, time.Millisecond, time.Second, time.Hour}
+		g := grans[next()%4]
+		w := time.Duration(1+next()) * g
+		if w > compactMaxWindow/2 && next()%2 == 0 {
+			w = compactMaxWindow / g * g
+		}
+		p := newPair(t, w, g)
+		now := int64(1_800_000_000)*int64(time.Second) + next()*int64(time.Millisecond)
+		var recorded []int64
+		for len(data) > 0 {
+			op, arg := next()%8, next()
+			switch op {
+			case 0:
+				now += arg * arg * int64(g) / 16
+			case 1, 2:
+				at := now - (arg%4)*int64(w)/3 // now, or up to a window back (expired)
+				n := 1 + int(arg%8)
+				if op == 2 && arg%3 == 0 {
+					n = 60_000 + int(arg)*100 // past a compact bucket's 65 535 with a few
+				}
+				p.add(at, n)
+				recorded = append(recorded, at)
+			case 3:
+				if len(recorded) > 0 {
+					p.remove(recorded[int(arg)%len(recorded)], 1+int(arg%70_000))
+				}
+			case 4:
+				p.used(now)
+			case 5:
+				p.wait(now, 1+int(arg%20), 1+int(arg%50))
+			case 6:
+				d := time.Duration(arg-128) * w / 64
+				p.shift(d)
+				now += int64(d)
+			case 7:
+				if arg%4 == 0 {
+					now += int64(1) << (40 + arg%10) // days to weeks: rebases
+				}
+				p.roundTrip()
+			}
+		}
+	})
+}

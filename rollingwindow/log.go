@@ -16,7 +16,7 @@ import (
 //
 //   - compact (the usual one): one word per bucket, (latest − base)<<16 | count, where base is
 //     an instant of the log at most the earliest instant a record can still be dated at
-//     (hw − W + 1, see Add). Offsets stay below 2^48 ns (about 3.26 days): advance rebases
+//     (hw − W + 1, see Add). Offsets stay below 2^48 ns (about 3.26 days): move rebases
 //     (base = hw − W + 1, the offset subtracted from every word) when hw − base passes 2^48 − 1,
 //     which after the last rebase is at least 2^48 − W ≥ 2^47 ns (39 h) of log time later, so
 //     a rebase, O(buckets), is rare.
@@ -43,7 +43,7 @@ const (
 	// minBuckets is the smallest ring, in buckets.
 	minBuckets = 4
 	// maxRing bounds the ring's capacity in buckets so that head and size fit a uint32. A ring
-	// that large holds 16 GiB; a log never reaches it (see Add for what happens if it does).
+	// that large holds 16 GiB; a log never reaches it (add folds buckets if one does).
 	maxRing = math.MaxInt32
 )
 
