@@ -1,6 +1,7 @@
 package rollingwindow
 
 import (
+	"flag"
 	"runtime"
 	"testing"
 	"time"
@@ -67,11 +68,14 @@ func heapPerLog[L any](n int, mk func() L) float64 {
 	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
 }
 
-// TestBytesPerLogFigures logs the heap of one log in each shape, compact and as before
-// (go test -run Figures -v ./rollingwindow).
+var figures = flag.Bool("figures", false, "log the heap per log in each shape, compact and as before (TestBytesPerLogFigures)")
+
+// TestBytesPerLogFigures logs the heap of one log in each shape, compact and as before:
+//
+//	go test -run Figures -v -figures ./rollingwindow
 func TestBytesPerLogFigures(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measures the heap")
+	if !*figures {
+		t.Skip("figures only: run with -figures")
 	}
 	for _, s := range shapes {
 		n := 10_000
