@@ -13,28 +13,35 @@ const logFormat = 1
 // MarshalBinary encodes the log's buckets and latest instant, for stores that keep state as
 // bytes (the SQLite store). The window and granularity are not encoded: they come from the
 // rule the log is remade for. It implements encoding.BinaryMarshaler and never fails.
+//
+// The layout is the same whatever form the log holds its buckets in: format byte 1, a byte
+// saying whether the log has seen an instant, that instant (varint, ns), the bucket count
+// (uvarint), then for each bucket oldest first its granule ⌊latest/g⌋, its latest instant (ns)
+// and its count (varints).
 func (l *Log) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+3*l.size))
+	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+3*int(l.size)))
 	b = append(b, logFormat)
-	if l.seen {
+	if l.ring != nil {
 		b = append(b, 1)
 		b = binary.AppendVarint(b, l.hw)
 	} else {
 		b = append(b, 0)
 	}
 	b = binary.AppendUvarint(b, uint64(l.size))
-	for i := 0; i < l.size; i++ {
-		x := l.at(i)
-		b = binary.AppendVarint(b, x.index)
-		b = binary.AppendVarint(b, x.latest)
-		b = binary.AppendVarint(b, x.count)
+	for i := range int(l.size) {
+		latest, count := l.get(l.slot(i))
+		b = binary.AppendVarint(b, floorDiv(latest, l.gran))
+		b = binary.AppendVarint(b, latest)
+		b = binary.AppendVarint(b, count)
 	}
 	return b, nil
 }
 
 // UnmarshalBinary replaces the log's state with what MarshalBinary encoded. Data that is
 // truncated, of another format, or that does not fit this log's window (more buckets than it
-// holds, buckets out of order, negative counts) returns an error and leaves the log unchanged.
+// holds, buckets out of order, negative counts, a bucket whose granule is not that of its
+// latest instant, buckets in a log that has seen no instant: none of which MarshalBinary
+// writes) returns an error and leaves the log unchanged.
 func (l *Log) UnmarshalBinary(data []byte) error {
 	bad := func(why string) error { return fmt.Errorf("rollingwindow: cannot decode log state: %s", why) }
 	if len(data) < 3 || data[0] != logFormat || data[1] > 1 {
@@ -54,12 +61,20 @@ func (l *Log) UnmarshalBinary(data []byte) error {
 		return bad("truncated")
 	}
 	p = p[k:]
-	if n > uint64(l.max) {
-		return bad(fmt.Sprintf("%d buckets, this window holds at most %d", n, l.max))
+	if most := uint64(l.window/l.gran + 1); n > most {
+		return bad(fmt.Sprintf("%d buckets, this window holds at most %d", n, most))
 	}
-	ring := make([]bucket, n)
-	var total int64
-	for i := range ring {
+	if n > 0 && !seen {
+		return bad("buckets in a log that has seen no instant")
+	}
+	// Each bucket takes at least 3 bytes: a count beyond the data is truncated, and is not
+	// allocated for.
+	if n > uint64(len(p))/3 {
+		return bad("truncated")
+	}
+	buckets := make([][2]int64, n) // latest, count
+	var total, prev int64
+	for i := range buckets {
 		var v [3]int64
 		for j := range v {
 			x, k := binary.Varint(p)
@@ -68,18 +83,41 @@ func (l *Log) UnmarshalBinary(data []byte) error {
 			}
 			v[j], p = x, p[k:]
 		}
-		ring[i] = bucket{index: v[0], latest: v[1], count: v[2]}
-		if v[2] < 0 || i > 0 && v[0] <= ring[i-1].index {
+		if v[2] < 0 || i > 0 && v[0] <= prev {
 			return bad("buckets out of order or negative")
+		}
+		if v[0] != floorDiv(v[1], l.gran) {
+			return bad("a bucket's granule is not that of its latest instant")
 		}
 		if v[2] > math.MaxInt64-total {
 			return bad("counts overflow")
 		}
-		total += v[2]
+		prev, total = v[0], total+v[2]
+		buckets[i] = [2]int64{v[1], v[2]}
 	}
 	if len(p) != 0 {
 		return errors.New("rollingwindow: cannot decode log state: trailing bytes")
 	}
-	l.ring, l.head, l.size, l.total, l.hw, l.seen = ring, 0, len(ring), total, hw, seen
+	d := Log{window: l.window, gran: l.gran, total: total, hw: hw}
+	if d.window > compactMaxWindow {
+		d.base = wideBase
+	}
+	if seen {
+		d.ring = d.alloc(max(minBuckets, int(n)))
+		if d.base != wideBase {
+			d.rebase() // no bucket yet: base = hw − W + 1
+		}
+		// put widens the log if a bucket does not fit a compact word (a count above 65 535,
+		// an instant outside [base, base + 2^48)), so every decoded value is kept as it is.
+		for i, b := range buckets {
+			d.size = uint32(i) // the buckets put so far, for a widening to carry over
+			d.put(uint32(i), b[0], b[1])
+		}
+		d.size = uint32(n)
+		if n > 0 {
+			d.start = prev * l.gran
+		}
+	}
+	*l = d
 	return nil
 }

@@ -1,83 +1,258 @@
 package rollingwindow
 
-import "time"
+import (
+	"math"
+	"slices"
+	"time"
+)
 
-// bucket is the requests recorded in one granule [index·g, (index+1)·g): how many, and the latest
+// A bucket is the requests recorded in one granule [k·g, (k+1)·g): how many, and the latest
 // instant among them (Unix nanoseconds). The bucket counts until latest+W, so none of its
 // requests is released before its own s+W (never early), and one that shares its granule
-// with later ones is held at most g too long.
-type bucket struct {
-	index  int64
-	latest int64
-	count  int64
-}
+// with later ones is held at most g too long. Its granule k = ⌊latest/g⌋ is not stored: Add
+// keeps latest inside the granule and Shift moves a bucket to the granule of its new latest.
+//
+// A log keeps its buckets in one of two forms:
+//
+//   - compact (the usual one): one word per bucket, (latest − base)<<16 | count, where base is
+//     an instant of the log at most the earliest instant a record can still be dated at
+//     (hw − W + 1, see Add). Offsets stay below 2^48 ns (about 3.26 days): move rebases
+//     (base = hw − W + 1, the offset subtracted from every word) when hw − base passes 2^48 − 1,
+//     which after the last rebase is at least 2^48 − W ≥ 2^47 ns (39 h) of log time later, so
+//     a rebase, O(buckets), is rare.
+//   - wide: two words per bucket, latest and count, as int64. A log is wide from the start when
+//     its window is longer than compactMaxWindow, and becomes wide for good when a value does
+//     not fit a compact word: a count above 65 535 (or below 0), an offset outside [0, 2^48).
+//     Widening copies every value as it is, so no answer changes.
+//
+// Every instant is kept to the nanosecond in both forms.
+const (
+	countBits = 16
+	// maxCount is the largest count a compact bucket holds.
+	maxCount = 1<<countBits - 1
+	// maxOffset is the largest latest − base a compact bucket holds, ns (2^48 − 1).
+	maxOffset = 1<<(64-countBits) - 1
+	// compactMaxWindow is the longest effective window kept compact: 2^47 ns, about 39 h 5 min,
+	// so a day window with hours of margin is compact. It leaves 2^48 − 2^47 of headroom for the
+	// offsets between two rebases (a rebase starts every offset below W), so rebases happen at
+	// most once per 39 h of log time whatever the window.
+	compactMaxWindow = 1 << 47
+	// wideBase in Log.base marks a wide log (a compact log's base is never MaxInt64: it is at
+	// most hw − W + 1 < MaxInt64 when it is set, and Shift moves it only with hw).
+	wideBase = math.MaxInt64
+	// minBuckets is the smallest ring, in buckets.
+	minBuckets = 4
+	// maxRing bounds the ring's capacity in buckets so that head and size fit a uint32. A ring
+	// that large holds 16 GiB; a log never reaches it (add folds buckets if one does).
+	maxRing = math.MaxInt32
+)
 
-// bucketBytes is the size of one bucket in memory, for Cost.
-const bucketBytes = 24
+// bucketBytes is the most heap a bucket takes, bytes: two words in a wide log, one in a compact
+// one (Cost adds the ring's size-class rounding on top).
+const bucketBytes = 16
+
+// logBytes is unsafe.Sizeof(Log{}) on 64-bit platforms, a Go size class (TestLogSize checks it).
+const logBytes = 80
 
 // Log is the rolling-window Counter for one rule and one key: a deque of time buckets ordered
 // by granule, oldest first. It holds at most W/g + 1 buckets (the +1 is the bucket that
-// straddles the trailing edge of the window), whatever the request rate.
+// straddles the trailing edge of the window), whatever the request rate, in a ring that grows
+// by a quarter as needed and shrinks when most of it is unused; a bucket takes 8 bytes (16 in a
+// wide log, see above), the Log itself 80.
 //
 // The zero Log is not usable; make one with NewLog. A Log is not safe for concurrent use.
 type Log struct {
+	// ring holds the buckets, capacity × (1 or 2 in a wide log) words; cap(ring) is what was
+	// allocated (a Go size class), for Cost. It is nil until the log has seen an instant, and
+	// never nil after: a nil ring is the log that has seen nothing.
+	ring   []uint64
 	window int64 // effective window, ns
 	gran   int64 // bucket width, ns
-	max    int   // most buckets kept: window/gran + 1
-	ring   []bucket
-	head   int   // index of the oldest bucket in ring
-	size   int   // buckets in use
 	total  int64 // sum of counts of the buckets in use
 	hw     int64 // latest instant seen by any operation (ns); the log's "now"
-	seen   bool  // whether hw is set
+	base   int64 // compact: the instant offsets are counted from; wideBase: the log is wide
+	start  int64 // first instant of the newest bucket's granule, while there is a bucket
+	head   uint32
+	size   uint32 // buckets in use
 }
 
 // NewLog returns an empty log for a window of w with buckets of width g. w must be a positive
 // whole multiple of g (Rule.Validate checks this).
 func NewLog(w, g time.Duration) *Log {
-	return &Log{window: int64(w), gran: int64(g), max: int(w/g) + 1}
-}
-
-func (l *Log) at(i int) *bucket { return &l.ring[(l.head+i)%len(l.ring)] }
-
-// advance moves the log's time to t if t is later, dropping what stops counting, and returns
-// the log's time: queries are answered there, never in the past.
-func (l *Log) advance(t int64) int64 {
-	if !l.seen || t > l.hw {
-		l.hw, l.seen = t, true
-		l.prune(t)
+	l := &Log{window: int64(w), gran: int64(g)}
+	if w > compactMaxWindow {
+		l.base = wideBase
 	}
-	return l.hw
+	return l
 }
 
-// prune drops the buckets whose latest request no longer counts at t (latest+W ≤ t).
-func (l *Log) prune(t int64) {
-	for l.size > 0 {
-		b := l.at(0)
-		if b.latest+l.window > t {
+// capacity returns how many buckets the ring holds.
+func (l *Log) capacity() uint32 {
+	if l.base == wideBase {
+		return uint32(len(l.ring) / 2)
+	}
+	return uint32(len(l.ring))
+}
+
+// slot returns the ring slot of the i-th bucket, oldest first.
+func (l *Log) slot(i int) uint32 {
+	s := l.head + uint32(i)
+	if c := l.capacity(); s >= c {
+		s -= c
+	}
+	return s
+}
+
+// get returns the latest instant and the count of the bucket in slot s.
+func (l *Log) get(s uint32) (latest, count int64) {
+	if l.base == wideBase {
+		return int64(l.ring[2*s]), int64(l.ring[2*s+1])
+	}
+	w := l.ring[s]
+	return l.base + int64(w>>countBits), int64(w & maxCount)
+}
+
+// put stores a bucket in slot s, widening the log first if the values do not fit a word.
+func (l *Log) put(s uint32, latest, count int64) {
+	if l.base != wideBase {
+		if off := uint64(latest - l.base); off <= maxOffset && uint64(count) <= maxCount {
+			l.ring[s] = off<<countBits | uint64(count)
 			return
 		}
-		l.total -= b.count
-		l.head = (l.head + 1) % len(l.ring)
-		l.size--
+		l.widen()
+	}
+	l.ring[2*s], l.ring[2*s+1] = uint64(latest), uint64(count)
+}
+
+// copySlot copies the bucket in slot from to slot to.
+func (l *Log) copySlot(to, from uint32) {
+	if l.base == wideBase {
+		l.ring[2*to], l.ring[2*to+1] = l.ring[2*from], l.ring[2*from+1]
+		return
+	}
+	l.ring[to] = l.ring[from]
+}
+
+// alloc returns a ring for n ≤ W/g + 1 buckets in the log's form; only its capacity (len) is
+// set, no bucket. The capacity takes in the rest of the Go size class the allocation falls in
+// (which Cost counts either way), up to W/g + 1 buckets: a ring never holds more buckets than
+// the window allows, so Add folds buckets exactly when the previous log did.
+func (l *Log) alloc(n int) []uint64 {
+	stride := 1
+	if l.base == wideBase {
+		stride = 2
+	}
+	most := min(l.window/l.gran+1, maxRing)
+	r := slices.Grow([]uint64(nil), int(min(int64(n), most))*stride)
+	return r[:min(int64(cap(r)/stride), most)*int64(stride)]
+}
+
+// relayout moves the buckets to a new ring of at least n ≥ size buckets, oldest in slot 0.
+func (l *Log) relayout(n int) {
+	r := l.alloc(n)
+	for i := range int(l.size) {
+		s := l.slot(i)
+		if l.base == wideBase {
+			r[2*i], r[2*i+1] = l.ring[2*s], l.ring[2*s+1]
+		} else {
+			r[i] = l.ring[s]
+		}
+	}
+	l.ring, l.head = r, 0
+}
+
+// widen turns a compact log wide, keeping every slot where it is; one-way.
+func (l *Log) widen() {
+	r := slices.Grow([]uint64(nil), 2*len(l.ring))[:2*len(l.ring)]
+	for i := range int(l.size) {
+		s := l.slot(i)
+		latest, count := l.get(s)
+		r[2*s], r[2*s+1] = uint64(latest), uint64(count)
+	}
+	l.ring, l.base = r, wideBase
+}
+
+// rebase moves a compact log's base to hw − W + 1, the earliest instant a record can be dated
+// at (Add), so that offsets start again below W; a log whose buckets do not fit from there
+// (only a decoded state can hold such buckets) widens instead.
+func (l *Log) rebase() {
+	nb := l.hw - l.window + 1
+	if nb == wideBase { // W = 1 ns at the last instant: any lower base serves
+		nb--
+	}
+	for i := range int(l.size) {
+		if latest, _ := l.get(l.slot(i)); uint64(latest-nb) > maxOffset {
+			l.widen()
+			return
+		}
+	}
+	d := uint64(nb-l.base) << countBits
+	for i := range int(l.size) {
+		l.ring[l.slot(i)] -= d
+	}
+	l.base = nb
+}
+
+// move sets the log's time to t, later than hw or the first instant the log sees, dropping
+// what stops counting. Callers test t > hw || ring == nil first, so that the usual query at
+// the log's own time costs one comparison.
+func (l *Log) move(t int64) {
+	l.hw = t
+	if l.ring == nil {
+		l.ring = l.alloc(minBuckets)
+		if l.base != wideBase {
+			l.rebase() // the first instant: base at the earliest a record can be dated
+		}
+		return
+	}
+	if l.size > 0 {
+		if latest, _ := l.get(l.head); latest+l.window <= t {
+			l.prune(t)
+		}
+	}
+	if l.base != wideBase && uint64(t-l.base) > maxOffset {
+		l.rebase()
 	}
 }
 
-// grow makes room for one more bucket, doubling the ring up to max; it reports false when the
-// ring is already at max.
+// prune drops the buckets whose latest request no longer counts at t (latest+W ≤ t), and
+// shrinks the ring when three quarters of it or more are unused.
+func (l *Log) prune(t int64) {
+	if l.size == 0 {
+		return
+	}
+	c, dropped := l.capacity(), false
+	for l.size > 0 {
+		latest, count := l.get(l.head)
+		if latest+l.window > t {
+			break
+		}
+		l.total -= count
+		if l.head++; l.head == c {
+			l.head = 0
+		}
+		l.size--
+		dropped = true
+	}
+	// A ring shrunk to twice the buckets left must gain as many buckets again before it grows,
+	// or lose half before it shrinks: amortised O(1) per bucket.
+	if dropped && c > minBuckets && l.size <= c/4 {
+		l.relayout(max(minBuckets, 2*int(l.size)))
+	}
+}
+
+// grow makes room for one more bucket, growing the ring by a quarter up to W/g + 1 buckets;
+// it reports false when the ring is already that large.
 func (l *Log) grow() bool {
-	if l.size < len(l.ring) {
+	c := int64(l.capacity())
+	if int64(l.size) < c {
 		return true
 	}
-	if len(l.ring) >= l.max {
+	most := min(l.window/l.gran+1, maxRing)
+	if c >= most {
 		return false
 	}
-	n := min(max(4, 2*len(l.ring)), l.max)
-	ring := make([]bucket, n)
-	for i := 0; i < l.size; i++ {
-		ring[i] = *l.at(i)
-	}
-	l.ring, l.head = ring, 0
+	l.relayout(int(min(max(minBuckets, c+c/4+1), most)))
 	return true
 }
 
@@ -87,21 +262,62 @@ func (l *Log) grow() bool {
 // dropped (DESIGN §4.3).
 func (l *Log) Add(now time.Time, n int) {
 	t := now.UnixNano()
-	if hw := l.advance(t); t+l.window <= hw {
-		t = hw
+	if t > l.hw || l.ring == nil {
+		l.move(t)
 	}
-	idx := floorDiv(t, l.gran)
-	l.total += int64(n)
-	// Walk back from the newest bucket: in-order writes stop at the first step.
-	i := l.size - 1
-	for ; i >= 0; i-- {
-		b := l.at(i)
-		if b.index == idx {
-			b.count += int64(n)
-			b.latest = max(b.latest, t)
+	if t+l.window <= l.hw {
+		t = l.hw
+	}
+	// The usual case: a record in the newest bucket's granule.
+	if l.size > 0 && uint64(t-l.start) < uint64(l.gran) {
+		s := l.head + l.size - 1
+		if l.base == wideBase {
+			if c := uint32(len(l.ring) / 2); s >= c {
+				s -= c
+			}
+			if t > int64(l.ring[2*s]) {
+				l.ring[2*s] = uint64(t)
+			}
+			l.ring[2*s+1] += uint64(n)
+			l.total += int64(n)
 			return
 		}
-		if b.index < idx {
+		if s >= uint32(len(l.ring)) {
+			s -= uint32(len(l.ring))
+		}
+		w := l.ring[s]
+		// n < 0 wraps c past maxCount unless the count stays ≥ 0: the exact sum either way.
+		c := w&maxCount + uint64(n)
+		if t > l.base+int64(w>>countBits) {
+			w = uint64(t-l.base) << countBits
+			if uint64(t-l.base) > maxOffset {
+				c = maxCount + 1 // the general case widens the log
+			}
+		} else {
+			w &^= maxCount
+		}
+		if c <= maxCount {
+			l.ring[s] = w | c
+			l.total += int64(n)
+			return
+		}
+	}
+	l.add(t, int64(n))
+}
+
+// add is Add's general case: a record in any granule, or a count that widens the log.
+func (l *Log) add(t, n int64) {
+	idx := floorDiv(t, l.gran)
+	l.total += n
+	// Walk back from the newest bucket: in-order writes stop at the first step.
+	i := int(l.size) - 1
+	for ; i >= 0; i-- {
+		s := l.slot(i)
+		latest, count := l.get(s)
+		if k := floorDiv(latest, l.gran); k == idx {
+			l.put(s, max(latest, t), count+n)
+			return
+		} else if k < idx {
 			break
 		}
 	}
@@ -110,36 +326,46 @@ func (l *Log) Add(now time.Time, n int) {
 		// invariant costs lateness, not memory. Fold the oldest bucket into its neighbour:
 		// its requests are then held a little longer, never released early.
 		if i < 0 {
-			l.at(0).count += int64(n)
+			s := l.slot(0)
+			latest, count := l.get(s)
+			l.put(s, latest, count+n)
 			return
 		}
-		second := l.at(1)
-		second.count += l.at(0).count
-		l.head = (l.head + 1) % len(l.ring)
+		first, second := l.slot(0), l.slot(1)
+		_, c0 := l.get(first)
+		latest, c1 := l.get(second)
+		l.put(second, latest, c1+c0)
+		if l.head++; l.head == l.capacity() {
+			l.head = 0
+		}
 		l.size--
 		i--
 	}
 	// Insert after position i, shifting newer buckets one place towards the back.
-	for j := l.size; j > i+1; j-- {
-		*l.at(j) = *l.at(j - 1)
+	for j := int(l.size); j > i+1; j-- {
+		l.copySlot(l.slot(j), l.slot(j-1))
 	}
-	*l.at(i + 1) = bucket{index: idx, latest: t, count: int64(n)}
+	if i+1 == int(l.size) {
+		l.start = idx * l.gran
+	}
 	l.size++
+	l.put(l.slot(i+1), t, n)
 }
 
 // Remove takes back up to n requests from the bucket that holds instant at. The bucket keeps
 // its latest instant, so what remains in it is never released earlier than before.
 func (l *Log) Remove(at time.Time, n int) {
-	idx := floorDiv(at.UnixNano(), l.gran)
-	for i := l.size - 1; i >= 0; i-- {
-		b := l.at(i)
-		if b.index == idx {
-			k := min(int64(n), b.count)
-			b.count -= k
+	a := at.UnixNano()
+	idx := floorDiv(a, l.gran)
+	for i := int(l.size) - 1; i >= 0; i-- {
+		s := l.slot(i)
+		latest, count := l.get(s)
+		if k := floorDiv(latest, l.gran); k == idx {
+			k := min(int64(n), count)
+			l.put(s, latest, count-k)
 			l.total -= k
 			return
-		}
-		if b.index < idx {
+		} else if k < idx {
 			return
 		}
 	}
@@ -148,7 +374,9 @@ func (l *Log) Remove(at time.Time, n int) {
 // Used returns how many recorded requests count at now (or at the latest instant seen, if
 // later): those recorded at s with s+W > now, counting each bucket until its latest instant + W.
 func (l *Log) Used(now time.Time) int {
-	l.advance(now.UnixNano())
+	if t := now.UnixNano(); t > l.hw || l.ring == nil {
+		l.move(t)
+	}
 	return int(l.total)
 }
 
@@ -156,17 +384,19 @@ func (l *Log) Used(now time.Time) int {
 // recorded: the time until enough of the oldest buckets have expired. It is measured from the
 // later of now and the latest instant seen.
 func (l *Log) WaitTime(now time.Time, n, limit int) time.Duration {
-	t := l.advance(now.UnixNano())
+	if t := now.UnixNano(); t > l.hw || l.ring == nil {
+		l.move(t)
+	}
 	excess := l.total + int64(n) - int64(limit)
 	if excess <= 0 {
 		return 0
 	}
 	var freed int64
-	for i := 0; i < l.size; i++ {
-		b := l.at(i)
-		freed += b.count
+	for i := range int(l.size) {
+		latest, count := l.get(l.slot(i))
+		freed += count
 		if freed >= excess {
-			return time.Duration(b.latest + l.window - t)
+			return time.Duration(latest + l.window - l.hw)
 		}
 	}
 	// n > limit: never reached through Strategy, which refuses such bursts.
@@ -180,27 +410,40 @@ func (l *Log) WaitTime(now time.Time, n, limit int) time.Duration {
 // the later instant kept): the earlier one's requests are then held a little longer, never
 // released early. The log holds no more buckets than before.
 func (l *Log) Shift(d time.Duration) {
-	if !l.seen {
+	if l.ring == nil {
 		return
 	}
 	dd := int64(d)
 	l.hw += dd
-	w := 0 // buckets kept so far; w ≤ i, so writing at w never overwrites one not yet read
-	for i := 0; i < l.size; i++ {
-		b := *l.at(i)
-		b.latest += dd
-		b.index = floorDiv(b.latest, l.gran)
-		if w > 0 {
-			if p := l.at(w - 1); p.index == b.index {
-				p.count += b.count
-				p.latest = max(p.latest, b.latest)
-				continue
-			}
-		}
-		*l.at(w) = b
-		w++
+	// A compact log's offsets hold: moving its base moves every bucket. A wide log's buckets
+	// move one by one below (those of a log that widens on the way have moved already).
+	if l.base != wideBase && l.base+dd == wideBase {
+		l.widen() // the shifted base would read as the wide mark
 	}
-	l.size = w
+	wide := l.base == wideBase
+	if !wide {
+		l.base += dd
+	}
+	w, prev := 0, int64(0) // buckets kept so far, and the granule of the last one kept
+	for i := range int(l.size) {
+		latest, count := l.get(l.slot(i))
+		if wide {
+			latest += dd
+		}
+		k := floorDiv(latest, l.gran)
+		if w > 0 && k == prev {
+			p := l.slot(w - 1)
+			pl, pc := l.get(p)
+			l.put(p, max(pl, latest), pc+count)
+			continue
+		}
+		l.put(l.slot(w), latest, count)
+		w, prev = w+1, k
+	}
+	l.size = uint32(w)
+	if w > 0 {
+		l.start = prev * l.gran
+	}
 }
 
 // Expiry returns the instant at which the newest bucket stops counting, or the zero time when
@@ -209,22 +452,24 @@ func (l *Log) Expiry() time.Time {
 	if l.size == 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, l.at(l.size-1).latest+l.window)
+	latest, _ := l.get(l.slot(int(l.size) - 1))
+	return time.Unix(0, latest+l.window)
 }
 
 // Latest returns the latest instant the log has seen, or the zero time.
 func (l *Log) Latest() time.Time {
-	if !l.seen {
+	if l.ring == nil {
 		return time.Time{}
 	}
 	return time.Unix(0, l.hw)
 }
 
-// Cost returns the approximate bytes held by the log.
-func (l *Log) Cost() int { return 80 + bucketBytes*len(l.ring) }
+// Cost returns the bytes the log holds on the heap: the Log and its ring's allocation, rounded
+// up to the Go size class it was allocated in (8 bytes a bucket in a compact log, 16 wide).
+func (l *Log) Cost() int { return logBytes + 8*cap(l.ring) }
 
 // Buckets returns the number of buckets held, for tests of the memory bound.
-func (l *Log) Buckets() int { return l.size }
+func (l *Log) Buckets() int { return int(l.size) }
 
 func floorDiv(a, b int64) int64 {
 	q := a / b
