@@ -61,7 +61,7 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 		}
 	}
 	gen := t.gen()
-	at, appAt, local, err := t.acquire(ctx, key, n, false, t.allLimits())
+	at, appAt, local, err := t.acquire(ctx, key, n, false, true, t.allLimits())
 	if err != nil {
 		return nil, err
 	}
