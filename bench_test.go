@@ -20,8 +20,8 @@ func (n noop) RoundTrip(*http.Request) (*http.Response, error) { return n.resp, 
 // noopStore is a store that keeps nothing and grants everything, allocating nothing: under it a
 // Transport's figures are its own work, the store's share taken out (BenchmarkTransport's
 // store=noop rows, TestRoundTripAllocs). In process, like the memory store, so that a paced
-// Transport over it has no degraded mode either. Use a pointer, one per Transport: each is a
-// store of its own (cache.SameStore).
+// Transport over it has no degraded mode either; a Syncer, for WithSync. Use a pointer, one per
+// Transport: each is a store of its own (cache.SameStore).
 type noopStore struct{ _ byte }
 
 func (*noopStore) Record(context.Context, *engine.Strategy, string, int) error { return nil }
@@ -34,8 +34,9 @@ func (*noopStore) Release(context.Context, *engine.Strategy, string, time.Time, 
 func (*noopStore) Peek(context.Context, *engine.Strategy, string, int) (strategy.Snapshot, error) {
 	return strategy.Snapshot{}, nil
 }
-func (*noopStore) Close() error    { return nil }
-func (*noopStore) InProcess() bool { return true }
+func (*noopStore) Sync(context.Context, *engine.Strategy, string, engine.Update) error { return nil }
+func (*noopStore) Close() error                                                        { return nil }
+func (*noopStore) InProcess() bool                                                     { return true }
 
 // BenchmarkTransport measures what the Transport adds to a request over a base RoundTripper
 // that does nothing (issue 17: under 150 ns is the goal), monitoring and paced, on one hot key
@@ -165,22 +166,29 @@ func BenchmarkSync(b *testing.B) {
 	req, _ := http.NewRequest(http.MethodGet, "https://api.xero.com/api.xro/2.0/Invoices", nil)
 	req.Header.Set("Xero-Tenant-Id", "tenant-1")
 	rules := []strategy.Rule{{Limit: 1 << 30, Window: time.Minute}, {Limit: 1 << 30, Window: 24 * time.Hour, Granularity: time.Minute}}
+	bare := noop{resp: &http.Response{StatusCode: 200}}
 	for _, sync := range []bool{false, true} {
-		b.Run("sync="+strconv.FormatBool(sync), func(b *testing.B) {
-			opts := []Option{WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)),
-				WithAppRules("app", strategy.Rule{Limit: 1 << 30, Window: time.Minute})}
-			if sync {
-				opts = append(opts, WithSync(SyncConfig{}))
-			}
-			tr, err := New(base, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer tr.Close()
-			b.ReportAllocs()
-			for b.Loop() {
-				tr.RoundTrip(req)
-			}
-		})
+		for _, resp := range []string{"xero", "bare"} {
+			b.Run("sync="+strconv.FormatBool(sync)+"/resp="+resp, func(b *testing.B) {
+				base := base
+				if resp == "bare" {
+					base = bare // no rate-limit fields at all: learning must cost about nothing
+				}
+				opts := []Option{WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)),
+					WithAppRules("app", strategy.Rule{Limit: 1 << 30, Window: time.Minute})}
+				if sync {
+					opts = append(opts, WithSync(SyncConfig{}))
+				}
+				tr, err := New(base, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Close()
+				b.ReportAllocs()
+				for b.Loop() {
+					tr.RoundTrip(req)
+				}
+			})
+		}
 	}
 }

@@ -12,7 +12,8 @@ import (
 
 // The Transport's own work on the common path (no mark from a Transport further out, no
 // Reservation, no WithCost or WithCostReport, no app rules, no in-flight limit, a store no other
-// Transport uses) allocates nothing: no charge on the heap, no request copy, no context. Over a
+// Transport uses) allocates nothing: no charge on the heap, no request copy, no context; nor
+// does learning from a response without rate-limit fields (WithSync). Over a
 // store that allocates nothing itself (noopStore, bench_test.go), so that the figure is the
 // Transport's whatever the memory store's is.
 func TestRoundTripAllocs(t *testing.T) {
@@ -28,6 +29,10 @@ func TestRoundTripAllocs(t *testing.T) {
 		{"paced", []Option{WithPacing()}},
 		{"monitor/SendNothing", []Option{WithStoreErrorPolicy(SendNothing)}},
 		{"paced/SendUncounted", []Option{WithPacing(), WithStoreErrorPolicy(SendUncounted)}},
+		// The response carries no rate-limit field: the default readers find nothing, and
+		// nothing is kept.
+		{"monitor/sync", []Option{WithSync(SyncConfig{})}},
+		{"paced/sync", []Option{WithPacing(), WithSync(SyncConfig{})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := noop{resp: &http.Response{StatusCode: 200}}
