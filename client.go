@@ -478,7 +478,7 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 	if lim.none() {
 		// A Transport wrapping this one, over the same store, counted this attempt in every
 		// counter this one keeps: counting it again would count it twice. The mark is passed
-		// on: this attempt took it. Its charge can be corrected up here (costMark).
+		// on: this attempt took it. Its charge can be corrected up here (outerCharge).
 		return t.send(base, t.marked(base, req, key, outer, true, 0), key, t.outerCharge(om))
 	}
 	n, err := t.requestCost(req, key, lim)

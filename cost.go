@@ -104,8 +104,13 @@ type charge struct {
 // cost that can never fit lim, or for a cost function that panicked.
 func (t *Transport) requestCost(req *http.Request, key string, lim limits) (n int, err error) {
 	if t.cost == nil {
-		return 1, nil
+		return 1, nil // small enough to inline: no call on the common path
 	}
+	return t.costOf(req, key, lim)
+}
+
+// costOf is requestCost with WithCost.
+func (t *Transport) costOf(req *http.Request, key string, lim limits) (n int, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			n, err = 0, fmt.Errorf("ratemonitor: WithCost: not sent: the cost function panicked on %s %s: %v", req.Method, credential.URL(req.URL), p)

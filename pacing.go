@@ -25,6 +25,9 @@ func WithPacing() Option {
 type pacer struct {
 	seed   maphash.Seed
 	shards [32]pacerShard
+	// nq is the number of queues over all shards (each shard's nq, summed), read by queued
+	// first: when nobody waits on any key, a paced request does not even hash its key.
+	nq atomic.Int32
 }
 
 type pacerShard struct {
@@ -79,6 +82,9 @@ func (t *Transport) Queued(key string) int {
 // queued returns the length of the pacer queue qkey (a key's, or one named by a queue prefix).
 func (t *Transport) queued(qkey string) int {
 	key := qkey
+	if t.pacer.nq.Load() == 0 {
+		return 0
+	}
 	sh := t.pacer.shard(key)
 	if sh.nq.Load() == 0 {
 		return 0
@@ -280,6 +286,7 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 		q = &queue{}
 		sh.queues[qkey] = q
 		sh.nq.Add(1)
+		t.pacer.nq.Add(1)
 	}
 	carried := passesFrom(ctx)
 	w := &waiter{n: n, prio: PriorityFrom(ctx), turn: make(chan struct{})}
@@ -335,6 +342,7 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 	if len(q.waiters) == 0 && sh.queues[key] == q {
 		delete(sh.queues, key)
 		sh.nq.Add(-1)
+		t.pacer.nq.Add(-1)
 	}
 }
 
