@@ -112,6 +112,53 @@ func TestMarkOnlyWhenStoreShared(t *testing.T) {
 	runtime.KeepAlive(other)
 }
 
+// A Transport that is garbage collected no longer counts on its store: the one left alone goes
+// back to passing the request as it is, and the count is forgotten with the last Transport.
+func TestStoreUseLeavesWithGC(t *testing.T) {
+	mem, err := cache.NewMemory(cache.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	kept, err := New(noop{}, WithRules(minute), WithStore(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		other, err := New(nil, WithRules(minute), WithStore(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other.Close()
+	}()
+	if !kept.needsMark(noop{}) {
+		t.Fatal("two Transports over one store: not marking")
+	}
+	collected := func(done func() bool) bool {
+		for range 200 {
+			runtime.GC()
+			if done() {
+				return true
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return false
+	}
+	if !collected(func() bool { return !kept.needsMark(noop{}) }) {
+		t.Fatal("the other Transport was collected (or should have been), and kept still marks")
+	}
+	id, _ := storeIdentity(mem)
+	kept.Close()
+	kept = nil
+	if !collected(func() bool {
+		storeUses.mu.Lock()
+		defer storeUses.mu.Unlock()
+		return storeUses.m[id] == nil
+	}) {
+		t.Error("the store's count outlives its last Transport")
+	}
+}
+
 // The default memory store New makes is shared once a Transport is made over it
 // (WithStore(t.Store())): both mark then, and the attempt is counted once.
 func TestMarkOwnStoreShared(t *testing.T) {
