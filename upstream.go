@@ -192,17 +192,16 @@ func (t *Transport) headerNow(now time.Time) time.Time {
 // learn applies what resp says to key and to the app key; extra are figures read from it
 // beyond the readers' (WithCostReport's).
 func (t *Transport) learn(req *http.Request, key string, resp *http.Response, extra []headers.Signal) {
-	var now time.Time // for the Paused events only
-	if t.obs != nil {
+	// now, the Transport's clock, is read only for what needs it: the Paused events, and the
+	// header fields' instant when that is not the wall clock (headerNow).
+	wall := sameClock(t.clock, clock.Real())
+	var now time.Time
+	if t.obs != nil || !wall {
 		now = t.clock.Now()
 	}
-	var hnow time.Time
-	if sameClock(t.clock, clock.Real()) {
-		hnow = wallNow() // headerNow's answer, without reading the other clock too
-	} else if t.obs != nil {
-		hnow = now
-	} else {
-		hnow = t.clock.Now()
+	hnow := now
+	if wall {
+		hnow = wallNow()
 	}
 	var keyUp, appUp engine.Update
 	app := false
