@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
@@ -174,6 +175,9 @@ type Transport struct {
 	// whatever the count (storeuse.go).
 	use        *storeUse
 	alwaysMark bool
+	// reserves is set by the first Reserve: before it, no request can carry a Reservation of
+	// this Transport, and RoundTrip does not look for one.
+	reserves atomic.Bool
 }
 
 // errTwoStrategies is the cause of the error WithRules or WithStrategy returns when the
@@ -468,12 +472,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // request goes to base as it is (marked).
 func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
 	ctx := req.Context()
-	lim, outer, om := t.uncounted(markFrom(ctx), key)
-	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
-		t.unreserveCounted(ctx, r, lim, outer)
-		// The slot is one of the request's cost: a higher real cost is recorded on top; none
-		// is given back (a spent slot never is).
-		return t.send(base, t.marked(base, req, key, outer, true, 0), key, t.slotCharge(lim))
+	// Each lookup below walks the context's chain: only when it may find something (shared,
+	// reserves).
+	var mark *countMark
+	if t.shared() {
+		mark = markFrom(ctx)
+	}
+	lim, outer, om := t.uncounted(mark, key)
+	if t.reserves.Load() { // else no Reservation of t exists, and take spends only t's
+		if r := reservationFrom(ctx); r != nil && r.take(t, key) {
+			t.unreserveCounted(ctx, r, lim, outer)
+			// The slot is one of the request's cost: a higher real cost is recorded on top;
+			// none is given back (a spent slot never is).
+			return t.send(base, t.marked(base, req, key, outer, true, 0), key, t.slotCharge(lim))
+		}
 	}
 	if lim.none() {
 		// A Transport wrapping this one, over the same store, counted this attempt in every

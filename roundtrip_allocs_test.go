@@ -1,6 +1,7 @@
 package ratemonitor
 
 import (
+	"context"
 	"net/http"
 	"runtime"
 	"testing"
@@ -156,6 +157,23 @@ func TestStoreUseLeavesWithGC(t *testing.T) {
 		return storeUses.m[id] == nil
 	}) {
 		t.Error("the store's count outlives its last Transport")
+	}
+}
+
+// A Transport alone on its store counts in full a request whose context carries a mark of that
+// store (a context kept from an attempt made while the store was shared, whose Transports are
+// gone): no live Transport further out counted it, so skipping the mark is an exact count where
+// taking it would leave the request uncounted.
+func TestStaleMarkCountedInFull(t *testing.T) {
+	tr := newTransport(t, noop{resp: &http.Response{StatusCode: 200}}, WithRules(minute))
+	stale := &countMark{Context: context.Background(), store: tr.Store()}
+	stale.counted = append(stale.inline[:0], countedOn{key: "api.example.com", strat: tr.strat})
+	req, _ := http.NewRequestWithContext(stale, http.MethodGet, "https://api.example.com/", nil)
+	if _, err := tr.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if got := usedOf(t, tr, "api.example.com"); got[0] != 1 {
+		t.Errorf("used %v after one request carrying a stale mark, want 1", got)
 	}
 }
 

@@ -101,5 +101,14 @@ func (t *Transport) needsMark(base http.RoundTripper) bool {
 	if _, ok := base.(*http.Transport); ok {
 		return false
 	}
+	return t.shared()
+}
+
+// shared reports whether another Transport of the process may use t's store. When none does,
+// no Transport further out can have marked an attempt that reaches t (a live outer Transport
+// over t's store would be counted), so a mark of t's store in a request's context is stale (a
+// context kept from an earlier attempt, made when the store was shared): t need not look for
+// one, and counting the attempt in full is right.
+func (t *Transport) shared() bool {
 	return t.alwaysMark || (t.use != nil && t.use.n.Load() > 1)
 }
