@@ -137,7 +137,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 		gen := t.gen() // before the reserve: a switch since then keeps the slots (releaseIn)
 		res, err := t.reserveOn(ctx, lim.strat, key, n)
 		keyFull = err == nil && !res.Allowed
-		if err == nil {
+		if err == nil && t.obs != nil { // checked here too: reserved is not inlined
 			t.reserved(key, n, res)
 		}
 		if err != nil {
@@ -154,7 +154,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 		if lim.app != nil {
 			if res.Allowed {
 				ares, err := t.reserveOn(ctx, lim.app.strat, lim.app.key, n)
-				if err == nil {
+				if err == nil && t.obs != nil {
 					t.reserved(lim.app.key, n, ares)
 				}
 				var se *StoreError
