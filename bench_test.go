@@ -1,6 +1,7 @@
 package ratemonitor
 
 import (
+	"context"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -9,11 +10,33 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 type noop struct{ resp *http.Response }
 
 func (n noop) RoundTrip(*http.Request) (*http.Response, error) { return n.resp, nil }
+
+// noopStore is a store that keeps nothing and grants everything, allocating nothing: under it a
+// Transport's figures are its own work, the store's share taken out (BenchmarkTransport's
+// store=noop rows, TestRoundTripAllocs). In process, like the memory store, so that a paced
+// Transport over it has no degraded mode either; a Syncer, for WithSync. Use a pointer, one per
+// Transport: each is a store of its own (cache.SameStore).
+type noopStore struct{ _ byte }
+
+func (*noopStore) Record(context.Context, *engine.Strategy, string, int) error { return nil }
+func (*noopStore) Reserve(context.Context, *engine.Strategy, string, int) (engine.Result, error) {
+	return engine.Result{Allowed: true}, nil
+}
+func (*noopStore) Release(context.Context, *engine.Strategy, string, time.Time, int) error {
+	return nil
+}
+func (*noopStore) Peek(context.Context, *engine.Strategy, string, int) (strategy.Snapshot, error) {
+	return strategy.Snapshot{}, nil
+}
+func (*noopStore) Sync(context.Context, *engine.Strategy, string, engine.Update) error { return nil }
+func (*noopStore) Close() error                                                        { return nil }
+func (*noopStore) InProcess() bool                                                     { return true }
 
 // BenchmarkTransport measures what the Transport adds to a request over a base RoundTripper
 // that does nothing (issue 17: under 150 ns is the goal), monitoring and paced, on one hot key
@@ -21,7 +44,8 @@ func (n noop) RoundTrip(*http.Request) (*http.Response, error) { return n.resp, 
 // with the default memory store. The rules are the README's Xero rules (a minute with a 1 s
 // margin, a day at the default 1 s granularity) with limits far above the rate, so that pacing
 // never waits and no key reaches a limit: this is the cost of counting and reserving, not of
-// waiting. The overhead is each row minus base-only.
+// waiting. The overhead is each row minus base-only. The store=noop rows run the same over a
+// store that keeps nothing (noopStore): the Transport's own part, without the store's.
 //
 //	go test -run '^$' -bench Transport -benchmem -benchtime 300ms -count 3 .
 func BenchmarkTransport(b *testing.B) {
@@ -63,6 +87,22 @@ func BenchmarkTransport(b *testing.B) {
 		for _, keys := range []int{1, 10_000} {
 			b.Run(mode+"/keys="+strconv.Itoa(keys), func(b *testing.B) {
 				opts := []Option{WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil))}
+				if mode == "paced" {
+					opts = append(opts, WithPacing())
+				}
+				tr, err := New(base, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Close()
+				run(b, tr, requests(keys))
+			})
+		}
+	}
+	for _, mode := range []string{"monitor", "paced"} {
+		for _, keys := range []int{1, 10_000} {
+			b.Run(mode+"/keys="+strconv.Itoa(keys)+"/store=noop", func(b *testing.B) {
+				opts := []Option{WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)), WithStore(&noopStore{})}
 				if mode == "paced" {
 					opts = append(opts, WithPacing())
 				}
@@ -126,22 +166,29 @@ func BenchmarkSync(b *testing.B) {
 	req, _ := http.NewRequest(http.MethodGet, "https://api.xero.com/api.xro/2.0/Invoices", nil)
 	req.Header.Set("Xero-Tenant-Id", "tenant-1")
 	rules := []strategy.Rule{{Limit: 1 << 30, Window: time.Minute}, {Limit: 1 << 30, Window: 24 * time.Hour, Granularity: time.Minute}}
+	bare := noop{resp: &http.Response{StatusCode: 200}}
 	for _, sync := range []bool{false, true} {
-		b.Run("sync="+strconv.FormatBool(sync), func(b *testing.B) {
-			opts := []Option{WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)),
-				WithAppRules("app", strategy.Rule{Limit: 1 << 30, Window: time.Minute})}
-			if sync {
-				opts = append(opts, WithSync(SyncConfig{}))
-			}
-			tr, err := New(base, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer tr.Close()
-			b.ReportAllocs()
-			for b.Loop() {
-				tr.RoundTrip(req)
-			}
-		})
+		for _, resp := range []string{"xero", "bare"} {
+			b.Run("sync="+strconv.FormatBool(sync)+"/resp="+resp, func(b *testing.B) {
+				base := base
+				if resp == "bare" {
+					base = bare // no rate-limit fields at all: learning must cost about nothing
+				}
+				opts := []Option{WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)),
+					WithAppRules("app", strategy.Rule{Limit: 1 << 30, Window: time.Minute})}
+				if sync {
+					opts = append(opts, WithSync(SyncConfig{}))
+				}
+				tr, err := New(base, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Close()
+				b.ReportAllocs()
+				for b.Loop() {
+					tr.RoundTrip(req)
+				}
+			})
+		}
 	}
 }

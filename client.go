@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
@@ -127,10 +128,11 @@ func (e *StoreError) Unwrap() error { return e.Err }
 //
 // Transports can be stacked (one the base of another, with other RoundTrippers between them or
 // not), say a minute rule wrapping an hour rule: over the same store, an attempt is counted once
-// in each counter, however the layers' rules overlap. For that, unless the base is a
-// *http.Transport, the base receives a shallow copy of the request (Request.WithContext) whose
-// context says which counters the attempt was counted in; a retry between two layers is a new
-// attempt and is counted by the inner one in full.
+// in each counter, however the layers' rules overlap. For that, when another Transport of the
+// process uses the same store (cache.SameStore) and the base is not a *http.Transport, the base
+// receives a shallow copy of the request (Request.WithContext) whose context says which counters
+// the attempt was counted in; a retry between two layers is a new attempt and is counted by the
+// inner one in full. A Transport alone on its store passes the request itself.
 //
 // Make one with New. The zero Transport records nothing: its RoundTrip passes every request to
 // http.DefaultTransport and its methods return ErrNotConfigured. A Transport is safe for
@@ -168,6 +170,14 @@ type Transport struct {
 
 	inflightCfg inflightConfig // WithInFlight, WithAppInFlight, WithInFlightLease
 	inflight    *inflight      // nil without them (inflight.go)
+
+	// use counts the Transports over the store, and alwaysMark says to mark every attempt
+	// whatever the count (storeuse.go).
+	use        *storeUse
+	alwaysMark bool
+	// reserves is set by the first Reserve: before it, no request can carry a Reservation of
+	// this Transport, and RoundTrip does not look for one.
+	reserves atomic.Bool
 }
 
 // errTwoStrategies is the cause of the error WithRules or WithStrategy returns when the
@@ -385,6 +395,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t.startInFlight()
+	t.joinStoreUse()
 	return t, nil
 }
 
@@ -454,20 +465,33 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // roundTrip is RoundTrip once the request holds its in-flight slots, if any (inflight.go).
+//
+// The common path (no mark from a Transport further out, no Reservation, no WithCost,
+// WithCostReport or WithAppRules, a store no other Transport uses) allocates nothing here: the
+// charge lives on the stack unless WithCostReport keeps it past the send (kept), and the
+// request goes to base as it is (marked).
 func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
 	ctx := req.Context()
-	lim, outer := t.uncounted(markFrom(ctx), key)
-	if r := reservationFrom(ctx); r != nil && r.take(t, key) {
-		t.unreserveCounted(ctx, r, lim, outer)
-		// The slot is one of the request's cost: a higher real cost is recorded on top; none
-		// is given back (a spent slot never is).
-		return t.send(base, t.marked(base, req, key, outer, true), key, t.slotCharge(lim))
+	// Each lookup below walks the context's chain: only when it may find something (shared,
+	// reserves).
+	var mark *countMark
+	if t.shared() {
+		mark = markFrom(ctx)
+	}
+	lim, outer, om := t.uncounted(mark, key)
+	if t.reserves.Load() { // else no Reservation of t exists, and take spends only t's
+		if r := reservationFrom(ctx); r != nil && r.take(t, key) {
+			t.unreserveCounted(ctx, r, lim, outer)
+			// The slot is one of the request's cost: a higher real cost is recorded on top;
+			// none is given back (a spent slot never is).
+			return t.send(base, t.marked(base, req, key, outer, true, 0), key, t.slotCharge(lim))
+		}
 	}
 	if lim.none() {
 		// A Transport wrapping this one, over the same store, counted this attempt in every
 		// counter this one keeps: counting it again would count it twice. The mark is passed
-		// on: this attempt took it. Its charge can be corrected up here (costMark).
-		return t.send(base, t.marked(base, req, key, outer, true), key, t.outerCharge(markFrom(ctx)))
+		// on: this attempt took it. Its charge can be corrected up here (outerCharge).
+		return t.send(base, t.marked(base, req, key, outer, true, 0), key, t.outerCharge(om))
 	}
 	n, err := t.requestCost(req, key, lim)
 	if err != nil {
@@ -476,13 +500,13 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		}
 		return nil, err
 	}
-	ch := &charge{n: n, lim: lim, gen: t.gen()}
+	ch := charge{n: n, lim: lim, gen: t.gen()}
 	switch {
 	case t.pacing && lim.strat == nil:
 		// Only the app key is left to count: pace on it alone.
-		ch.appAt, _, ch.local, err = t.acquire(ctx, lim.app.key, n, t.policy == SendUncounted, limits{strat: lim.app.strat})
+		ch.appAt, _, ch.local, err = t.acquire(ctx, lim.app.key, n, t.policy == SendUncounted, t.costReport != nil, limits{strat: lim.app.strat})
 	case t.pacing:
-		ch.at, ch.appAt, ch.local, err = t.acquire(ctx, key, n, t.policy == SendUncounted, lim)
+		ch.at, ch.appAt, ch.local, err = t.acquire(ctx, key, n, t.policy == SendUncounted, t.costReport != nil, lim)
 	default:
 		err = t.record(ctx, key, n, lim)
 	}
@@ -500,9 +524,9 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		t.storeFailed(req, se.Key, se.Err)
 		// Not counted here: a Transport inside this one must count it (in every counter but
 		// those counted further out).
-		return t.send(base, t.marked(base, req, key, outer, false), key, nil)
+		return t.send(base, t.marked(base, req, key, outer, false, 0), key, nil)
 	}
-	return t.send(base, t.costMarked(t.marked(base, req, key, outer, true), req, n), key, ch)
+	return t.send(base, t.marked(base, req, key, outer, true, n), key, t.kept(&ch))
 }
 
 // record counts a request of cost n on key and, with WithAppRules, on the app key, and returns the
@@ -511,6 +535,14 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 // there records nothing; when the request's key then fails, the app key keeps a count for a
 // request that was not sent (one of the app's many: an over-count, never an under-count).
 func (t *Transport) record(ctx context.Context, key string, n int, lim limits) error {
+	if !t.contends {
+		// No turns to take (recordTurn): the store's own error is the answer.
+		err := t.recordBoth(ctx, key, n, lim)
+		if err != nil && ctx.Err() != nil {
+			return gaveUp(ctx, err)
+		}
+		return err
+	}
 	leave, err := t.recordTurn(ctx, key)
 	if err != nil {
 		return err

@@ -104,8 +104,13 @@ type charge struct {
 // cost that can never fit lim, or for a cost function that panicked.
 func (t *Transport) requestCost(req *http.Request, key string, lim limits) (n int, err error) {
 	if t.cost == nil {
-		return 1, nil
+		return 1, nil // small enough to inline: no call on the common path
 	}
+	return t.costOf(req, key, lim)
+}
+
+// costOf is requestCost with WithCost.
+func (t *Transport) costOf(req *http.Request, key string, lim limits) (n int, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			n, err = 0, fmt.Errorf("ratemonitor: WithCost: not sent: the cost function panicked on %s %s: %v", req.Method, credential.URL(req.URL), p)
@@ -276,6 +281,16 @@ func owedBack(s *engine.Strategy, at, now time.Time, back int) int {
 	return back
 }
 
+// kept returns the charge c for the send, which keeps it past the response only with
+// WithCostReport: a copy on the heap then, else nil (c stays on the caller's stack).
+func (t *Transport) kept(c *charge) *charge {
+	if t.costReport == nil {
+		return nil
+	}
+	k := *c
+	return &k
+}
+
 // slotCharge is the charge of a request sent on a Reservation's slot, for WithCostReport: one,
 // on the counters left to count (lim), at no instant (so never given back).
 func (t *Transport) slotCharge(lim limits) *charge {
@@ -296,15 +311,4 @@ func (t *Transport) outerCharge(m *countMark) *charge {
 		return nil
 	}
 	return &charge{n: m.cost, lim: t.allLimits(), gen: t.gen()}
-}
-
-// costMarked records in out's mark, when marked made one for req, the cost n the attempt was
-// charged, and whether this Transport corrects it itself, for outerCharge.
-func (t *Transport) costMarked(out, req *http.Request, n int) *http.Request {
-	if out != req {
-		if m := markFrom(out.Context()); m != nil {
-			m.cost, m.corrects = n, t.costReport != nil
-		}
-	}
-	return out
 }

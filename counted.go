@@ -100,15 +100,16 @@ func markFrom(ctx context.Context) *countMark {
 }
 
 // uncounted returns what is left of t's limits for an attempt on key carrying mark m (nil: no
-// mark), and the counters Transports further out, over t's store, counted this attempt in (nil
-// when none did, or their mark was already taken by an earlier attempt), for t to pass on.
-func (t *Transport) uncounted(m *countMark, key string) (limits, counters) {
+// mark), the counters Transports further out, over t's store, counted this attempt in (nil
+// when none did, or their mark was already taken by an earlier attempt), for t to pass on,
+// and the mark that said so (for outerCharge).
+func (t *Transport) uncounted(m *countMark, key string) (limits, counters, *countMark) {
 	lim := t.allLimits()
 	for m != nil && !cache.SameStore(m.store, t.store) {
 		m = m.parent
 	}
 	if m == nil || m.taken.Swap(true) {
-		return lim, nil
+		return lim, nil, nil
 	}
 	lim.strat = t.strat.Without(func(id string) bool { return m.counted.has(key, id) })
 	if t.app != nil {
@@ -118,19 +119,21 @@ func (t *Transport) uncounted(m *countMark, key string) (limits, counters) {
 			lim.app = &appLimit{key: t.app.key, strat: s}
 		}
 	}
-	return lim, m.counted
+	return lim, m.counted, m
 }
 
 // marked returns req with a mark saying that the attempt is counted in the counters outer names
 // (counted further out, see uncounted) and, when self is set, in every counter of t on key and
-// on the app key, for a Transport that base may be. Marks of other stores stay in the chain.
-// When base is a net/http Transport, which is never one of ours, req is returned as it is.
+// on the app key, for a Transport that base may be. cost is what t charged the attempt (0:
+// nothing, or one Reservation slot), for outerCharge. Marks of other stores stay in the chain.
+// When no Transport further in can read the mark (needsMark: base is a net/http Transport, or
+// t is alone on its store) and no outer counters are to be passed on, req is returned as it is.
 // Marking costs two allocations (the mark with its context, and the request's shallow copy).
-func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string, outer counters, self bool) *http.Request {
+func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string, outer counters, self bool, cost int) *http.Request {
 	if _, ok := base.(*http.Transport); ok {
 		return req
 	}
-	if !self && len(outer) == 0 {
+	if len(outer) == 0 && (!self || !t.needsMark(base)) {
 		return req
 	}
 	ctx := req.Context()
@@ -141,6 +144,9 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 		if t.app != nil {
 			m.counted = append(m.counted, countedOn{key: t.app.key, strat: t.app.strat})
 		}
+	}
+	if cost > 0 {
+		m.cost, m.corrects = cost, t.costReport != nil
 	}
 	return req.WithContext(m)
 }

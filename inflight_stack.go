@@ -11,7 +11,8 @@ import (
 // a request holds one slot of its key there, not one per layer, else two layers with
 // WithInFlight(5) would let only 2 or 3 requests go. The outer layer passes the slots it holds
 // to its base in the request's context; an inner layer over the same store (cache.SameStore)
-// skips the slots of those keys. Not through an *http.Transport, which is never a Transport.
+// skips the slots of those keys. Not through an *http.Transport, which is never a Transport,
+// nor when no other Transport of the process uses the store (storeuse.go).
 
 type inflightMarkKey struct{}
 
@@ -34,9 +35,10 @@ func heldOutside(ctx context.Context, store cache.Store, key string) bool {
 }
 
 // markHeld returns req with h's slots marked in its context for the Transports base may hold,
-// or req itself when there is nothing to mark.
+// or req itself when there is nothing to mark, or no Transport further in could read the mark
+// (needsMark: heldOutside, too, reads only marks of its own store).
 func (h *held) markHeld(base http.RoundTripper, req *http.Request) *http.Request {
-	if _, ok := base.(*http.Transport); ok || len(h.slots) == 0 {
+	if len(h.slots) == 0 || !h.f.t.needsMark(base) {
 		return req
 	}
 	ctx := req.Context()

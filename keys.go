@@ -3,6 +3,7 @@ package ratemonitor
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/ratemonitor/ratemonitor/internal/credential"
 )
@@ -51,9 +52,16 @@ func keyByHeader(name string, fallback KeyFunc, secret []byte, hash bool) KeyFun
 
 type keyContext struct{}
 
+// keysGiven is set by the first WithKey of the process: before it no context can carry a key
+// (keyContext is this package's), and Transport.Key does not walk the request's context for one.
+var keysGiven atomic.Bool
+
 // WithKey returns a copy of ctx that makes a Transport count the request carrying it under key,
 // whatever its KeyFunc says. key is used as it is: hash a credential first (HashedKey).
 func WithKey(ctx context.Context, key string) context.Context {
+	if !keysGiven.Load() { // read first: a store on every call would bounce the cache line
+		keysGiven.Store(true)
+	}
 	return context.WithValue(ctx, keyContext{}, key)
 }
 
@@ -66,8 +74,10 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 // Key returns the key t counts req under: the one set with WithKey on its context, or else
 // the KeyFunc's.
 func (t *Transport) Key(req *http.Request) string {
-	if k, ok := KeyFromContext(req.Context()); ok {
-		return k
+	if keysGiven.Load() { // else no WithKey yet: nothing to find in the context
+		if k, ok := KeyFromContext(req.Context()); ok {
+			return k
+		}
 	}
 	if t.keyFunc == nil {
 		return KeyByHost(req)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,11 +25,17 @@ func WithPacing() Option {
 type pacer struct {
 	seed   maphash.Seed
 	shards [32]pacerShard
+	// nq is the number of queues over all shards (each shard's nq, summed), read by queued
+	// first: when nobody waits on any key, a paced request does not even hash its key.
+	nq atomic.Int32
 }
 
 type pacerShard struct {
 	mu     sync.Mutex
 	queues map[string]*queue
+	// nq is len(queues), written under mu, read without it by queued: a paced request on a key
+	// nobody waits on (the common case) then takes no lock.
+	nq atomic.Int32
 }
 
 // queue is one key's waiters, in arrival order; the head, one of them, is the only one that
@@ -75,7 +82,13 @@ func (t *Transport) Queued(key string) int {
 // queued returns the length of the pacer queue qkey (a key's, or one named by a queue prefix).
 func (t *Transport) queued(qkey string) int {
 	key := qkey
+	if t.pacer.nq.Load() == 0 {
+		return 0
+	}
 	sh := t.pacer.shard(key)
+	if sh.nq.Load() == 0 {
+		return 0
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if q := sh.queues[key]; q != nil {
@@ -92,13 +105,15 @@ func (t *Transport) queued(qkey string) int {
 // A store error comes back as a *StoreError; a context that ends first comes back as its error,
 // and a wait that would pass its deadline, at once, as a *DeadlineError. On error nothing stays
 // recorded, except the key's slots when the app key's store call failed and keepOnStoreError is
-// set (the request is then sent anyway, under SendUncounted).
-func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError bool, lim limits) (at, appAt, local time.Time, err error) {
+// set (the request is then sent anyway, under SendUncounted). local is read only when
+// wantLocal is set (a clock read per reserve that a paced RoundTrip without WithCostReport does
+// not need), and is zero otherwise.
+func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError, wantLocal bool, lim limits) (at, appAt, local time.Time, err error) {
 	if t.obs == nil {
-		return t.acquireSlots(ctx, key, n, keepOnStoreError, lim)
+		return t.acquireSlots(ctx, key, n, keepOnStoreError, wantLocal, lim)
 	}
 	start := t.clock.Now()
-	at, appAt, local, err = t.acquireSlots(ctx, key, n, keepOnStoreError, lim)
+	at, appAt, local, err = t.acquireSlots(ctx, key, n, keepOnStoreError, wantLocal, lim)
 	if err == nil {
 		t.waited(key, n, start)
 	}
@@ -106,22 +121,23 @@ func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreE
 }
 
 // acquireSlots is acquire without the observer's Waited event.
-func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnStoreError bool, lim limits) (at, appAt, local time.Time, err error) {
+func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnStoreError, wantLocal bool, lim limits) (at, appAt, local time.Time, err error) {
 	if err := ctx.Err(); err != nil {
 		return at, appAt, local, err
 	}
-	ctx = withPasses(ctx) // MaxOvertakes across the key's queue and the app key's
 	// reserve asks the store once for both keys. The key's slots are never held while waiting
 	// for the app key's: a slot is counted from the instant it is recorded, so one held for a
 	// while before the send would free early by as much. A refusal whose wait would pass the
 	// deadline is an error; the wait reported is the longer of the two keys'.
 	keyFull := false // the last reserve was refused by key itself, not by the app key
 	reserve := func() (time.Duration, error) {
-		local = t.clock.Now()
+		if wantLocal {
+			local = t.clock.Now()
+		}
 		gen := t.gen() // before the reserve: a switch since then keeps the slots (releaseIn)
 		res, err := t.reserveOn(ctx, lim.strat, key, n)
 		keyFull = err == nil && !res.Allowed
-		if err == nil {
+		if err == nil && t.obs != nil { // checked here too: reserved is not inlined
 			t.reserved(key, n, res)
 		}
 		if err != nil {
@@ -138,7 +154,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 		if lim.app != nil {
 			if res.Allowed {
 				ares, err := t.reserveOn(ctx, lim.app.strat, lim.app.key, n)
-				if err == nil {
+				if err == nil && t.obs != nil {
 					t.reserved(lim.app.key, n, ares)
 				}
 				var se *StoreError
@@ -181,6 +197,9 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 			return at, appAt, local, err
 		}
 	}
+	// MaxOvertakes across the key's queue and the app key's: only the queues read it, so a
+	// request served at once above needs none (a context and its value, two allocations).
+	ctx = withPasses(ctx)
 	leaveKey, err := t.join(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, ahead, lim) })
 	if err != nil {
 		return at, appAt, local, err
@@ -266,6 +285,8 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 		}
 		q = &queue{}
 		sh.queues[qkey] = q
+		sh.nq.Add(1)
+		t.pacer.nq.Add(1)
 	}
 	carried := passesFrom(ctx)
 	w := &waiter{n: n, prio: PriorityFrom(ctx), turn: make(chan struct{})}
@@ -320,6 +341,8 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 	}
 	if len(q.waiters) == 0 && sh.queues[key] == q {
 		delete(sh.queues, key)
+		sh.nq.Add(-1)
+		t.pacer.nq.Add(-1)
 	}
 }
 

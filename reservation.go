@@ -60,8 +60,9 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 			return nil, fmt.Errorf("app key %q: %w", t.app.key, err)
 		}
 	}
+	t.reserves.Store(true) // before any Reservation of t exists (RoundTrip reads it)
 	gen := t.gen()
-	at, appAt, local, err := t.acquire(ctx, key, n, false, t.allLimits())
+	at, appAt, local, err := t.acquire(ctx, key, n, false, true, t.allLimits())
 	if err != nil {
 		return nil, err
 	}

@@ -192,8 +192,17 @@ func (t *Transport) headerNow(now time.Time) time.Time {
 // learn applies what resp says to key and to the app key; extra are figures read from it
 // beyond the readers' (WithCostReport's).
 func (t *Transport) learn(req *http.Request, key string, resp *http.Response, extra []headers.Signal) {
-	now := t.clock.Now()
-	hnow := t.headerNow(now)
+	// now, the Transport's clock, is read only for what needs it: the Paused events, and the
+	// header fields' instant when that is not the wall clock (headerNow).
+	wall := sameClock(t.clock, clock.Real())
+	var now time.Time
+	if t.obs != nil || !wall {
+		now = t.clock.Now()
+	}
+	hnow := now
+	if wall {
+		hnow = wallNow()
+	}
 	var keyUp, appUp engine.Update
 	app := false
 	// the latest reset of a limit the response says is used up, per key
@@ -246,16 +255,21 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response, ex
 	keyUp.Pause = min(max(0, keyReset), t.sync.MaxPause)
 	appUp.Pause = min(max(0, appReset), t.sync.MaxPause)
 
+	keySync := keyUp.Pause > 0 || len(keyUp.Reports) > 0
+	appSync := t.app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0)
+	if !keySync && !appSync {
+		return // the response said nothing about the limits: nothing to keep
+	}
 	syncer := t.store.(cache.Syncer)
 	ctx := context.WithoutCancel(req.Context()) // the response has arrived: record what it said
-	if keyUp.Pause > 0 || len(keyUp.Reports) > 0 {
+	if keySync {
 		if err := syncer.Sync(ctx, t.strat, key, keyUp); err != nil {
 			t.syncFailed(req, key, err)
 		} else if keyUp.Pause > 0 && t.obs != nil {
 			t.obs.Observe(observe.Event{Kind: observe.Paused, Key: key, Until: now.Add(keyUp.Pause)})
 		}
 	}
-	if t.app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0) {
+	if appSync {
 		if err := syncer.Sync(ctx, t.app.strat, t.app.key, appUp); err != nil {
 			t.syncFailed(req, t.app.key, err)
 		} else if appUp.Pause > 0 && t.obs != nil {

@@ -82,7 +82,7 @@ func ParseXero(h http.Header) Xero {
 func XeroReader(minute, day time.Duration) Declared {
 	read := func(h http.Header, now time.Time) Report {
 		x := ParseXero(h)
-		r := Report{Signals: make([]Signal, 0, 3)}
+		var r Report // Signals made at the first figure: a response without any allocates nothing
 		resets := [3]time.Duration{Unknown, Unknown, Unknown}
 		if x.Problem != NoProblem && x.Problem != OtherProblem {
 			if d, ok := RetryAfter(h, now); ok {
@@ -91,6 +91,9 @@ func XeroReader(minute, day time.Duration) Declared {
 		}
 		add := func(app bool, w time.Duration, remaining int, reset time.Duration) {
 			if remaining != Unknown {
+				if r.Signals == nil {
+					r.Signals = make([]Signal, 0, 3)
+				}
 				r.Signals = append(r.Signals, Signal{App: app, Window: w, Remaining: remaining, Limit: Unknown, Reset: reset})
 			}
 		}
