@@ -96,8 +96,10 @@ type Memory struct {
 	logger  *slog.Logger
 	seed    maphash.Seed
 
-	// life is held for reading around every call that can reach ristretto's write buffer,
-	// which panics once closed; Close holds it for writing.
+	// life is held for reading around every call that can reach ristretto's buffers, which
+	// panic once closed, and by the operations that change the tiers; Close and compact hold
+	// it for writing. An operation on a key found in the index takes it only when it must
+	// reach ristretto (see do).
 	life   sync.RWMutex
 	closed atomic.Bool
 	tiers  // pinned keys, the list of keys in ristretto, their locks (memory_tier.go)
@@ -123,19 +125,66 @@ func (m *Memory) fail(ctx context.Context, op, key string, err error) error {
 	return err
 }
 
-// entry is one key's state: a counter per counter ID, guarded by mu.
+// entry is one key's state: a counter per counter ID, guarded by mu. Its fields are laid out
+// so that it takes 128 bytes (one size class); what few keys need (a second strategy with
+// another slot order, a pause or reported figures) is behind more.
 type entry struct {
-	mu       sync.Mutex
-	key      string
-	evicted  bool // set by ristretto's eviction; an evicted entry must not be updated
-	ids      []string
-	counters []engine.Counter
-	upstream engine.Upstream  // pause and reported figures (Sync)
-	strat    *engine.Strategy // the strategy scratch was built for
-	scratch  []engine.Counter // counters of strat's slots, in slot order
-	ttlUntil int64            // instant (store's clock, ns) up to which the sweep keeps the entry
-	cost     int              // cost last given to ristretto (or counted in the pinned tier)
-	tierState
+	mu sync.Mutex
+	// evicted is set by ristretto's eviction or a drop: an evicted entry must not be updated.
+	evicted bool
+	// pinned is set while the entry is in its shard's pinned map rather than in ristretto;
+	// it changes only with both the shard's lock and the entry's lock held.
+	pinned bool
+	// dropped is set (under the entry's lock) when ristretto evicts the entry while it is
+	// pinned: an unpin under way then knows that ristretto did not keep it.
+	dropped bool
+	// pinning is set, with pinned, from when an operation put the entry in the pinned map to
+	// when finishPin has taken it out of ristretto and counted it in the pinned tier.
+	pinning bool
+	// listed places the entry on the list of entries in ristretto (listMu), with prev, next.
+	listed bool
+	// hits counts operations found in the index, for the sampled Gets (getSample).
+	hits uint8
+	cost int    // cost last given to ristretto (or counted in the pinned tier)
+	hash uint64 // maphash of key under the store's seed: shard and index slot
+	key  string
+	// hw is an upper bound of the latest instant (store's clock, ns) the key's state has
+	// seen: an operation whose clock reads more than StepTolerance behind it rebases.
+	hw int64
+	// limitUntil is the instant (store's clock, ns) up to which a strategy found the key at
+	// its limit (see atLimit); set under the entry's lock.
+	limitUntil int64
+	strat      *engine.Strategy // the strategy last used on the key
+	// base is the strategy the first counters were made for: counters[:base.Slots()] are its
+	// slots, in its order.
+	base       *engine.Strategy
+	counters   []engine.Counter
+	more       *entryMore
+	prev, next *entry
+}
+
+// entryMore is the part of an entry few keys need, allocated on first use.
+type entryMore struct {
+	ids        []string         // counter ID of each of counters, once a strategy other than base uses the key
+	scratchFor *engine.Strategy // the strategy scratch holds the slots of
+	scratch    []engine.Counter // counters of scratchFor's slots, in slot order
+	up         engine.Upstream  // pause and reported figures (Sync)
+}
+
+// upstream returns e's Upstream, or nil while nothing was said about the key.
+func (e *entry) upstream() *engine.Upstream {
+	if e.more == nil {
+		return nil
+	}
+	return &e.more.up
+}
+
+// pausedUntil is the end of e's pause (zero when never paused).
+func (e *entry) pausedUntil() time.Time {
+	if e.more == nil {
+		return time.Time{}
+	}
+	return e.more.up.PausedUntil
 }
 
 // NewMemory returns a memory store. Close it to stop ristretto's goroutines.
@@ -173,12 +222,25 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	return m, nil
 }
 
+// op says what an operation may do to a key's state besides running its function.
+type op struct {
+	// write admits a key that has no state (Record, Reserve, Admit, Sync); without it such a
+	// key is answered from empty counters.
+	write bool
+	// sync gives the function an Upstream to write to (Sync); the others get nil until the key
+	// has one.
+	sync bool
+	// at is an instant (ns) the function hands the counters besides the store's own (Release's
+	// at), so that the entry's latest instant stays an upper bound; 0 when none.
+	at int64
+}
+
 // Record implements Store.
 func (m *Memory) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.fail(ctx, "record", key, m.do(ctx, s, key, true, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
+	return m.fail(ctx, "record", key, m.do(ctx, s, key, op{write: true}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
 }
 
 // Reserve implements Store.
@@ -192,7 +254,7 @@ func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 		return engine.Result{}, err
 	}
 	var res engine.Result
-	err := m.do(ctx, s, key, true, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
+	err := m.do(ctx, s, key, op{write: true}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		res, _ = s.ReserveWith(cs, up, now, n)
 	})
 	return res, m.fail(ctx, "reserve", key, err)
@@ -206,7 +268,7 @@ func (m *Memory) Admit(ctx context.Context, s *engine.Strategy, key string, n in
 		}
 	}
 	var d strategy.Decision
-	err := m.do(ctx, s, key, true, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) {
+	err := m.do(ctx, s, key, op{write: true}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) {
 		d, _ = s.Admit(cs, now, n)
 	})
 	return d, m.fail(ctx, "admit", key, err)
@@ -217,7 +279,7 @@ func (m *Memory) Release(ctx context.Context, s *engine.Strategy, key string, at
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.fail(ctx, "release", key, m.do(ctx, s, key, false, func(cs []engine.Counter, _ *engine.Upstream, _ time.Time) { s.Release(cs, at, n) }))
+	return m.fail(ctx, "release", key, m.do(ctx, s, key, op{at: at.UnixNano()}, func(cs []engine.Counter, _ *engine.Upstream, _ time.Time) { s.Release(cs, at, n) }))
 }
 
 // Peek implements Store. A key with no state is answered from empty counters, without admitting
@@ -229,7 +291,7 @@ func (m *Memory) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 		}
 	}
 	var snap strategy.Snapshot
-	err := m.do(ctx, s, key, false, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
+	err := m.do(ctx, s, key, op{}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		snap, _ = s.PeekWith(cs, up, now, n)
 	})
 	return snap, m.fail(ctx, "peek", key, err)
@@ -242,7 +304,7 @@ func (m *Memory) Sync(ctx context.Context, s *engine.Strategy, key string, u eng
 			return err
 		}
 	}
-	return m.fail(ctx, "sync", key, m.do(ctx, s, key, true, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
+	return m.fail(ctx, "sync", key, m.do(ctx, s, key, op{write: true, sync: true}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
 }
 
 // InProcess reports true (cache.InProcess): the store's state is this process's memory.
@@ -264,26 +326,62 @@ func (m *Memory) Close() error {
 	}
 	m.stopJanitor()
 	m.life.Lock()
-	defer m.life.Unlock()
 	m.client.Close()
 	ReleaseClaims(m)
+	m.life.Unlock()
+	// Operations on keys found in the index take neither life nor a shard's lock: waiting for
+	// each entry's lock once waits for those under way (the later ones see closed under it).
+	// Emptying the index and the tiers lets their state go even while m is still referenced.
+	for i := range m.shard {
+		sh := &m.shard[i]
+		sh.mu.Lock()
+		for _, e := range sh.ix.clear() {
+			e.mu.Lock()
+			//nolint:staticcheck // an empty critical section: waiting for the operation under way is the point
+			e.mu.Unlock()
+		}
+		sh.pinMu.Lock()
+		sh.pinned = nil
+		sh.pinMu.Unlock()
+		sh.mu.Unlock()
+	}
+	m.listMu.Lock()
+	m.head, m.tail = nil, nil
+	m.listMu.Unlock()
 	return nil
 }
 
+// getSample is how often (in operations on one entry held in ristretto) an operation found in
+// the index also reads the key from ristretto: that Get is what feeds ristretto's TinyLFU the
+// key's frequency, so that its evictions still spare the keys in use, at a sixteenth of the
+// cost of reading every time.
+const getSample = 16
+
 // do runs fn on the counters of key's slots under s, with the key's lock held and the instant
-// read from the store's clock under that lock. A key with no state is admitted when write is
+// read from the store's clock under that lock. A key with no state is admitted when o.write is
 // set, and otherwise answered from empty counters.
-func (m *Memory) do(ctx context.Context, s *engine.Strategy, key string, write bool, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
+//
+// A key the store holds is found in the index (memory_index.go) and updated without life or a
+// shard's lock; only what reaches ristretto (an admission, a new cost, a move between the
+// tiers, a sampled Get) takes life, which Close holds for writing.
+func (m *Memory) do(ctx context.Context, s *engine.Strategy, key string, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
 	if s == nil {
 		return errors.New("ratemonitor: memory store: nil strategy")
 	}
-	err := m.doLive(ctx, s, key, write, fn)
+	h := maphash.String(m.seed, key)
+	sh := &m.shard[h%shards]
+	if e := sh.ix.find(h, key); e != nil {
+		if done, err := m.update(ctx, s, e, o, fn, false); done {
+			return err
+		}
+	}
+	err := m.doLive(ctx, s, sh, h, key, o, fn)
 	m.maybeCompact()
 	return err
 }
 
-// doLive is do, under life.
-func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, key string, write bool, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
+// doLive is do's slow path, under life: a key not in the index, or whose entry was evicted.
+func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, sh *shard, h uint64, key string, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
 	// ristretto's channels panic once it is closed: every call into it runs under life.
 	m.life.RLock()
 	defer m.life.RUnlock()
@@ -292,70 +390,133 @@ func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, key string, wri
 	}
 	var stale *entry
 	for range 3 {
-		e, ok := m.lookup(ctx, key)
-		if !ok || e == stale {
-			if !write {
+		e := sh.ix.find(h, key)
+		if e == nil || e == stale {
+			if !o.write {
 				cs := s.NewCounters()
-				fn(cs, &engine.Upstream{}, m.clock.Now())
+				fn(cs, nil, m.clock.Now())
 				return nil
 			}
 			var err error
 			var applied bool
-			if e, applied, err = m.admit(ctx, s, key, stale, fn); err != nil || applied {
+			if e, applied, err = m.admit(ctx, s, sh, h, key, stale, o, fn); err != nil || applied {
 				return err
 			}
 		}
-		e.mu.Lock()
-		if e.evicted {
-			e.mu.Unlock()
-			stale = e
-			continue
+		if done, err := m.update(ctx, s, e, o, fn, true); done {
+			return err
 		}
-		now := m.apply(e, s, fn)
-		old := e.cost
-		cost, _, refresh := e.maintain(s, now)
-		pinned := e.pinned
-		// An entry still being pinned is not counted in the pinned tier yet: finishPin counts
-		// its whole cost, growth included.
-		if pinned && !e.pinning && e.cost != old {
-			m.addPinned(0, e.cost-old)
-		}
-		var pin, unpin bool
-		if write && e.atLimit(s, now) != pinned {
-			pin = !pinned && m.startPin(e) // under e.mu: no eviction can come first
-			unpin = pinned
-		}
-		e.mu.Unlock()
-		switch {
-		case pin:
-			m.finishPin(e)
-		case unpin:
-			m.unpin(ctx, e)
-		case refresh && !pinned:
-			m.refresh(ctx, e, cost)
-		}
-		return nil
+		stale = e
 	}
 	return fmt.Errorf("ratemonitor: memory store: the state of key %q was evicted three times while being updated; raise MaxCost", key)
+}
+
+// update runs fn on e, an entry the store holds, under e.mu, and then does what the new state
+// asks of the tiers: tell ristretto a grown cost, pin or unpin. It reports done false, having
+// done nothing, when e has been evicted. The caller holds life for reading when underLife is
+// set; otherwise update takes it only when it must reach ristretto, and then does nothing
+// there once the store is closed (the operation itself is done: only its bookkeeping goes).
+func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o op, fn func([]engine.Counter, *engine.Upstream, time.Time), underLife bool) (done bool, err error) {
+	e.mu.Lock()
+	if e.evicted {
+		e.mu.Unlock()
+		return false, nil
+	}
+	if m.closed.Load() {
+		e.mu.Unlock()
+		return true, ErrClosed
+	}
+	now := m.applyOp(e, s, o, fn)
+	old := e.cost
+	cost, refresh := e.maintain(s, now)
+	pinned := e.pinned
+	// An entry still being pinned is not counted in the pinned tier yet: finishPin counts
+	// its whole cost, growth included.
+	if pinned && !e.pinning && e.cost != old {
+		m.addPinned(0, e.cost-old)
+	}
+	var pin, unpin bool
+	if o.write && e.atLimit(s, now) != pinned {
+		pin = !pinned && m.startPin(e) // under e.mu: no eviction can come first
+		unpin = pinned
+	}
+	sample := false
+	if !pinned {
+		e.hits++
+		sample = e.hits%getSample == 0
+	}
+	refresh = refresh && !pinned
+	e.mu.Unlock()
+	if !pin && !unpin && !refresh && !sample {
+		return true, nil
+	}
+	if !underLife {
+		m.life.RLock()
+		defer m.life.RUnlock()
+		if m.closed.Load() {
+			return true, nil
+		}
+	}
+	switch {
+	case pin:
+		m.finishPin(e)
+	case unpin:
+		m.unpin(ctx, e)
+	case refresh:
+		m.refresh(ctx, e, cost)
+	}
+	if sample {
+		m.client.Get(e.key)
+	}
+	return true, nil
 }
 
 // apply runs fn on e's counters for s at the store's instant, and returns that instant. The
 // caller holds e.mu, or e is not yet in the store.
 func (m *Memory) apply(e *entry, s *engine.Strategy, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
+	return m.applyOp(e, s, op{}, fn)
+}
+
+// applyOp is apply for an operation o.
+func (m *Memory) applyOp(e *entry, s *engine.Strategy, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
 	now := m.clock.Now()
-	cs := e.countersFor(s)
-	// An injected clock may have been stepped back: rebase all of the key's counters, and the
-	// instant the sweep keeps the entry until with them (clock.Real never goes back).
-	if d := engine.Rebase(e.counters, &e.upstream, now); d != 0 {
-		if e.ttlUntil != 0 {
-			e.ttlUntil += int64(d)
-		}
-		if e.limitUntil != 0 {
+	ns := now.UnixNano()
+	// An injected clock may have been stepped back: rebase all of the key's counters (clock.Real
+	// never goes back). e.hw is never below the latest instant the key has seen, so a clock
+	// that reads at most StepTolerance behind it needs no rebase (Rebase would find none).
+	if ns < e.hw-int64(engine.StepTolerance) {
+		if d := engine.Rebase(e.counters, e.upstream(), now); d != 0 && e.limitUntil != 0 {
 			e.limitUntil += int64(d)
 		}
+		e.hw = e.seen(ns)
 	}
-	fn(cs, &e.upstream, now)
+	if o.sync && e.more == nil {
+		e.more = &entryMore{}
+	}
+	fn(e.countersFor(s), e.upstream(), now)
+	// What fn handed the counters is now or their latest instant (or o.at): e.hw stays an
+	// upper bound of what they have seen.
+	e.hw = max(e.hw, ns, o.at)
 	return now
+}
+
+// seen returns the latest instant (ns) e's state has seen, or ns if later: what Rebase
+// compares the clock with. The caller holds e.mu.
+func (e *entry) seen(ns int64) int64 {
+	for _, c := range e.counters {
+		if l := c.Latest(); !l.IsZero() {
+			ns = max(ns, l.UnixNano())
+		}
+	}
+	if up := e.upstream(); up != nil {
+		if !up.PausedAt.IsZero() {
+			ns = max(ns, up.PausedAt.UnixNano())
+		}
+		for _, r := range up.Reported {
+			ns = max(ns, r.At.UnixNano())
+		}
+	}
+	return ns
 }
 
 // get reads key's entry from the gocache store.
@@ -373,7 +534,7 @@ func (m *Memory) get(ctx context.Context, key string) (*entry, bool) {
 // If ristretto refuses, the entry is marked for another try on its next update. It runs under
 // e's shard lock, so that it cannot put back an entry just pinned.
 func (m *Memory) refresh(ctx context.Context, e *entry, cost int) {
-	sh := m.shardOf(e.key)
+	sh := m.shardOf(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e.mu.Lock()
@@ -384,7 +545,7 @@ func (m *Memory) refresh(ctx context.Context, e *entry, cost int) {
 	}
 	if err := m.store.Set(ctx, e.key, e, gocachestore.WithCost(int64(cost))); err != nil {
 		e.mu.Lock()
-		e.ttlUntil, e.cost = 0, 0
+		e.cost = 0 // the next operation tries again
 		e.mu.Unlock()
 	}
 }
@@ -409,6 +570,7 @@ func (m *Memory) evicted(item *ristretto.Item[any]) {
 	}
 	e.evicted = true
 	m.unlink(e)
+	m.shardOf(e).ix.del(e)
 	live := e.live(m.clock.Now())
 	e.mu.Unlock()
 	if live {
@@ -449,16 +611,32 @@ func (m *Memory) logEviction(key string, total int64) {
 		"evicted", count, "last_key", key, "evicted_total", total)
 }
 
-// countersFor returns the counters of s's slots, creating the missing ones.
+// countersFor returns the counters of s's slots, creating the missing ones, and notes s as
+// the strategy last used.
 func (e *entry) countersFor(s *engine.Strategy) []engine.Counter {
-	if e.strat == s {
-		return e.scratch
+	e.strat = s
+	if e.base == nil {
+		e.base, e.counters = s, s.NewCounters()
+		return e.counters
 	}
-	e.scratch = e.scratch[:0]
+	if cs := e.slotsOf(s); cs != nil {
+		return cs
+	}
+	if e.more == nil {
+		e.more = &entryMore{}
+	}
+	x := e.more
+	if x.ids == nil {
+		x.ids = make([]string, len(e.counters), len(e.counters)+s.Slots())
+		for j := range x.ids {
+			x.ids[j] = e.base.CounterID(j)
+		}
+	}
+	x.scratch = x.scratch[:0]
 	for j := range s.Slots() {
 		id := s.CounterID(j)
 		var c engine.Counter
-		for i, have := range e.ids {
+		for i, have := range x.ids {
 			if have == id {
 				c = e.counters[i]
 				break
@@ -466,36 +644,61 @@ func (e *entry) countersFor(s *engine.Strategy) []engine.Counter {
 		}
 		if c == nil {
 			c = s.NewCounter(j)
-			e.ids = append(e.ids, id)
+			x.ids = append(x.ids, id)
 			e.counters = append(e.counters, c)
 		}
-		e.scratch = append(e.scratch, c)
+		x.scratch = append(x.scratch, c)
 	}
-	e.strat = s
-	return e.scratch
+	x.scratchFor = s
+	return x.scratch
 }
 
-// maintain decides whether ristretto must be told a new cost (the counters grew), and moves
-// the instant up to which the sweep keeps the entry (the newest request now counts past it).
-func (e *entry) maintain(s *engine.Strategy, now time.Time) (cost int, ttl time.Duration, refresh bool) {
+// slotsOf returns the counters of s's slots when e has them at hand (s made the first counters,
+// or scratch was built for it), or nil.
+func (e *entry) slotsOf(s *engine.Strategy) []engine.Counter {
+	if s == nil {
+		return nil
+	}
+	if s == e.base {
+		return e.counters[:s.Slots()]
+	}
+	if e.more != nil && e.more.scratchFor == s {
+		return e.more.scratch
+	}
+	return nil
+}
+
+// maintain decides whether ristretto must be told a new cost (the counters grew), and records
+// it. The instant up to which the sweep keeps the entry is not kept: the sweep works it out
+// from the state when it looks (keepUntil).
+func (e *entry) maintain(_ *engine.Strategy, _ time.Time) (cost int, refresh bool) {
 	cost = e.heapCost()
-	exp := engine.Expiry(e.counters)
-	if e.upstream.PausedUntil.After(exp) {
-		exp = e.upstream.PausedUntil // a pause outlives the counts it guards
+	if cost <= e.cost {
+		return 0, false
 	}
-	expiry := max(exp.UnixNano(), now.UnixNano())
-	if exp.IsZero() {
-		expiry = now.UnixNano() // nothing recorded: keep the entry one slack from now
-	}
-	if cost <= e.cost && expiry <= e.ttlUntil {
-		return 0, 0, false
-	}
-	ttl = time.Duration(expiry-now.UnixNano()) + slack(s)
-	e.cost, e.ttlUntil = cost, now.UnixNano()+int64(ttl)
-	return cost, ttl, true
+	e.cost = cost
+	return cost, true
 }
 
-// slack is how long past its last counted instant an entry is kept: at least a minute, so that
-// the keep-until instant moves about once per window, and figures that Sync reported outlive
-// the counts a little.
+// keepUntil is the instant (store's clock, ns) up to which the sweep keeps e: one slack past the
+// later of the last instant anything counts (a pause included) and the latest instant the key
+// has seen, so that figures that Sync reported outlive the counts a little. The caller holds
+// e.mu.
+func (e *entry) keepUntil() int64 {
+	until := e.hw
+	if exp := engine.Expiry(e.counters); !exp.IsZero() {
+		until = max(until, exp.UnixNano())
+	}
+	if p := e.pausedUntil(); !p.IsZero() {
+		until = max(until, p.UnixNano())
+	}
+	sl := time.Minute
+	if e.strat != nil {
+		sl = slack(e.strat)
+	}
+	return until + int64(sl)
+}
+
+// slack is how long past its last counted instant an entry is kept: at least a minute, and
+// figures that Sync reported outlive the counts a little.
 func slack(s *engine.Strategy) time.Duration { return max(s.Longest(), time.Minute) }

@@ -79,7 +79,7 @@ func (m *Memory) sweep(sh *shard, n int) {
 			v.prev, v.next = m.tail, nil
 			m.tail.next, m.tail = v, v
 		}
-		vs := m.shardOf(v.key)
+		vs := m.shardOf(v)
 		locked := vs == sh || sh != nil && vs.mu.TryLock()
 		m.listMu.Unlock()
 		if sh == nil {

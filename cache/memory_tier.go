@@ -65,6 +65,8 @@ type shard struct {
 	// that an operation on a pinned key does not wait for an admission's synchronous set.
 	pinMu  sync.RWMutex
 	pinned map[string]*entry
+	// ix indexes every entry of the shard's keys held in either tier (memory_index.go).
+	ix index
 }
 
 // sample returns up to n pinned entries (all when n < 0), in the map's (random) order.
@@ -108,39 +110,14 @@ func (sh *shard) del(key string) {
 	sh.pinMu.Unlock()
 }
 
-// tierState is the part of an entry the policy keeps.
-type tierState struct {
-	// pinned is set while the entry is in its shard's pinned map rather than in ristretto;
-	// it changes only with both the shard's lock and the entry's lock held.
-	pinned bool
-	// dropped is set (under the entry's lock) when ristretto evicts the entry while it is
-	// pinned: an unpin under way then knows that ristretto did not keep it.
-	dropped bool
-	// pinning is set, with pinned, from when an operation put the entry in the pinned map to
-	// when finishPin has taken it out of ristretto and counted it in the pinned tier.
-	pinning bool
-	// limitUntil is the instant (store's clock, ns) up to which a strategy found the key at
-	// its limit (see atLimit); set under the entry's lock.
-	limitUntil int64
-	// listed, prev and next place the entry on the list of entries in ristretto (listMu).
-	listed     bool
-	prev, next *entry
-}
+// shardOf returns the shard of e's key.
+func (m *Memory) shardOf(e *entry) *shard { return &m.shard[e.hash%shards] }
 
-func (m *Memory) shardOf(key string) *shard {
-	return &m.shard[maphash.String(m.seed, key)%shards]
-}
-
-// lookup returns key's entry from either tier.
-func (m *Memory) lookup(ctx context.Context, key string) (*entry, bool) {
-	if m.pinnedN.Load() > 0 {
-		if e := m.shardOf(key).get(key); e != nil {
-			return e, true
-		}
-	}
-	// An entry being pinned is in the pinned map before it leaves ristretto, so a miss in
-	// both is settled by admit, which looks again under the shard's lock.
-	return m.get(ctx, key)
+// lookup returns key's entry from the index (either tier).
+func (m *Memory) lookup(_ context.Context, key string) (*entry, bool) {
+	h := maphash.String(m.seed, key)
+	e := m.shard[h%shards].ix.find(h, key)
+	return e, e != nil
 }
 
 // admit puts a new entry for key in the store with fn applied to it (applied), unless another
@@ -148,24 +125,27 @@ func (m *Memory) lookup(ctx context.Context, key string) (*entry, bool) {
 // the entry is shared (the shard's lock keeps the key's other callers waiting), so that a new
 // key's first operation cannot be lost to an eviction that comes before it; and a key that
 // this leaves at its limit goes straight to the pinned tier.
-func (m *Memory) admit(ctx context.Context, s *engine.Strategy, key string, stale *entry, fn func([]engine.Counter, *engine.Upstream, time.Time)) (e *entry, applied bool, err error) {
-	sh := m.shardOf(key)
+//
+// Every entry of either tier is in the index (put there under its lock unless already
+// evicted), and an entry in the index that is not evicted is held in a tier: so a lookup in the
+// index under the shard's lock settles whether key has state.
+func (m *Memory) admit(ctx context.Context, s *engine.Strategy, sh *shard, h uint64, key string, stale *entry, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) (e *entry, applied bool, err error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.get(key); e != nil {
-		return e, false, nil
-	}
-	if e, ok := m.get(ctx, key); ok && e != stale {
+	if e := sh.ix.find(h, key); e != nil && e != stale {
 		return e, false, nil
 	}
 	m.sweep(sh, sweepEach)
-	e = &entry{key: key}
-	now := m.apply(e, s, fn)
+	e = &entry{key: key, hash: h}
+	now := m.applyOp(e, s, o, fn)
 	e.maintain(s, now) // the cost charged at admission is that of the state after fn
 	if e.atLimit(s, now) && m.pinnedCost.Load()+int64(e.cost) <= m.maxCost {
 		e.pinned = true
 		sh.put(e)
 		m.addPinned(1, e.cost)
+		e.mu.Lock()
+		sh.ix.put(e)
+		e.mu.Unlock()
 	} else {
 		if err := m.insert(ctx, sh, e, e.cost, true); err != nil {
 			m.rejected.Add(1)
@@ -173,6 +153,9 @@ func (m *Memory) admit(ctx context.Context, s *engine.Strategy, key string, stal
 		}
 		e.mu.Lock()
 		m.link(e)
+		if !e.evicted { // ristretto may have evicted it already, and then not from the index
+			sh.ix.put(e)
+		}
 		e.mu.Unlock()
 	}
 	m.noteHeld()
@@ -293,7 +276,7 @@ func (m *Memory) pickVictim(sh *shard, except *entry) (*entry, *shard) {
 		if v == except {
 			continue
 		}
-		vs := m.shardOf(v.key)
+		vs := m.shardOf(v)
 		if vs == sh || vs.mu.TryLock() {
 			return v, vs
 		}
@@ -316,14 +299,15 @@ func (m *Memory) drop(v *entry, onlyExpired bool) bool {
 	}
 	now := m.clock.Now()
 	live := v.live(now)
-	if onlyExpired && (live || now.UnixNano() < v.ttlUntil) {
+	if onlyExpired && (live || now.UnixNano() < v.keepUntil()) {
 		v.mu.Unlock()
 		return false
 	}
 	v.evicted = true
+	m.shardOf(v).ix.del(v)
 	pinned := v.pinned
 	if pinned {
-		m.shardOf(v.key).del(v.key)
+		m.shardOf(v).del(v.key)
 		v.pinned = false
 		m.addPinned(-1, -v.cost)
 	} else {
@@ -343,7 +327,7 @@ func (m *Memory) drop(v *entry, onlyExpired bool) bool {
 // live reports whether e still holds anything that counts, or a pause, at now. The caller
 // holds e.mu.
 func (e *entry) live(now time.Time) bool {
-	return engine.Expiry(e.counters).After(now) || e.upstream.PausedUntil.After(now)
+	return engine.Expiry(e.counters).After(now) || e.pausedUntil().After(now)
 }
 
 // atLimit reports whether e's key has no room for one more request under s at now, or under
@@ -352,13 +336,14 @@ func (e *entry) live(now time.Time) bool {
 // one's minute rule, the inner one's day rule) is thus not unpinned, and left to the flood's
 // evictions, by an operation of a strategy whose rules have room. The caller holds e.mu.
 func (e *entry) atLimit(s *engine.Strategy, now time.Time) bool {
-	if e.upstream.PausedUntil.After(now) || e.limitUntil > now.UnixNano() {
+	if e.limitUntil > now.UnixNano() || e.pausedUntil().After(now) {
 		return true
 	}
-	if s == nil || e.strat != s {
+	cs := e.slotsOf(s)
+	if cs == nil {
 		return false
 	}
-	if w := s.Wait(e.scratch, now, 1); w > 0 {
+	if w := s.Wait(cs, now, 1); w > 0 {
 		e.limitUntil = now.Add(w).UnixNano()
 		return true
 	}
@@ -425,14 +410,14 @@ func (m *Memory) startPin(e *entry) bool {
 		return false
 	}
 	e.pinned, e.pinning, e.dropped = true, true, false
-	m.shardOf(e.key).put(e)
+	m.shardOf(e).put(e)
 	return true
 }
 
 // finishPin takes e out of ristretto and counts it in the pinned tier. The caller holds
 // neither e's shard nor e.mu.
 func (m *Memory) finishPin(e *entry) {
-	sh := m.shardOf(e.key)
+	sh := m.shardOf(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e.mu.Lock()
@@ -452,7 +437,7 @@ func (m *Memory) finishPin(e *entry) {
 // unpin moves e from its shard's pinned map back to ristretto. If ristretto cannot take it,
 // it stays pinned (and counted). The caller holds neither e's shard nor e.mu.
 func (m *Memory) unpin(ctx context.Context, e *entry) {
-	sh := m.shardOf(e.key)
+	sh := m.shardOf(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e.mu.Lock()
