@@ -145,8 +145,8 @@ type entry struct {
 	listed bool
 	// hits counts operations found in the index, for the sampled Gets (getSample).
 	hits uint8
-	cost int    // cost last given to ristretto (or counted in the pinned tier)
-	hash uint64 // maphash of key under the store's seed: shard and index slot
+	hash uint32 // keyHash(key): shard and index slot
+	cost int32  // cost last given to ristretto (or counted in the pinned tier), bytes
 	key  string
 	// hw is an upper bound of the latest instant (store's clock, ns) the key's state has
 	// seen: an operation whose clock reads more than StepTolerance behind it rebases.
@@ -154,17 +154,20 @@ type entry struct {
 	// limitUntil is the instant (store's clock, ns) up to which a strategy found the key at
 	// its limit (see atLimit); set under the entry's lock.
 	limitUntil int64
-	strat      *engine.Strategy // the strategy last used on the key
 	// base is the strategy the first counters were made for: counters[:base.Slots()] are its
-	// slots, in its order.
-	base       *engine.Strategy
-	counters   []engine.Counter
+	// slots, in its order. It is also the strategy last used unless more.last says otherwise.
+	base     *engine.Strategy
+	counters []engine.Counter
+	// inline holds the counter of a key whose first strategy has one slot (counters is then
+	// inline[:1:1]): no slice of its own to allocate, nor to miss in the cache.
+	inline     [1]engine.Counter
 	more       *entryMore
 	prev, next *entry
 }
 
 // entryMore is the part of an entry few keys need, allocated on first use.
 type entryMore struct {
+	last       *engine.Strategy // the strategy last used on the key when it is not base
 	ids        []string         // counter ID of each of counters, once a strategy other than base uses the key
 	scratchFor *engine.Strategy // the strategy scratch holds the slots of
 	scratch    []engine.Counter // counters of scratchFor's slots, in slot order
@@ -352,9 +355,11 @@ func (m *Memory) Close() error {
 }
 
 // getSample is how often (in operations on one entry held in ristretto) an operation found in
-// the index also reads the key from ristretto: that Get is what feeds ristretto's TinyLFU the
-// key's frequency, so that its evictions still spare the keys in use, at a sixteenth of the
-// cost of reading every time.
+// the index also reads the key from ristretto, and moves it to the tail of the list of entries
+// in ristretto: that Get is what feeds ristretto's TinyLFU the key's frequency, so that its
+// evictions still spare the keys in use, at a sixteenth of the cost of reading every time; and
+// the move keeps a key in use from the head of the list, where a refused admission takes its
+// victim (dropOldest).
 const getSample = 16
 
 // do runs fn on the counters of key's slots under s, with the key's lock held and the instant
@@ -368,7 +373,7 @@ func (m *Memory) do(ctx context.Context, s *engine.Strategy, key string, o op, f
 	if s == nil {
 		return errors.New("ratemonitor: memory store: nil strategy")
 	}
-	h := maphash.String(m.seed, key)
+	h := m.keyHash(key)
 	sh := &m.shard[h%shards]
 	if e := sh.ix.find(h, key); e != nil {
 		if done, err := m.update(ctx, s, e, o, fn, false); done {
@@ -381,7 +386,7 @@ func (m *Memory) do(ctx context.Context, s *engine.Strategy, key string, o op, f
 }
 
 // doLive is do's slow path, under life: a key not in the index, or whose entry was evicted.
-func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, sh *shard, h uint64, key string, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
+func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, sh *shard, h uint32, key string, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
 	// ristretto's channels panic once it is closed: every call into it runs under life.
 	m.life.RLock()
 	defer m.life.RUnlock()
@@ -433,7 +438,7 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o op,
 	// An entry still being pinned is not counted in the pinned tier yet: finishPin counts
 	// its whole cost, growth included.
 	if pinned && !e.pinning && e.cost != old {
-		m.addPinned(0, e.cost-old)
+		m.addPinned(0, int(e.cost-old))
 	}
 	var pin, unpin bool
 	if o.write && e.atLimit(s, now) != pinned {
@@ -467,6 +472,7 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o op,
 	}
 	if sample {
 		m.client.Get(e.key)
+		m.touch(e)
 	}
 	return true, nil
 }
@@ -614,18 +620,30 @@ func (m *Memory) logEviction(key string, total int64) {
 // countersFor returns the counters of s's slots, creating the missing ones, and notes s as
 // the strategy last used.
 func (e *entry) countersFor(s *engine.Strategy) []engine.Counter {
-	e.strat = s
-	if e.base == nil {
-		e.base, e.counters = s, s.NewCounters()
-		return e.counters
+	if s == e.base {
+		if e.more != nil {
+			e.more.last = nil
+		}
+		return e.counters[:s.Slots()]
 	}
-	if cs := e.slotsOf(s); cs != nil {
-		return cs
+	if e.base == nil {
+		e.base = s
+		if s.Slots() == 1 {
+			e.inline[0] = s.NewCounter(0)
+			e.counters = e.inline[:1:1]
+		} else {
+			e.counters = s.NewCounters()
+		}
+		return e.counters
 	}
 	if e.more == nil {
 		e.more = &entryMore{}
 	}
 	x := e.more
+	x.last = s
+	if x.scratchFor == s {
+		return x.scratch
+	}
 	if x.ids == nil {
 		x.ids = make([]string, len(e.counters), len(e.counters)+s.Slots())
 		for j := range x.ids {
@@ -653,6 +671,14 @@ func (e *entry) countersFor(s *engine.Strategy) []engine.Counter {
 	return x.scratch
 }
 
+// strat returns the strategy last used on e.
+func (e *entry) strat() *engine.Strategy {
+	if e.more != nil && e.more.last != nil {
+		return e.more.last
+	}
+	return e.base
+}
+
 // slotsOf returns the counters of s's slots when e has them at hand (s made the first counters,
 // or scratch was built for it), or nil.
 func (e *entry) slotsOf(s *engine.Strategy) []engine.Counter {
@@ -673,10 +699,10 @@ func (e *entry) slotsOf(s *engine.Strategy) []engine.Counter {
 // from the state when it looks (keepUntil).
 func (e *entry) maintain(_ *engine.Strategy, _ time.Time) (cost int, refresh bool) {
 	cost = e.heapCost()
-	if cost <= e.cost {
+	if cost <= int(e.cost) {
 		return 0, false
 	}
-	e.cost = cost
+	e.cost = int32(cost)
 	return cost, true
 }
 
@@ -693,8 +719,8 @@ func (e *entry) keepUntil() int64 {
 		until = max(until, p.UnixNano())
 	}
 	sl := time.Minute
-	if e.strat != nil {
-		sl = slack(e.strat)
+	if last := e.strat(); last != nil {
+		sl = slack(last)
 	}
 	return until + int64(sl)
 }

@@ -48,10 +48,10 @@ type index struct {
 const indexMin = 8
 
 // probeStart is where key hash h starts probing: the bits above those that chose the shard.
-func probeStart(h, mask uint64) uint64 { return (h >> 6) & mask }
+func probeStart(h uint32, mask uint64) uint64 { return uint64(h>>6) & mask }
 
 // find returns the entry indexed for key (hash h), or nil. It takes no lock.
-func (ix *index) find(h uint64, key string) *entry {
+func (ix *index) find(h uint32, key string) *entry {
 	t := ix.tab.Load()
 	if t == nil {
 		return nil

@@ -113,9 +113,15 @@ func (sh *shard) del(key string) {
 // shardOf returns the shard of e's key.
 func (m *Memory) shardOf(e *entry) *shard { return &m.shard[e.hash%shards] }
 
+// keyHash is key's hash: its low bits choose the shard, the rest the slot in the shard's index.
+func (m *Memory) keyHash(key string) uint32 {
+	h := maphash.String(m.seed, key)
+	return uint32(h) ^ uint32(h>>32)
+}
+
 // lookup returns key's entry from the index (either tier).
 func (m *Memory) lookup(_ context.Context, key string) (*entry, bool) {
-	h := maphash.String(m.seed, key)
+	h := m.keyHash(key)
 	e := m.shard[h%shards].ix.find(h, key)
 	return e, e != nil
 }
@@ -129,7 +135,7 @@ func (m *Memory) lookup(_ context.Context, key string) (*entry, bool) {
 // Every entry of either tier is in the index (put there under its lock unless already
 // evicted), and an entry in the index that is not evicted is held in a tier: so a lookup in the
 // index under the shard's lock settles whether key has state.
-func (m *Memory) admit(ctx context.Context, s *engine.Strategy, sh *shard, h uint64, key string, stale *entry, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) (e *entry, applied bool, err error) {
+func (m *Memory) admit(ctx context.Context, s *engine.Strategy, sh *shard, h uint32, key string, stale *entry, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) (e *entry, applied bool, err error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.ix.find(h, key); e != nil && e != stale {
@@ -142,12 +148,12 @@ func (m *Memory) admit(ctx context.Context, s *engine.Strategy, sh *shard, h uin
 	if e.atLimit(s, now) && m.pinnedCost.Load()+int64(e.cost) <= m.maxCost {
 		e.pinned = true
 		sh.put(e)
-		m.addPinned(1, e.cost)
+		m.addPinned(1, int(e.cost))
 		e.mu.Lock()
 		sh.ix.put(e)
 		e.mu.Unlock()
 	} else {
-		if err := m.insert(ctx, sh, e, e.cost, true); err != nil {
+		if err := m.insert(ctx, sh, e, int(e.cost), true); err != nil {
 			m.rejected.Add(1)
 			return nil, false, err
 		}
@@ -210,6 +216,26 @@ func (m *Memory) unlink(e *entry) {
 	m.listMu.Lock()
 	m.unlinkLocked(e)
 	m.listMu.Unlock()
+}
+
+// touch moves e, if it is on the list, to its tail: an entry in use is then not among the
+// oldest that a refused admission drops (dropOldest). Operations found in the index call it with
+// their sampled Get (getSample), so a hot key moves about once per 16 operations. The caller
+// holds no lock of the store; listed is read under listMu, which every change of it holds.
+func (m *Memory) touch(e *entry) {
+	m.listMu.Lock()
+	defer m.listMu.Unlock()
+	if !e.listed || e == m.tail {
+		return
+	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		m.head = e.next
+	}
+	e.next.prev = e.prev // e is not the tail
+	e.prev, e.next = m.tail, nil
+	m.tail.next, m.tail = e, e
 }
 
 func (m *Memory) unlinkLocked(e *entry) {
@@ -309,7 +335,7 @@ func (m *Memory) drop(v *entry, onlyExpired bool) bool {
 	if pinned {
 		m.shardOf(v).del(v.key)
 		v.pinned = false
-		m.addPinned(-1, -v.cost)
+		m.addPinned(-1, -int(v.cost))
 	} else {
 		m.unlink(v)
 	}
@@ -372,7 +398,7 @@ func (m *Memory) dropPinned(sh *shard) bool {
 		for _, v := range vs.sample(pinScan - seen) {
 			seen++
 			v.mu.Lock()
-			free := !v.pinning && !v.atLimit(v.strat, now)
+			free := !v.pinning && !v.atLimit(v.strat(), now)
 			v.mu.Unlock()
 			if free {
 				victim = v
@@ -427,7 +453,7 @@ func (m *Memory) finishPin(e *entry) {
 	}
 	e.pinning = false
 	m.unlink(e)
-	m.addPinned(1, e.cost)
+	m.addPinned(1, int(e.cost))
 	e.mu.Unlock()
 	// The shard's lock keeps any other entry for e.key out of ristretto until the delete is
 	// queued.
@@ -446,7 +472,7 @@ func (m *Memory) unpin(ctx context.Context, e *entry) {
 		return
 	}
 	e.dropped = false
-	cost := e.cost
+	cost := int(e.cost)
 	e.mu.Unlock()
 	if m.insert(ctx, sh, e, cost, false) != nil {
 		return
@@ -458,6 +484,6 @@ func (m *Memory) unpin(ctx context.Context, e *entry) {
 	}
 	sh.del(e.key)
 	e.pinned = false
-	m.addPinned(-1, -e.cost)
+	m.addPinned(-1, -int(e.cost))
 	m.link(e)
 }
