@@ -30,9 +30,11 @@ const (
 // MemoryConfig configures NewMemory. Its zero value gives the defaults.
 type MemoryConfig struct {
 	// MaxCost bounds the heap held for keys' state, in bytes (default 64 MiB). Each key is
-	// charged the heap it really holds: 712 bytes for a key with one minute rule and a few
-	// requests (so 64 MiB holds about 94 000 such keys), 936 with a minute and a day rule,
-	// up to ~2 KiB when every 1 s bucket of the minute is in use; a rule's state never
+	// charged the heap it really holds: 584 bytes for a key with one minute rule and a few
+	// requests (so 64 MiB holds about 115 000 such keys), 792 with a minute rule and a day
+	// rule of 1 m buckets, about 1.9 KiB when every 1 s bucket of the minute is in use; of
+	// this the store's own part (its entry, index slot and ristretto's item) is about 390
+	// bytes plus the key, the rest the rules' counters. A rule's state never
 	// exceeds (W/g + 1) × 24 bytes. The bound is enforced as keys are admitted: one key whose
 	// state grows can pass it until the next key is admitted.
 	//
@@ -41,7 +43,7 @@ type MemoryConfig struct {
 	// at their limits), the heap peaked at 0.99 × MaxCost above the empty store (1.06 × with
 	// it), no key was refused, none at its limit was evicted, and the heap went back to the
 	// empty store's once the keys had expired. The flood evicts the keys below their limits (each
-	// one reported, see OnEvictLive); keys at or over a limit, or paused, are never evicted
+	// one reported, see OnEvictLive), the ones not in use first; keys at or over a limit, or paused, are never evicted
 	// while others can go, and a new key gets ErrFull only when every byte is held by such
 	// keys. Besides MaxCost, the empty store holds ristretto's set buffer and frequency
 	// sketch: 256 KiB plus 40 to 55 bytes per MaxKeys (4.3 MiB for the defaults).
@@ -82,7 +84,10 @@ type MemoryStats struct {
 //
 // ristretto buffers new keys and may drop or reject a write; Memory makes every update exact:
 // a key's state is one object admitted once with a synchronous set and then updated in place
-// under the key's own mutex, so no count is lost and a read right after a write sees it.
+// under the key's own mutex, so no count is lost and a read right after a write sees it. An
+// operation on a key the store holds finds that object in the store's own lock-free index and
+// takes no other lock; ristretto still decides admission and eviction, and hears of every
+// 16th operation on a key (a Get), which keeps its frequency estimates.
 // ristretto's TTLs are not used (they run on the wall clock, and their expiry maps hold memory
 // for every key admitted within a TTL): a sweep drops the keys whose windows have all passed,
 // on the store's clock. A key at or over a limit (or paused) is held out of ristretto's reach,
