@@ -61,8 +61,8 @@ type shard struct {
 	mu sync.Mutex
 	// pinned is read and written under pinMu. An operation that leaves its key at its limit
 	// puts the entry there under the entry's lock alone (so that no eviction or admission can
-	// come between), and finishes the move under mu; lookup reads it under pinMu alone, so
-	// that an operation on a pinned key does not wait for an admission's synchronous set.
+	// come between), and finishes the move under mu. Lookups go to the index (ix), which holds
+	// the pinned entries too: the map is what the sweep and dropPinned walk.
 	pinMu  sync.RWMutex
 	pinned map[string]*entry
 	// ix indexes every entry of the shard's keys held in either tier (memory_index.go).
@@ -84,13 +84,6 @@ func (sh *shard) sample(n int) []*entry {
 		out = append(out, v)
 	}
 	return out
-}
-
-// get returns key's pinned entry, or nil.
-func (sh *shard) get(key string) *entry {
-	sh.pinMu.RLock()
-	defer sh.pinMu.RUnlock()
-	return sh.pinned[key]
 }
 
 // put adds e to the pinned map.
