@@ -150,9 +150,18 @@ type entry struct {
 	listed bool
 	// hits counts operations found in the index, for the sampled Gets (getSample).
 	hits uint8
-	hash uint32 // keyHash(key): shard and index slot
-	cost int32  // cost last given to ristretto (or counted in the pinned tier), bytes
-	key  string
+	// refusing is set by a Reserve of 1 under base that was refused on a pinned key, when the
+	// wait it told ends at limitUntil and base is refusable: until limitUntil, with nothing
+	// else done to the key, a Reserve of 1 under base is refused with the wait limitUntil −
+	// now, which update answers without the counters (on a key at its limit, the refusals
+	// are most of the traffic). Every other operation clears it.
+	refusing bool
+	// skipped is set when such a refusal was answered without the counters: catchUp brings
+	// them to e.hw before anything else reads them.
+	skipped bool
+	hash    uint32 // keyHash(key): shard and index slot
+	cost    int32  // cost last given to ristretto (or counted in the pinned tier), bytes
+	key     string
 	// hw is an upper bound of the latest instant (store's clock, ns) the key's state has
 	// seen: an operation whose clock reads more than StepTolerance behind it rebases.
 	hw int64
@@ -241,6 +250,9 @@ type op struct {
 	// at is an instant (ns) the function hands the counters besides the store's own (Release's
 	// at), so that the entry's latest instant stays an upper bound; 0 when none.
 	at int64
+	// res, for a Reserve of 1, is where the function puts its Result: a refusal of a pinned
+	// key may then be repeated without the counters (entry.refusing).
+	res *engine.Result
 }
 
 // Record implements Store.
@@ -262,7 +274,11 @@ func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 		return engine.Result{}, err
 	}
 	var res engine.Result
-	err := m.do(ctx, s, key, op{write: true}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
+	o := op{write: true}
+	if n == 1 {
+		o.res = &res
+	}
+	err := m.do(ctx, s, key, o, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		res, _ = s.ReserveWith(cs, up, now, n)
 	})
 	return res, m.fail(ctx, "reserve", key, err)
@@ -436,7 +452,18 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o op,
 		e.mu.Unlock()
 		return true, ErrClosed
 	}
-	now := m.applyOp(e, s, o, fn)
+	now := m.clock.Now()
+	if o.res != nil && e.refusing && s == e.base && e.pinned && !e.pinning {
+		// A Reserve of 1 refused before, with nothing recorded, released or said since: it is
+		// refused again, with the wait shrunk by the time passed (see refusing).
+		if ns := now.UnixNano(); ns >= e.hw && ns < e.limitUntil {
+			*o.res = engine.Result{Wait: time.Duration(e.limitUntil - ns)}
+			e.hw, e.skipped = ns, true
+			e.mu.Unlock()
+			return true, nil
+		}
+	}
+	m.applyAt(e, s, o, fn, now)
 	old := e.cost
 	cost, refresh := e.maintain(s, now)
 	pinned := e.pinned
@@ -456,6 +483,8 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o op,
 		sample = e.hits%getSample == 0
 	}
 	refresh = refresh && !pinned
+	e.refusing = o.res != nil && !o.res.Allowed && s == e.base && e.pinned && !e.pinning &&
+		e.limitUntil == now.UnixNano()+int64(o.res.Wait) && refusable(s)
 	e.mu.Unlock()
 	if !pin && !unpin && !refresh && !sample {
 		return true, nil
@@ -491,6 +520,13 @@ func (m *Memory) apply(e *entry, s *engine.Strategy, fn func([]engine.Counter, *
 // applyOp is apply for an operation o.
 func (m *Memory) applyOp(e *entry, s *engine.Strategy, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
 	now := m.clock.Now()
+	m.applyAt(e, s, o, fn, now)
+	return now
+}
+
+// applyAt is applyOp at the instant now, read from the store's clock under e.mu.
+func (m *Memory) applyAt(e *entry, s *engine.Strategy, o op, fn func([]engine.Counter, *engine.Upstream, time.Time), now time.Time) {
+	e.catchUp()
 	ns := now.UnixNano()
 	// An injected clock may have been stepped back: rebase all of the key's counters (clock.Real
 	// never goes back). e.hw is never below the latest instant the key has seen, so a clock
@@ -508,7 +544,27 @@ func (m *Memory) applyOp(e *entry, s *engine.Strategy, o op, fn func([]engine.Co
 	// What fn handed the counters is now or their latest instant (or o.at): e.hw stays an
 	// upper bound of what they have seen.
 	e.hw = max(e.hw, ns, o.at)
-	return now
+}
+
+// refusable reports whether a refusal of one request under s may be repeated from the entry
+// alone (entry.refusing): under the rolling window, unsmoothed, the wait for one request while
+// nothing is recorded or released is the instant the oldest bucket that must go stops counting
+// (or the pause's end) minus now: it shrinks exactly as time passes.
+func refusable(s *engine.Strategy) bool { return !s.Smoothing() && s.Name() == "rollingwindow" }
+
+// catchUp brings base's counters to the latest instant the refusals repeated without them
+// (refusing) were answered at, as those refusals would have: a rolling-window log moves its
+// time to the latest instant a query names, dropping what stops counting, and a later query
+// dated earlier is answered at that latest instant. The caller holds e.mu.
+func (e *entry) catchUp() {
+	if !e.skipped {
+		return
+	}
+	e.skipped = false
+	at := time.Unix(0, e.hw)
+	for _, c := range e.counters[:e.base.Slots()] {
+		c.Used(at)
+	}
 }
 
 // seen returns the latest instant (ns) e's state has seen, or ns if later: what Rebase

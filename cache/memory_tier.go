@@ -355,6 +355,7 @@ func (e *entry) live(now time.Time) bool {
 // one's minute rule, the inner one's day rule) is thus not unpinned, and left to the flood's
 // evictions, by an operation of a strategy whose rules have room. The caller holds e.mu.
 func (e *entry) atLimit(s *engine.Strategy, now time.Time) bool {
+	e.catchUp()
 	if e.limitUntil > now.UnixNano() || e.pausedUntil().After(now) {
 		return true
 	}
