@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -148,20 +149,26 @@ type entry struct {
 	pinning bool
 	// listed places the entry on the list of entries in ristretto (listMu), with prev, next.
 	listed bool
+	// refuse holds two flags (one byte, so that the entry stays 128 bytes). refusing is set
+	// by a Reserve of 1 under base that was refused on a pinned key, when the wait it told
+	// ends at limitUntil and base is refusable: until limitUntil, with nothing else done to
+	// the key, a Reserve of 1 under base is refused with the wait limitUntil − now, which
+	// update answers without the counters (on a key at its limit, the refusals are most of
+	// the traffic); every other operation clears it. skipped is set when such a refusal was
+	// answered without the counters: catchUp brings them to e.hw before anything else reads
+	// them.
+	refuse uint8
 	// hits counts operations found in the index, for the sampled Gets (getSample).
 	hits uint8
-	// refusing is set by a Reserve of 1 under base that was refused on a pinned key, when the
-	// wait it told ends at limitUntil and base is refusable: until limitUntil, with nothing
-	// else done to the key, a Reserve of 1 under base is refused with the wait limitUntil −
-	// now, which update answers without the counters (on a key at its limit, the refusals
-	// are most of the traffic). Every other operation clears it.
-	refusing bool
-	// skipped is set when such a refusal was answered without the counters: catchUp brings
-	// them to e.hw before anything else reads them.
-	skipped bool
-	hash    uint32 // keyHash(key): shard and index slot
-	cost    int32  // cost last given to ristretto (or counted in the pinned tier), bytes
-	key     string
+	// room is how many more requests certainly fit every rule of base (a refusable strategy)
+	// beyond what was recorded since it was counted, at most 255; 0 when not known. While a
+	// record leaves at least 1, the key is not at its limit (nothing but records takes room, and
+	// time only frees it), and atLimit need not read the counters. Only records under base
+	// spend it; another strategy's operation, an Admit, a Sync or a rebase forgets it.
+	room uint8
+	hash uint32 // keyHash(key): shard and index slot
+	cost int32  // cost last given to ristretto (or counted in the pinned tier), bytes
+	key  string
 	// hw is an upper bound of the latest instant (store's clock, ns) the key's state has
 	// seen: an operation whose clock reads more than StepTolerance behind it rebases.
 	hw int64
@@ -178,6 +185,12 @@ type entry struct {
 	more       *entryMore
 	prev, next *entry
 }
+
+// The flags of entry.refuse.
+const (
+	refusing uint8 = 1 << iota
+	skipped
+)
 
 // entryMore is the part of an entry few keys need, allocated on first use.
 type entryMore struct {
@@ -250,9 +263,15 @@ type op struct {
 	// at is an instant (ns) the function hands the counters besides the store's own (Release's
 	// at), so that the entry's latest instant stays an upper bound; 0 when none.
 	at int64
-	// res, for a Reserve of 1, is where the function puts its Result: a refusal of a pinned
-	// key may then be repeated without the counters (entry.refusing).
+	// n is the requests the function records (Record's n; a Reserve's n when it is allowed).
+	n int
+	// res, for a Reserve, is where the function puts its Result: what it recorded, and for a
+	// burst of 1 a refusal of a pinned key that may be repeated without the counters
+	// (entry.refusing).
 	res *engine.Result
+	// other is set for the operations that may record what the store cannot tell (Admit,
+	// Sync): the entry's room is forgotten.
+	other bool
 }
 
 // Record implements Store.
@@ -260,7 +279,7 @@ func (m *Memory) Record(ctx context.Context, s *engine.Strategy, key string, n i
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.fail(ctx, "record", key, m.do(ctx, s, key, op{write: true}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
+	return m.fail(ctx, "record", key, m.do(ctx, s, key, op{write: true, n: n}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
 }
 
 // Reserve implements Store.
@@ -274,10 +293,7 @@ func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 		return engine.Result{}, err
 	}
 	var res engine.Result
-	o := op{write: true}
-	if n == 1 {
-		o.res = &res
-	}
+	o := op{write: true, n: n, res: &res}
 	err := m.do(ctx, s, key, o, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		res, _ = s.ReserveWith(cs, up, now, n)
 	})
@@ -292,7 +308,7 @@ func (m *Memory) Admit(ctx context.Context, s *engine.Strategy, key string, n in
 		}
 	}
 	var d strategy.Decision
-	err := m.do(ctx, s, key, op{write: true}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) {
+	err := m.do(ctx, s, key, op{write: true, other: true}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) {
 		d, _ = s.Admit(cs, now, n)
 	})
 	return d, m.fail(ctx, "admit", key, err)
@@ -328,7 +344,7 @@ func (m *Memory) Sync(ctx context.Context, s *engine.Strategy, key string, u eng
 			return err
 		}
 	}
-	return m.fail(ctx, "sync", key, m.do(ctx, s, key, op{write: true, sync: true}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
+	return m.fail(ctx, "sync", key, m.do(ctx, s, key, op{write: true, sync: true, other: true}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
 }
 
 // InProcess reports true (cache.InProcess): the store's state is this process's memory.
@@ -453,17 +469,19 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o op,
 		return true, ErrClosed
 	}
 	now := m.clock.Now()
-	if o.res != nil && e.refusing && s == e.base && e.pinned && !e.pinning {
+	if o.n == 1 && o.res != nil && e.refuse&refusing != 0 && s == e.base && e.pinned && !e.pinning {
 		// A Reserve of 1 refused before, with nothing recorded, released or said since: it is
 		// refused again, with the wait shrunk by the time passed (see refusing).
 		if ns := now.UnixNano(); ns >= e.hw && ns < e.limitUntil {
 			*o.res = engine.Result{Wait: time.Duration(e.limitUntil - ns)}
-			e.hw, e.skipped = ns, true
+			e.hw = ns
+			e.refuse |= skipped
 			e.mu.Unlock()
 			return true, nil
 		}
 	}
 	m.applyAt(e, s, o, fn, now)
+	e.spend(s, o)
 	old := e.cost
 	cost, refresh := e.maintain(s, now)
 	pinned := e.pinned
@@ -483,8 +501,11 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o op,
 		sample = e.hits%getSample == 0
 	}
 	refresh = refresh && !pinned
-	e.refusing = o.res != nil && !o.res.Allowed && s == e.base && e.pinned && !e.pinning &&
-		e.limitUntil == now.UnixNano()+int64(o.res.Wait) && refusable(s)
+	e.refuse &^= refusing
+	if o.n == 1 && o.res != nil && !o.res.Allowed && s == e.base && e.pinned && !e.pinning &&
+		e.limitUntil == now.UnixNano()+int64(o.res.Wait) && refusable(s) {
+		e.refuse |= refusing
+	}
 	e.mu.Unlock()
 	if !pin && !unpin && !refresh && !sample {
 		return true, nil
@@ -514,7 +535,10 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o op,
 // apply runs fn on e's counters for s at the store's instant, and returns that instant. The
 // caller holds e.mu, or e is not yet in the store.
 func (m *Memory) apply(e *entry, s *engine.Strategy, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
-	return m.applyOp(e, s, op{}, fn)
+	o := op{other: true} // fn may record anything: the room is forgotten
+	now := m.applyOp(e, s, o, fn)
+	e.spend(s, o)
+	return now
 }
 
 // applyOp is apply for an operation o.
@@ -535,6 +559,7 @@ func (m *Memory) applyAt(e *entry, s *engine.Strategy, o op, fn func([]engine.Co
 		if d := engine.Rebase(e.counters, e.upstream(), now); d != 0 && e.limitUntil != 0 {
 			e.limitUntil += int64(d)
 		}
+		e.room = 0
 		e.hw = e.seen(ns)
 	}
 	if o.sync && e.more == nil {
@@ -552,15 +577,43 @@ func (m *Memory) applyAt(e *entry, s *engine.Strategy, o op, fn func([]engine.Co
 // (or the pause's end) minus now: it shrinks exactly as time passes.
 func refusable(s *engine.Strategy) bool { return !s.Smoothing() && s.Name() == "rollingwindow" }
 
+// spend takes what operation o recorded under s from e's room (see entry.room), or forgets
+// the room when o may have recorded what the store cannot tell. The caller holds e.mu.
+func (e *entry) spend(s *engine.Strategy, o op) {
+	if e.room == 0 {
+		return
+	}
+	rec := o.n
+	if o.res != nil && !o.res.Allowed {
+		rec = 0
+	}
+	if o.other || s != e.base || rec >= int(e.room) {
+		e.room = 0
+		return
+	}
+	e.room -= uint8(rec)
+}
+
+// roomOf returns how many more requests fit every rule of s at now, from the counters cs of its
+// slots: the least of EffectiveLimit − Used. For a refusable s a burst of 1 fits (Wait is 0)
+// exactly when it is at least 1. The caller holds e.mu.
+func roomOf(s *engine.Strategy, cs []engine.Counter, now time.Time) int {
+	room := math.MaxInt
+	for i := range s.NumRules() {
+		room = min(room, s.Rule(i).EffectiveLimit()-cs[s.SlotOf(i)].Used(now))
+	}
+	return room
+}
+
 // catchUp brings base's counters to the latest instant the refusals repeated without them
 // (refusing) were answered at, as those refusals would have: a rolling-window log moves its
 // time to the latest instant a query names, dropping what stops counting, and a later query
 // dated earlier is answered at that latest instant. The caller holds e.mu.
 func (e *entry) catchUp() {
-	if !e.skipped {
+	if e.refuse&skipped == 0 {
 		return
 	}
-	e.skipped = false
+	e.refuse &^= skipped
 	at := time.Unix(0, e.hw)
 	for _, c := range e.counters[:e.base.Slots()] {
 		c.Used(at)

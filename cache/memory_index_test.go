@@ -527,7 +527,7 @@ func TestRepeatedRefusalsExact(t *testing.T) {
 				}
 				if e, ok := m.lookup(ctx, "k"); ok {
 					e.mu.Lock()
-					if e.skipped {
+					if e.refuse&skipped != 0 {
 						skippedSeen++
 					}
 					e.mu.Unlock()
@@ -569,13 +569,55 @@ func TestRepeatedRefusalThenClockBack(t *testing.T) {
 	}
 	e, _ := m.lookup(ctx, "k")
 	e.mu.Lock()
-	skipped := e.skipped
+	wasSkipped := e.refuse&skipped != 0
 	e.mu.Unlock()
-	if !skipped {
+	if !wasSkipped {
 		t.Fatal("the second refusal was answered from the counters: the test does not reach the shortcut")
 	}
 	clk.Step(-700 * time.Millisecond) // to 9.8 s
 	if u := used(t, m, s, "k"); u[0] != 5 {
 		t.Fatalf("used %d after the clock stepped back to 9.8 s, want 5 (answered at 10.5 s, the latest instant the key has seen)", u[0])
+	}
+}
+
+// TestRoomPinsAtLimit: the entry's room (entry.room) spares the check for the limit after a
+// record while room is left; the key must still move to the pinned tier on the very record that
+// leaves it at its limit, and back once its window frees a slot. Records of random sizes at
+// random instants, with peeks between: after each record the key is pinned exactly when one
+// more request would wait.
+func TestRoomPinsAtLimit(t *testing.T) {
+	for _, limit := range []int{3, 40, 300} { // room below, near and above its 255 cap
+		clk := clock.NewManual(t0)
+		m := newMemory(t, MemoryConfig{Clock: clk})
+		s := mustStrategy(t, strategy.Rule{Limit: limit, Window: 10 * time.Second})
+		ctx := context.Background()
+		rng := rand.New(rand.NewPCG(uint64(limit), 1))
+		pins := 0
+		for step := range 2000 {
+			clk.Advance(time.Duration(rng.IntN(300)) * time.Millisecond)
+			if rng.IntN(4) == 0 {
+				if _, err := m.Peek(ctx, s, "k", 1); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if err := m.Record(ctx, s, "k", 1+rng.IntN(max(1, limit/15))); err != nil {
+				t.Fatal(err)
+			}
+			e, _ := m.lookup(ctx, "k")
+			e.mu.Lock()
+			full := s.Wait(e.counters, clk.Now(), 1) > 0
+			pinned := e.pinned
+			e.mu.Unlock()
+			if pinned != full {
+				t.Fatalf("limit %d step %d: pinned %v, but one more request waits: %v", limit, step, pinned, full)
+			}
+			if pinned {
+				pins++
+			}
+		}
+		if pins == 0 {
+			t.Fatalf("limit %d: the key never reached its limit: the test does not test the pinning", limit)
+		}
 	}
 }

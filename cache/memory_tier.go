@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -362,6 +363,15 @@ func (e *entry) atLimit(s *engine.Strategy, now time.Time) bool {
 	cs := e.slotsOf(s)
 	if cs == nil {
 		return false
+	}
+	if s == e.base && refusable(s) {
+		if e.room > 0 {
+			return false // room left since it was counted: one more request fits
+		}
+		if room := roomOf(s, cs, now); room >= 1 {
+			e.room = uint8(min(room, math.MaxUint8))
+			return false
+		}
 	}
 	if w := s.Wait(cs, now, 1); w > 0 {
 		e.limitUntil = now.Add(w).UnixNano()
