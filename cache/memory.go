@@ -279,7 +279,7 @@ func (m *Memory) Record(ctx context.Context, s *engine.Strategy, key string, n i
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.fail(ctx, "record", key, m.do(ctx, s, key, op{write: true, n: n}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
+	return m.fail(ctx, "record", key, m.do(ctx, s, key, &op{write: true, n: n}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
 }
 
 // Reserve implements Store.
@@ -293,9 +293,13 @@ func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 		return engine.Result{}, err
 	}
 	var res engine.Result
-	o := op{write: true, n: n, res: &res}
+	o := &op{write: true, n: n, res: &res}
 	err := m.do(ctx, s, key, o, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
-		res, _ = s.ReserveWith(cs, up, now, n)
+		if up == nil {
+			res, _ = s.Reserve(cs, now, n) // never paused: ReserveWith's first step
+		} else {
+			res, _ = s.ReserveWith(cs, up, now, n)
+		}
 	})
 	return res, m.fail(ctx, "reserve", key, err)
 }
@@ -308,7 +312,7 @@ func (m *Memory) Admit(ctx context.Context, s *engine.Strategy, key string, n in
 		}
 	}
 	var d strategy.Decision
-	err := m.do(ctx, s, key, op{write: true, other: true}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) {
+	err := m.do(ctx, s, key, &op{write: true, other: true}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) {
 		d, _ = s.Admit(cs, now, n)
 	})
 	return d, m.fail(ctx, "admit", key, err)
@@ -319,7 +323,7 @@ func (m *Memory) Release(ctx context.Context, s *engine.Strategy, key string, at
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.fail(ctx, "release", key, m.do(ctx, s, key, op{at: at.UnixNano()}, func(cs []engine.Counter, _ *engine.Upstream, _ time.Time) { s.Release(cs, at, n) }))
+	return m.fail(ctx, "release", key, m.do(ctx, s, key, &op{at: at.UnixNano()}, func(cs []engine.Counter, _ *engine.Upstream, _ time.Time) { s.Release(cs, at, n) }))
 }
 
 // Peek implements Store. A key with no state is answered from empty counters, without admitting
@@ -331,7 +335,7 @@ func (m *Memory) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 		}
 	}
 	var snap strategy.Snapshot
-	err := m.do(ctx, s, key, op{}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
+	err := m.do(ctx, s, key, &op{}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		snap, _ = s.PeekWith(cs, up, now, n)
 	})
 	return snap, m.fail(ctx, "peek", key, err)
@@ -344,7 +348,7 @@ func (m *Memory) Sync(ctx context.Context, s *engine.Strategy, key string, u eng
 			return err
 		}
 	}
-	return m.fail(ctx, "sync", key, m.do(ctx, s, key, op{write: true, sync: true, other: true}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
+	return m.fail(ctx, "sync", key, m.do(ctx, s, key, &op{write: true, sync: true, other: true}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
 }
 
 // InProcess reports true (cache.InProcess): the store's state is this process's memory.
@@ -406,7 +410,7 @@ const getSample = 16
 // A key the store holds is found in the index (memory_index.go) and updated without life or a
 // shard's lock; only what reaches ristretto (an admission, a new cost, a move between the
 // tiers, a sampled Get) takes life, which Close holds for writing.
-func (m *Memory) do(ctx context.Context, s *engine.Strategy, key string, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
+func (m *Memory) do(ctx context.Context, s *engine.Strategy, key string, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
 	if s == nil {
 		return errors.New("ratemonitor: memory store: nil strategy")
 	}
@@ -423,7 +427,7 @@ func (m *Memory) do(ctx context.Context, s *engine.Strategy, key string, o op, f
 }
 
 // doLive is do's slow path, under life: a key not in the index, or whose entry was evicted.
-func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, sh *shard, h uint32, key string, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
+func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, sh *shard, h uint32, key string, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
 	// ristretto's channels panic once it is closed: every call into it runs under life.
 	m.life.RLock()
 	defer m.life.RUnlock()
@@ -458,7 +462,7 @@ func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, sh *shard, h ui
 // done nothing, when e has been evicted. The caller holds life for reading when underLife is
 // set; otherwise update takes it only when it must reach ristretto, and then does nothing
 // there once the store is closed (the operation itself is done: only its bookkeeping goes).
-func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o op, fn func([]engine.Counter, *engine.Upstream, time.Time), underLife bool) (done bool, err error) {
+func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time), underLife bool) (done bool, err error) {
 	e.mu.Lock()
 	if e.evicted {
 		e.mu.Unlock()
@@ -535,21 +539,21 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o op,
 // apply runs fn on e's counters for s at the store's instant, and returns that instant. The
 // caller holds e.mu, or e is not yet in the store.
 func (m *Memory) apply(e *entry, s *engine.Strategy, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
-	o := op{other: true} // fn may record anything: the room is forgotten
+	o := &op{other: true} // fn may record anything: the room is forgotten
 	now := m.applyOp(e, s, o, fn)
 	e.spend(s, o)
 	return now
 }
 
 // applyOp is apply for an operation o.
-func (m *Memory) applyOp(e *entry, s *engine.Strategy, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
+func (m *Memory) applyOp(e *entry, s *engine.Strategy, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
 	now := m.clock.Now()
 	m.applyAt(e, s, o, fn, now)
 	return now
 }
 
 // applyAt is applyOp at the instant now, read from the store's clock under e.mu.
-func (m *Memory) applyAt(e *entry, s *engine.Strategy, o op, fn func([]engine.Counter, *engine.Upstream, time.Time), now time.Time) {
+func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time), now time.Time) {
 	e.catchUp()
 	ns := now.UnixNano()
 	// An injected clock may have been stepped back: rebase all of the key's counters (clock.Real
@@ -579,7 +583,7 @@ func refusable(s *engine.Strategy) bool { return !s.Smoothing() && s.Name() == "
 
 // spend takes what operation o recorded under s from e's room (see entry.room), or forgets
 // the room when o may have recorded what the store cannot tell. The caller holds e.mu.
-func (e *entry) spend(s *engine.Strategy, o op) {
+func (e *entry) spend(s *engine.Strategy, o *op) {
 	if e.room == 0 {
 		return
 	}

@@ -129,7 +129,7 @@ func (m *Memory) lookup(_ context.Context, key string) (*entry, bool) {
 // Every entry of either tier is in the index (put there under its lock unless already
 // evicted), and an entry in the index that is not evicted is held in a tier: so a lookup in the
 // index under the shard's lock settles whether key has state.
-func (m *Memory) admit(ctx context.Context, s *engine.Strategy, sh *shard, h uint32, key string, stale *entry, o op, fn func([]engine.Counter, *engine.Upstream, time.Time)) (e *entry, applied bool, err error) {
+func (m *Memory) admit(ctx context.Context, s *engine.Strategy, sh *shard, h uint32, key string, stale *entry, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time)) (e *entry, applied bool, err error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.ix.find(h, key); e != nil && e != stale {
