@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,18 +31,20 @@ const (
 // MemoryConfig configures NewMemory. Its zero value gives the defaults.
 type MemoryConfig struct {
 	// MaxCost bounds the heap held for keys' state, in bytes (default 64 MiB). Each key is
-	// charged the heap it really holds: 712 bytes for a key with one minute rule and a few
-	// requests (so 64 MiB holds about 94 000 such keys), 936 with a minute and a day rule,
-	// up to ~2 KiB when every 1 s bucket of the minute is in use; a rule's state never
+	// charged the heap it really holds: 584 bytes for a key with one minute rule and a few
+	// requests (so 64 MiB holds about 115 000 such keys), 792 with a minute rule and a day
+	// rule of 1 m buckets, about 1.9 KiB when every 1 s bucket of the minute is in use; of
+	// this the store's own part (its entry, index slot and ristretto's item) is about 390
+	// bytes plus the key, the rest the rules' counters. A rule's state never
 	// exceeds (W/g + 1) × 24 bytes. The bound is enforced as keys are admitted: one key whose
 	// state grows can pass it until the next key is admitted.
 	//
 	// A flood of new keys costs at most MaxCost plus the fixed part below: measured with
 	// 1 000 000 distinct keys against the defaults (one request each, while 10 000 keys sat
-	// at their limits), the heap peaked at 0.99 × MaxCost above the empty store (1.06 × with
-	// it), no key was refused, none at its limit was evicted, and the heap went back to the
+	// at their limits), the heap peaked at 1.00 × MaxCost above the empty store (1.06 × with
+	// it), about 115 000 keys were held, no key was refused, none at its limit was evicted, and the heap went back to the
 	// empty store's once the keys had expired. The flood evicts the keys below their limits (each
-	// one reported, see OnEvictLive); keys at or over a limit, or paused, are never evicted
+	// one reported, see OnEvictLive), the ones not in use first; keys at or over a limit, or paused, are never evicted
 	// while others can go, and a new key gets ErrFull only when every byte is held by such
 	// keys. Besides MaxCost, the empty store holds ristretto's set buffer and frequency
 	// sketch: 256 KiB plus 40 to 55 bytes per MaxKeys (4.3 MiB for the defaults).
@@ -82,7 +85,10 @@ type MemoryStats struct {
 //
 // ristretto buffers new keys and may drop or reject a write; Memory makes every update exact:
 // a key's state is one object admitted once with a synchronous set and then updated in place
-// under the key's own mutex, so no count is lost and a read right after a write sees it.
+// under the key's own mutex, so no count is lost and a read right after a write sees it. An
+// operation on a key the store holds finds that object in the store's own lock-free index and
+// takes no other lock; ristretto still decides admission and eviction, and hears of every
+// 16th operation on a key (a Get), which keeps its frequency estimates.
 // ristretto's TTLs are not used (they run on the wall clock, and their expiry maps hold memory
 // for every key admitted within a TTL): a sweep drops the keys whose windows have all passed,
 // on the store's clock. A key at or over a limit (or paused) is held out of ristretto's reach,
@@ -96,8 +102,10 @@ type Memory struct {
 	logger  *slog.Logger
 	seed    maphash.Seed
 
-	// life is held for reading around every call that can reach ristretto's write buffer,
-	// which panics once closed; Close holds it for writing.
+	// life is held for reading around every call that can reach ristretto's buffers, which
+	// panic once closed, and by the operations that change the tiers; Close and compact hold
+	// it for writing. An operation on a key found in the index takes it only when it must
+	// reach ristretto (see do).
 	life   sync.RWMutex
 	closed atomic.Bool
 	tiers  // pinned keys, the list of keys in ristretto, their locks (memory_tier.go)
@@ -123,19 +131,90 @@ func (m *Memory) fail(ctx context.Context, op, key string, err error) error {
 	return err
 }
 
-// entry is one key's state: a counter per counter ID, guarded by mu.
+// entry is one key's state: a counter per counter ID, guarded by mu. Its fields are laid out
+// so that it takes 128 bytes (one size class); what few keys need (a second strategy with
+// another slot order, a pause or reported figures) is behind more.
 type entry struct {
-	mu       sync.Mutex
-	key      string
-	evicted  bool // set by ristretto's eviction; an evicted entry must not be updated
-	ids      []string
+	mu sync.Mutex
+	// evicted is set by ristretto's eviction or a drop: an evicted entry must not be updated.
+	evicted bool
+	// pinned is set while the entry is in its shard's pinned map rather than in ristretto;
+	// it changes only with both the shard's lock and the entry's lock held.
+	pinned bool
+	// dropped is set (under the entry's lock) when ristretto evicts the entry while it is
+	// pinned: an unpin under way then knows that ristretto did not keep it.
+	dropped bool
+	// pinning is set, with pinned, from when an operation put the entry in the pinned map to
+	// when finishPin has taken it out of ristretto and counted it in the pinned tier.
+	pinning bool
+	// listed places the entry on the list of entries in ristretto (listMu), with prev, next.
+	listed bool
+	// refuse holds two flags (one byte, so that the entry stays 128 bytes). refusing is set
+	// by a Reserve of 1 under base that was refused on a pinned key, when the wait it told
+	// ends at limitUntil and base is refusable: until limitUntil, with nothing else done to
+	// the key, a Reserve of 1 under base is refused with the wait limitUntil − now, which
+	// update answers without the counters (on a key at its limit, the refusals are most of
+	// the traffic); every other operation clears it. skipped is set when such a refusal was
+	// answered without the counters: catchUp brings them to e.hw before anything else reads
+	// them.
+	refuse uint8
+	// hits counts operations found in the index, for the sampled Gets (getSample).
+	hits uint8
+	// room is how many more requests certainly fit every rule of base (a refusable strategy)
+	// beyond what was recorded since it was counted, at most 255; 0 when not known. While a
+	// record leaves at least 1, the key is not at its limit (nothing but records takes room, and
+	// time only frees it), and atLimit need not read the counters. Only records under base
+	// spend it; another strategy's operation, an Admit, a Sync or a rebase forgets it.
+	room uint8
+	hash uint32 // keyHash(key): shard and index slot
+	cost int32  // cost last given to ristretto (or counted in the pinned tier), bytes
+	key  string
+	// hw is an upper bound of the latest instant (store's clock, ns) the key's state has
+	// seen: an operation whose clock reads more than StepTolerance behind it rebases.
+	hw int64
+	// limitUntil is the instant (store's clock, ns) up to which a strategy found the key at
+	// its limit (see atLimit); set under the entry's lock.
+	limitUntil int64
+	// base is the strategy the first counters were made for: counters[:base.Slots()] are its
+	// slots, in its order. It is also the strategy last used unless more.last says otherwise.
+	base     *engine.Strategy
 	counters []engine.Counter
-	upstream engine.Upstream  // pause and reported figures (Sync)
-	strat    *engine.Strategy // the strategy scratch was built for
-	scratch  []engine.Counter // counters of strat's slots, in slot order
-	ttlUntil int64            // instant (store's clock, ns) up to which the sweep keeps the entry
-	cost     int              // cost last given to ristretto (or counted in the pinned tier)
-	tierState
+	// inline holds the counter of a key whose first strategy has one slot (counters is then
+	// inline[:1:1]): no slice of its own to allocate, nor to miss in the cache.
+	inline     [1]engine.Counter
+	more       *entryMore
+	prev, next *entry
+}
+
+// The flags of entry.refuse.
+const (
+	refusing uint8 = 1 << iota
+	skipped
+)
+
+// entryMore is the part of an entry few keys need, allocated on first use.
+type entryMore struct {
+	last       *engine.Strategy // the strategy last used on the key when it is not base
+	ids        []string         // counter ID of each of counters, once a strategy other than base uses the key
+	scratchFor *engine.Strategy // the strategy scratch holds the slots of
+	scratch    []engine.Counter // counters of scratchFor's slots, in slot order
+	up         engine.Upstream  // pause and reported figures (Sync)
+}
+
+// upstream returns e's Upstream, or nil while nothing was said about the key.
+func (e *entry) upstream() *engine.Upstream {
+	if e.more == nil {
+		return nil
+	}
+	return &e.more.up
+}
+
+// pausedUntil is the end of e's pause (zero when never paused).
+func (e *entry) pausedUntil() time.Time {
+	if e.more == nil {
+		return time.Time{}
+	}
+	return e.more.up.PausedUntil
 }
 
 // NewMemory returns a memory store. Close it to stop ristretto's goroutines.
@@ -173,12 +252,34 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	return m, nil
 }
 
+// op says what an operation may do to a key's state besides running its function.
+type op struct {
+	// write admits a key that has no state (Record, Reserve, Admit, Sync); without it such a
+	// key is answered from empty counters.
+	write bool
+	// sync gives the function an Upstream to write to (Sync); the others get nil until the key
+	// has one.
+	sync bool
+	// at is an instant (ns) the function hands the counters besides the store's own (Release's
+	// at), so that the entry's latest instant stays an upper bound; 0 when none.
+	at int64
+	// n is the requests the function records (Record's n; a Reserve's n when it is allowed).
+	n int
+	// res, for a Reserve, is where the function puts its Result: what it recorded, and for a
+	// burst of 1 a refusal of a pinned key that may be repeated without the counters
+	// (entry.refusing).
+	res *engine.Result
+	// other is set for the operations that may record what the store cannot tell (Admit,
+	// Sync): the entry's room is forgotten.
+	other bool
+}
+
 // Record implements Store.
 func (m *Memory) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.fail(ctx, "record", key, m.do(ctx, s, key, true, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
+	return m.fail(ctx, "record", key, m.do(ctx, s, key, &op{write: true, n: n}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
 }
 
 // Reserve implements Store.
@@ -192,8 +293,13 @@ func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 		return engine.Result{}, err
 	}
 	var res engine.Result
-	err := m.do(ctx, s, key, true, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
-		res, _ = s.ReserveWith(cs, up, now, n)
+	o := &op{write: true, n: n, res: &res}
+	err := m.do(ctx, s, key, o, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
+		if up == nil {
+			res, _ = s.Reserve(cs, now, n) // never paused: ReserveWith's first step
+		} else {
+			res, _ = s.ReserveWith(cs, up, now, n)
+		}
 	})
 	return res, m.fail(ctx, "reserve", key, err)
 }
@@ -206,7 +312,7 @@ func (m *Memory) Admit(ctx context.Context, s *engine.Strategy, key string, n in
 		}
 	}
 	var d strategy.Decision
-	err := m.do(ctx, s, key, true, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) {
+	err := m.do(ctx, s, key, &op{write: true, other: true}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) {
 		d, _ = s.Admit(cs, now, n)
 	})
 	return d, m.fail(ctx, "admit", key, err)
@@ -217,7 +323,7 @@ func (m *Memory) Release(ctx context.Context, s *engine.Strategy, key string, at
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.fail(ctx, "release", key, m.do(ctx, s, key, false, func(cs []engine.Counter, _ *engine.Upstream, _ time.Time) { s.Release(cs, at, n) }))
+	return m.fail(ctx, "release", key, m.do(ctx, s, key, &op{at: at.UnixNano()}, func(cs []engine.Counter, _ *engine.Upstream, _ time.Time) { s.Release(cs, at, n) }))
 }
 
 // Peek implements Store. A key with no state is answered from empty counters, without admitting
@@ -229,7 +335,7 @@ func (m *Memory) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 		}
 	}
 	var snap strategy.Snapshot
-	err := m.do(ctx, s, key, false, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
+	err := m.do(ctx, s, key, &op{}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		snap, _ = s.PeekWith(cs, up, now, n)
 	})
 	return snap, m.fail(ctx, "peek", key, err)
@@ -242,7 +348,7 @@ func (m *Memory) Sync(ctx context.Context, s *engine.Strategy, key string, u eng
 			return err
 		}
 	}
-	return m.fail(ctx, "sync", key, m.do(ctx, s, key, true, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
+	return m.fail(ctx, "sync", key, m.do(ctx, s, key, &op{write: true, sync: true, other: true}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
 }
 
 // InProcess reports true (cache.InProcess): the store's state is this process's memory.
@@ -264,26 +370,64 @@ func (m *Memory) Close() error {
 	}
 	m.stopJanitor()
 	m.life.Lock()
-	defer m.life.Unlock()
 	m.client.Close()
 	ReleaseClaims(m)
+	m.life.Unlock()
+	// Operations on keys found in the index take neither life nor a shard's lock: waiting for
+	// each entry's lock once waits for those under way (the later ones see closed under it).
+	// Emptying the index and the tiers lets their state go even while m is still referenced.
+	for i := range m.shard {
+		sh := &m.shard[i]
+		sh.mu.Lock()
+		for _, e := range sh.ix.clear() {
+			e.mu.Lock()
+			//nolint:staticcheck // an empty critical section: waiting for the operation under way is the point
+			e.mu.Unlock()
+		}
+		sh.pinMu.Lock()
+		sh.pinned = nil
+		sh.pinMu.Unlock()
+		sh.mu.Unlock()
+	}
+	m.listMu.Lock()
+	m.head, m.tail = nil, nil
+	m.listMu.Unlock()
 	return nil
 }
 
+// getSample is how often (in operations on one entry held in ristretto) an operation found in
+// the index also reads the key from ristretto, and moves it to the tail of the list of entries
+// in ristretto: that Get is what feeds ristretto's TinyLFU the key's frequency, so that its
+// evictions still spare the keys in use, at a sixteenth of the cost of reading every time; and
+// the move keeps a key in use from the head of the list, where a refused admission takes its
+// victim (dropOldest).
+const getSample = 16
+
 // do runs fn on the counters of key's slots under s, with the key's lock held and the instant
-// read from the store's clock under that lock. A key with no state is admitted when write is
+// read from the store's clock under that lock. A key with no state is admitted when o.write is
 // set, and otherwise answered from empty counters.
-func (m *Memory) do(ctx context.Context, s *engine.Strategy, key string, write bool, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
+//
+// A key the store holds is found in the index (memory_index.go) and updated without life or a
+// shard's lock; only what reaches ristretto (an admission, a new cost, a move between the
+// tiers, a sampled Get) takes life, which Close holds for writing.
+func (m *Memory) do(ctx context.Context, s *engine.Strategy, key string, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
 	if s == nil {
 		return errors.New("ratemonitor: memory store: nil strategy")
 	}
-	err := m.doLive(ctx, s, key, write, fn)
+	h := m.keyHash(key)
+	sh := &m.shard[h%shards]
+	if e := sh.ix.find(h, key); e != nil {
+		if done, err := m.update(ctx, s, e, o, fn, false); done {
+			return err
+		}
+	}
+	err := m.doLive(ctx, s, sh, h, key, o, fn)
 	m.maybeCompact()
 	return err
 }
 
-// doLive is do, under life.
-func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, key string, write bool, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
+// doLive is do's slow path, under life: a key not in the index, or whose entry was evicted.
+func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, sh *shard, h uint32, key string, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time)) error {
 	// ristretto's channels panic once it is closed: every call into it runs under life.
 	m.life.RLock()
 	defer m.life.RUnlock()
@@ -292,70 +436,211 @@ func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, key string, wri
 	}
 	var stale *entry
 	for range 3 {
-		e, ok := m.lookup(ctx, key)
-		if !ok || e == stale {
-			if !write {
+		e := sh.ix.find(h, key)
+		if e == nil || e == stale {
+			if !o.write {
 				cs := s.NewCounters()
-				fn(cs, &engine.Upstream{}, m.clock.Now())
+				fn(cs, nil, m.clock.Now())
 				return nil
 			}
 			var err error
 			var applied bool
-			if e, applied, err = m.admit(ctx, s, key, stale, fn); err != nil || applied {
+			if e, applied, err = m.admit(ctx, s, sh, h, key, stale, o, fn); err != nil || applied {
 				return err
 			}
 		}
-		e.mu.Lock()
-		if e.evicted {
-			e.mu.Unlock()
-			stale = e
-			continue
+		if done, err := m.update(ctx, s, e, o, fn, true); done {
+			return err
 		}
-		now := m.apply(e, s, fn)
-		old := e.cost
-		cost, _, refresh := e.maintain(s, now)
-		pinned := e.pinned
-		// An entry still being pinned is not counted in the pinned tier yet: finishPin counts
-		// its whole cost, growth included.
-		if pinned && !e.pinning && e.cost != old {
-			m.addPinned(0, e.cost-old)
-		}
-		var pin, unpin bool
-		if write && e.atLimit(s, now) != pinned {
-			pin = !pinned && m.startPin(e) // under e.mu: no eviction can come first
-			unpin = pinned
-		}
-		e.mu.Unlock()
-		switch {
-		case pin:
-			m.finishPin(e)
-		case unpin:
-			m.unpin(ctx, e)
-		case refresh && !pinned:
-			m.refresh(ctx, e, cost)
-		}
-		return nil
+		stale = e
 	}
 	return fmt.Errorf("ratemonitor: memory store: the state of key %q was evicted three times while being updated; raise MaxCost", key)
+}
+
+// update runs fn on e, an entry the store holds, under e.mu, and then does what the new state
+// asks of the tiers: tell ristretto a grown cost, pin or unpin. It reports done false, having
+// done nothing, when e has been evicted. The caller holds life for reading when underLife is
+// set; otherwise update takes it only when it must reach ristretto, and then does nothing
+// there once the store is closed (the operation itself is done: only its bookkeeping goes).
+func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time), underLife bool) (done bool, err error) {
+	e.mu.Lock()
+	if e.evicted {
+		e.mu.Unlock()
+		return false, nil
+	}
+	if m.closed.Load() {
+		e.mu.Unlock()
+		return true, ErrClosed
+	}
+	now := m.clock.Now()
+	if o.n == 1 && o.res != nil && e.refuse&refusing != 0 && s == e.base && e.pinned && !e.pinning {
+		// A Reserve of 1 refused before, with nothing recorded, released or said since: it is
+		// refused again, with the wait shrunk by the time passed (see refusing).
+		if ns := now.UnixNano(); ns >= e.hw && ns < e.limitUntil {
+			*o.res = engine.Result{Wait: time.Duration(e.limitUntil - ns)}
+			e.hw = ns
+			e.refuse |= skipped
+			e.mu.Unlock()
+			return true, nil
+		}
+	}
+	m.applyAt(e, s, o, fn, now)
+	e.spend(s, o)
+	old := e.cost
+	cost, refresh := e.maintain(s, now)
+	pinned := e.pinned
+	// An entry still being pinned is not counted in the pinned tier yet: finishPin counts
+	// its whole cost, growth included.
+	if pinned && !e.pinning && e.cost != old {
+		m.addPinned(0, int(e.cost-old))
+	}
+	var pin, unpin bool
+	if o.write && e.atLimit(s, now) != pinned {
+		pin = !pinned && m.startPin(e) // under e.mu: no eviction can come first
+		unpin = pinned
+	}
+	sample := false
+	if !pinned {
+		e.hits++
+		sample = e.hits%getSample == 0
+	}
+	refresh = refresh && !pinned
+	e.refuse &^= refusing
+	if o.n == 1 && o.res != nil && !o.res.Allowed && s == e.base && e.pinned && !e.pinning &&
+		e.limitUntil == now.UnixNano()+int64(o.res.Wait) && refusable(s) {
+		e.refuse |= refusing
+	}
+	e.mu.Unlock()
+	if !pin && !unpin && !refresh && !sample {
+		return true, nil
+	}
+	if !underLife {
+		m.life.RLock()
+		defer m.life.RUnlock()
+		if m.closed.Load() {
+			return true, nil
+		}
+	}
+	switch {
+	case pin:
+		m.finishPin(e)
+	case unpin:
+		m.unpin(ctx, e)
+	case refresh:
+		m.refresh(ctx, e, cost)
+	}
+	if sample {
+		m.client.Get(e.key)
+		m.touch(e)
+	}
+	return true, nil
 }
 
 // apply runs fn on e's counters for s at the store's instant, and returns that instant. The
 // caller holds e.mu, or e is not yet in the store.
 func (m *Memory) apply(e *entry, s *engine.Strategy, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
+	o := &op{other: true} // fn may record anything: the room is forgotten
+	now := m.applyOp(e, s, o, fn)
+	e.spend(s, o)
+	return now
+}
+
+// applyOp is apply for an operation o.
+func (m *Memory) applyOp(e *entry, s *engine.Strategy, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
 	now := m.clock.Now()
-	cs := e.countersFor(s)
-	// An injected clock may have been stepped back: rebase all of the key's counters, and the
-	// instant the sweep keeps the entry until with them (clock.Real never goes back).
-	if d := engine.Rebase(e.counters, &e.upstream, now); d != 0 {
-		if e.ttlUntil != 0 {
-			e.ttlUntil += int64(d)
-		}
-		if e.limitUntil != 0 {
+	m.applyAt(e, s, o, fn, now)
+	return now
+}
+
+// applyAt is applyOp at the instant now, read from the store's clock under e.mu.
+func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time), now time.Time) {
+	e.catchUp()
+	ns := now.UnixNano()
+	// An injected clock may have been stepped back: rebase all of the key's counters (clock.Real
+	// never goes back). e.hw is never below the latest instant the key has seen, so a clock
+	// that reads at most StepTolerance behind it needs no rebase (Rebase would find none).
+	if ns < e.hw-int64(engine.StepTolerance) {
+		if d := engine.Rebase(e.counters, e.upstream(), now); d != 0 && e.limitUntil != 0 {
 			e.limitUntil += int64(d)
 		}
+		e.room = 0
+		e.hw = e.seen(ns)
 	}
-	fn(cs, &e.upstream, now)
-	return now
+	if o.sync && e.more == nil {
+		e.more = &entryMore{}
+	}
+	fn(e.countersFor(s), e.upstream(), now)
+	// What fn handed the counters is now or their latest instant (or o.at): e.hw stays an
+	// upper bound of what they have seen.
+	e.hw = max(e.hw, ns, o.at)
+}
+
+// refusable reports whether a refusal of one request under s may be repeated from the entry
+// alone (entry.refusing): under the rolling window, unsmoothed, the wait for one request while
+// nothing is recorded or released is the instant the oldest bucket that must go stops counting
+// (or the pause's end) minus now: it shrinks exactly as time passes.
+func refusable(s *engine.Strategy) bool { return !s.Smoothing() && s.Name() == "rollingwindow" }
+
+// spend takes what operation o recorded under s from e's room (see entry.room), or forgets
+// the room when o may have recorded what the store cannot tell. The caller holds e.mu.
+func (e *entry) spend(s *engine.Strategy, o *op) {
+	if e.room == 0 {
+		return
+	}
+	rec := o.n
+	if o.res != nil && !o.res.Allowed {
+		rec = 0
+	}
+	if o.other || s != e.base || rec >= int(e.room) {
+		e.room = 0
+		return
+	}
+	e.room -= uint8(rec)
+}
+
+// roomOf returns how many more requests fit every rule of s at now, from the counters cs of its
+// slots: the least of EffectiveLimit − Used. For a refusable s a burst of 1 fits (Wait is 0)
+// exactly when it is at least 1. The caller holds e.mu.
+func roomOf(s *engine.Strategy, cs []engine.Counter, now time.Time) int {
+	room := math.MaxInt
+	for i := range s.NumRules() {
+		room = min(room, s.Rule(i).EffectiveLimit()-cs[s.SlotOf(i)].Used(now))
+	}
+	return room
+}
+
+// catchUp brings base's counters to the latest instant the refusals repeated without them
+// (refusing) were answered at, as those refusals would have: a rolling-window log moves its
+// time to the latest instant a query names, dropping what stops counting, and a later query
+// dated earlier is answered at that latest instant. The caller holds e.mu.
+func (e *entry) catchUp() {
+	if e.refuse&skipped == 0 {
+		return
+	}
+	e.refuse &^= skipped
+	at := time.Unix(0, e.hw)
+	for _, c := range e.counters[:e.base.Slots()] {
+		c.Used(at)
+	}
+}
+
+// seen returns the latest instant (ns) e's state has seen, or ns if later: what Rebase
+// compares the clock with. The caller holds e.mu.
+func (e *entry) seen(ns int64) int64 {
+	for _, c := range e.counters {
+		if l := c.Latest(); !l.IsZero() {
+			ns = max(ns, l.UnixNano())
+		}
+	}
+	if up := e.upstream(); up != nil {
+		if !up.PausedAt.IsZero() {
+			ns = max(ns, up.PausedAt.UnixNano())
+		}
+		for _, r := range up.Reported {
+			ns = max(ns, r.At.UnixNano())
+		}
+	}
+	return ns
 }
 
 // get reads key's entry from the gocache store.
@@ -373,7 +658,7 @@ func (m *Memory) get(ctx context.Context, key string) (*entry, bool) {
 // If ristretto refuses, the entry is marked for another try on its next update. It runs under
 // e's shard lock, so that it cannot put back an entry just pinned.
 func (m *Memory) refresh(ctx context.Context, e *entry, cost int) {
-	sh := m.shardOf(e.key)
+	sh := m.shardOf(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e.mu.Lock()
@@ -384,7 +669,7 @@ func (m *Memory) refresh(ctx context.Context, e *entry, cost int) {
 	}
 	if err := m.store.Set(ctx, e.key, e, gocachestore.WithCost(int64(cost))); err != nil {
 		e.mu.Lock()
-		e.ttlUntil, e.cost = 0, 0
+		e.cost = 0 // the next operation tries again
 		e.mu.Unlock()
 	}
 }
@@ -409,6 +694,7 @@ func (m *Memory) evicted(item *ristretto.Item[any]) {
 	}
 	e.evicted = true
 	m.unlink(e)
+	m.shardOf(e).ix.del(e)
 	live := e.live(m.clock.Now())
 	e.mu.Unlock()
 	if live {
@@ -449,16 +735,44 @@ func (m *Memory) logEviction(key string, total int64) {
 		"evicted", count, "last_key", key, "evicted_total", total)
 }
 
-// countersFor returns the counters of s's slots, creating the missing ones.
+// countersFor returns the counters of s's slots, creating the missing ones, and notes s as
+// the strategy last used.
 func (e *entry) countersFor(s *engine.Strategy) []engine.Counter {
-	if e.strat == s {
-		return e.scratch
+	if s == e.base {
+		if e.more != nil {
+			e.more.last = nil
+		}
+		return e.counters[:s.Slots()]
 	}
-	e.scratch = e.scratch[:0]
+	if e.base == nil {
+		e.base = s
+		if s.Slots() == 1 {
+			e.inline[0] = s.NewCounter(0)
+			e.counters = e.inline[:1:1]
+		} else {
+			e.counters = s.NewCounters()
+		}
+		return e.counters
+	}
+	if e.more == nil {
+		e.more = &entryMore{}
+	}
+	x := e.more
+	x.last = s
+	if x.scratchFor == s {
+		return x.scratch
+	}
+	if x.ids == nil {
+		x.ids = make([]string, len(e.counters), len(e.counters)+s.Slots())
+		for j := range x.ids {
+			x.ids[j] = e.base.CounterID(j)
+		}
+	}
+	x.scratch = x.scratch[:0]
 	for j := range s.Slots() {
 		id := s.CounterID(j)
 		var c engine.Counter
-		for i, have := range e.ids {
+		for i, have := range x.ids {
 			if have == id {
 				c = e.counters[i]
 				break
@@ -466,36 +780,69 @@ func (e *entry) countersFor(s *engine.Strategy) []engine.Counter {
 		}
 		if c == nil {
 			c = s.NewCounter(j)
-			e.ids = append(e.ids, id)
+			x.ids = append(x.ids, id)
 			e.counters = append(e.counters, c)
 		}
-		e.scratch = append(e.scratch, c)
+		x.scratch = append(x.scratch, c)
 	}
-	e.strat = s
-	return e.scratch
+	x.scratchFor = s
+	return x.scratch
 }
 
-// maintain decides whether ristretto must be told a new cost (the counters grew), and moves
-// the instant up to which the sweep keeps the entry (the newest request now counts past it).
-func (e *entry) maintain(s *engine.Strategy, now time.Time) (cost int, ttl time.Duration, refresh bool) {
+// strat returns the strategy last used on e.
+func (e *entry) strat() *engine.Strategy {
+	if e.more != nil && e.more.last != nil {
+		return e.more.last
+	}
+	return e.base
+}
+
+// slotsOf returns the counters of s's slots when e has them at hand (s made the first counters,
+// or scratch was built for it), or nil.
+func (e *entry) slotsOf(s *engine.Strategy) []engine.Counter {
+	if s == nil {
+		return nil
+	}
+	if s == e.base {
+		return e.counters[:s.Slots()]
+	}
+	if e.more != nil && e.more.scratchFor == s {
+		return e.more.scratch
+	}
+	return nil
+}
+
+// maintain decides whether ristretto must be told a new cost (the counters grew), and records
+// it. The instant up to which the sweep keeps the entry is not kept: the sweep works it out
+// from the state when it looks (keepUntil).
+func (e *entry) maintain(_ *engine.Strategy, _ time.Time) (cost int, refresh bool) {
 	cost = e.heapCost()
-	exp := engine.Expiry(e.counters)
-	if e.upstream.PausedUntil.After(exp) {
-		exp = e.upstream.PausedUntil // a pause outlives the counts it guards
+	if cost <= int(e.cost) {
+		return 0, false
 	}
-	expiry := max(exp.UnixNano(), now.UnixNano())
-	if exp.IsZero() {
-		expiry = now.UnixNano() // nothing recorded: keep the entry one slack from now
-	}
-	if cost <= e.cost && expiry <= e.ttlUntil {
-		return 0, 0, false
-	}
-	ttl = time.Duration(expiry-now.UnixNano()) + slack(s)
-	e.cost, e.ttlUntil = cost, now.UnixNano()+int64(ttl)
-	return cost, ttl, true
+	e.cost = int32(cost)
+	return cost, true
 }
 
-// slack is how long past its last counted instant an entry is kept: at least a minute, so that
-// the keep-until instant moves about once per window, and figures that Sync reported outlive
-// the counts a little.
+// keepUntil is the instant (store's clock, ns) up to which the sweep keeps e: one slack past the
+// later of the last instant anything counts (a pause included) and the latest instant the key
+// has seen, so that figures that Sync reported outlive the counts a little. The caller holds
+// e.mu.
+func (e *entry) keepUntil() int64 {
+	until := e.hw
+	if exp := engine.Expiry(e.counters); !exp.IsZero() {
+		until = max(until, exp.UnixNano())
+	}
+	if p := e.pausedUntil(); !p.IsZero() {
+		until = max(until, p.UnixNano())
+	}
+	sl := time.Minute
+	if last := e.strat(); last != nil {
+		sl = slack(last)
+	}
+	return until + int64(sl)
+}
+
+// slack is how long past its last counted instant an entry is kept: at least a minute, and
+// figures that Sync reported outlive the counts a little.
 func slack(s *engine.Strategy) time.Duration { return max(s.Longest(), time.Minute) }

@@ -79,7 +79,7 @@ func (m *Memory) sweep(sh *shard, n int) {
 			v.prev, v.next = m.tail, nil
 			m.tail.next, m.tail = v, v
 		}
-		vs := m.shardOf(v.key)
+		vs := m.shardOf(v)
 		locked := vs == sh || sh != nil && vs.mu.TryLock()
 		m.listMu.Unlock()
 		if sh == nil {
@@ -144,7 +144,9 @@ func (m *Memory) maybeCompact() {
 // Go maps never shrink, so after a flood of keys has expired they would hold about a third of
 // the peak heap for ever. It rebuilds them with what is still held: ristretto's Clear makes its
 // maps anew and the entries are set again (all fit, being within its MaxCost, so ristretto's
-// admission is not asked). Operations wait meanwhile (about 1 µs per entry held).
+// admission is not asked). Operations that reach ristretto (admissions, new costs, moves
+// between the tiers, sampled Gets) wait meanwhile (about 1 µs per entry held); the others go on
+// under their entries' locks, which compact takes too.
 func (m *Memory) compact() {
 	m.life.Lock()
 	defer m.life.Unlock()
@@ -165,7 +167,7 @@ func (m *Memory) compact() {
 		e.mu.Lock()
 		cost, gone := int64(e.cost), e.evicted || !e.listed
 		e.mu.Unlock()
-		if gone || m.drop(e, true) { // no operation is under way: no shard lock is needed
+		if gone || m.drop(e, true) { // no admission is under way (they hold life): no shard lock is needed
 			continue
 		}
 		if !m.client.Set(e.key, e, cost) {

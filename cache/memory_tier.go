@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,10 +62,12 @@ type shard struct {
 	mu sync.Mutex
 	// pinned is read and written under pinMu. An operation that leaves its key at its limit
 	// puts the entry there under the entry's lock alone (so that no eviction or admission can
-	// come between), and finishes the move under mu; lookup reads it under pinMu alone, so
-	// that an operation on a pinned key does not wait for an admission's synchronous set.
+	// come between), and finishes the move under mu. Lookups go to the index (ix), which holds
+	// the pinned entries too: the map is what the sweep and dropPinned walk.
 	pinMu  sync.RWMutex
 	pinned map[string]*entry
+	// ix indexes every entry of the shard's keys held in either tier (memory_index.go).
+	ix index
 }
 
 // sample returns up to n pinned entries (all when n < 0), in the map's (random) order.
@@ -84,13 +87,6 @@ func (sh *shard) sample(n int) []*entry {
 	return out
 }
 
-// get returns key's pinned entry, or nil.
-func (sh *shard) get(key string) *entry {
-	sh.pinMu.RLock()
-	defer sh.pinMu.RUnlock()
-	return sh.pinned[key]
-}
-
 // put adds e to the pinned map.
 func (sh *shard) put(e *entry) {
 	sh.pinMu.Lock()
@@ -108,39 +104,20 @@ func (sh *shard) del(key string) {
 	sh.pinMu.Unlock()
 }
 
-// tierState is the part of an entry the policy keeps.
-type tierState struct {
-	// pinned is set while the entry is in its shard's pinned map rather than in ristretto;
-	// it changes only with both the shard's lock and the entry's lock held.
-	pinned bool
-	// dropped is set (under the entry's lock) when ristretto evicts the entry while it is
-	// pinned: an unpin under way then knows that ristretto did not keep it.
-	dropped bool
-	// pinning is set, with pinned, from when an operation put the entry in the pinned map to
-	// when finishPin has taken it out of ristretto and counted it in the pinned tier.
-	pinning bool
-	// limitUntil is the instant (store's clock, ns) up to which a strategy found the key at
-	// its limit (see atLimit); set under the entry's lock.
-	limitUntil int64
-	// listed, prev and next place the entry on the list of entries in ristretto (listMu).
-	listed     bool
-	prev, next *entry
+// shardOf returns the shard of e's key.
+func (m *Memory) shardOf(e *entry) *shard { return &m.shard[e.hash%shards] }
+
+// keyHash is key's hash: its low bits choose the shard, the rest the slot in the shard's index.
+func (m *Memory) keyHash(key string) uint32 {
+	h := maphash.String(m.seed, key)
+	return uint32(h) ^ uint32(h>>32)
 }
 
-func (m *Memory) shardOf(key string) *shard {
-	return &m.shard[maphash.String(m.seed, key)%shards]
-}
-
-// lookup returns key's entry from either tier.
-func (m *Memory) lookup(ctx context.Context, key string) (*entry, bool) {
-	if m.pinnedN.Load() > 0 {
-		if e := m.shardOf(key).get(key); e != nil {
-			return e, true
-		}
-	}
-	// An entry being pinned is in the pinned map before it leaves ristretto, so a miss in
-	// both is settled by admit, which looks again under the shard's lock.
-	return m.get(ctx, key)
+// lookup returns key's entry from the index (either tier).
+func (m *Memory) lookup(_ context.Context, key string) (*entry, bool) {
+	h := m.keyHash(key)
+	e := m.shard[h%shards].ix.find(h, key)
+	return e, e != nil
 }
 
 // admit puts a new entry for key in the store with fn applied to it (applied), unless another
@@ -148,31 +125,37 @@ func (m *Memory) lookup(ctx context.Context, key string) (*entry, bool) {
 // the entry is shared (the shard's lock keeps the key's other callers waiting), so that a new
 // key's first operation cannot be lost to an eviction that comes before it; and a key that
 // this leaves at its limit goes straight to the pinned tier.
-func (m *Memory) admit(ctx context.Context, s *engine.Strategy, key string, stale *entry, fn func([]engine.Counter, *engine.Upstream, time.Time)) (e *entry, applied bool, err error) {
-	sh := m.shardOf(key)
+//
+// Every entry of either tier is in the index (put there under its lock unless already
+// evicted), and an entry in the index that is not evicted is held in a tier: so a lookup in the
+// index under the shard's lock settles whether key has state.
+func (m *Memory) admit(ctx context.Context, s *engine.Strategy, sh *shard, h uint32, key string, stale *entry, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time)) (e *entry, applied bool, err error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.get(key); e != nil {
-		return e, false, nil
-	}
-	if e, ok := m.get(ctx, key); ok && e != stale {
+	if e := sh.ix.find(h, key); e != nil && e != stale {
 		return e, false, nil
 	}
 	m.sweep(sh, sweepEach)
-	e = &entry{key: key}
-	now := m.apply(e, s, fn)
+	e = &entry{key: key, hash: h}
+	now := m.applyOp(e, s, o, fn)
 	e.maintain(s, now) // the cost charged at admission is that of the state after fn
 	if e.atLimit(s, now) && m.pinnedCost.Load()+int64(e.cost) <= m.maxCost {
 		e.pinned = true
 		sh.put(e)
-		m.addPinned(1, e.cost)
+		m.addPinned(1, int(e.cost))
+		e.mu.Lock()
+		sh.ix.put(e)
+		e.mu.Unlock()
 	} else {
-		if err := m.insert(ctx, sh, e, e.cost, true); err != nil {
+		if err := m.insert(ctx, sh, e, int(e.cost), true); err != nil {
 			m.rejected.Add(1)
 			return nil, false, err
 		}
 		e.mu.Lock()
 		m.link(e)
+		if !e.evicted { // ristretto may have evicted it already, and then not from the index
+			sh.ix.put(e)
+		}
 		e.mu.Unlock()
 	}
 	m.noteHeld()
@@ -227,6 +210,26 @@ func (m *Memory) unlink(e *entry) {
 	m.listMu.Lock()
 	m.unlinkLocked(e)
 	m.listMu.Unlock()
+}
+
+// touch moves e, if it is on the list, to its tail: an entry in use is then not among the
+// oldest that a refused admission drops (dropOldest). Operations found in the index call it with
+// their sampled Get (getSample), so a hot key moves about once per 16 operations. The caller
+// holds no lock of the store; listed is read under listMu, which every change of it holds.
+func (m *Memory) touch(e *entry) {
+	m.listMu.Lock()
+	defer m.listMu.Unlock()
+	if !e.listed || e == m.tail {
+		return
+	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		m.head = e.next
+	}
+	e.next.prev = e.prev // e is not the tail
+	e.prev, e.next = m.tail, nil
+	m.tail.next, m.tail = e, e
 }
 
 func (m *Memory) unlinkLocked(e *entry) {
@@ -293,7 +296,7 @@ func (m *Memory) pickVictim(sh *shard, except *entry) (*entry, *shard) {
 		if v == except {
 			continue
 		}
-		vs := m.shardOf(v.key)
+		vs := m.shardOf(v)
 		if vs == sh || vs.mu.TryLock() {
 			return v, vs
 		}
@@ -316,16 +319,17 @@ func (m *Memory) drop(v *entry, onlyExpired bool) bool {
 	}
 	now := m.clock.Now()
 	live := v.live(now)
-	if onlyExpired && (live || now.UnixNano() < v.ttlUntil) {
+	if onlyExpired && (live || now.UnixNano() < v.keepUntil()) {
 		v.mu.Unlock()
 		return false
 	}
 	v.evicted = true
+	m.shardOf(v).ix.del(v)
 	pinned := v.pinned
 	if pinned {
-		m.shardOf(v.key).del(v.key)
+		m.shardOf(v).del(v.key)
 		v.pinned = false
-		m.addPinned(-1, -v.cost)
+		m.addPinned(-1, -int(v.cost))
 	} else {
 		m.unlink(v)
 	}
@@ -343,7 +347,7 @@ func (m *Memory) drop(v *entry, onlyExpired bool) bool {
 // live reports whether e still holds anything that counts, or a pause, at now. The caller
 // holds e.mu.
 func (e *entry) live(now time.Time) bool {
-	return engine.Expiry(e.counters).After(now) || e.upstream.PausedUntil.After(now)
+	return engine.Expiry(e.counters).After(now) || e.pausedUntil().After(now)
 }
 
 // atLimit reports whether e's key has no room for one more request under s at now, or under
@@ -352,13 +356,24 @@ func (e *entry) live(now time.Time) bool {
 // one's minute rule, the inner one's day rule) is thus not unpinned, and left to the flood's
 // evictions, by an operation of a strategy whose rules have room. The caller holds e.mu.
 func (e *entry) atLimit(s *engine.Strategy, now time.Time) bool {
-	if e.upstream.PausedUntil.After(now) || e.limitUntil > now.UnixNano() {
+	e.catchUp()
+	if e.limitUntil > now.UnixNano() || e.pausedUntil().After(now) {
 		return true
 	}
-	if s == nil || e.strat != s {
+	cs := e.slotsOf(s)
+	if cs == nil {
 		return false
 	}
-	if w := s.Wait(e.scratch, now, 1); w > 0 {
+	if s == e.base && refusable(s) {
+		if e.room > 0 {
+			return false // room left since it was counted: one more request fits
+		}
+		if room := roomOf(s, cs, now); room >= 1 {
+			e.room = uint8(min(room, math.MaxUint8))
+			return false
+		}
+	}
+	if w := s.Wait(cs, now, 1); w > 0 {
 		e.limitUntil = now.Add(w).UnixNano()
 		return true
 	}
@@ -387,7 +402,7 @@ func (m *Memory) dropPinned(sh *shard) bool {
 		for _, v := range vs.sample(pinScan - seen) {
 			seen++
 			v.mu.Lock()
-			free := !v.pinning && !v.atLimit(v.strat, now)
+			free := !v.pinning && !v.atLimit(v.strat(), now)
 			v.mu.Unlock()
 			if free {
 				victim = v
@@ -425,14 +440,14 @@ func (m *Memory) startPin(e *entry) bool {
 		return false
 	}
 	e.pinned, e.pinning, e.dropped = true, true, false
-	m.shardOf(e.key).put(e)
+	m.shardOf(e).put(e)
 	return true
 }
 
 // finishPin takes e out of ristretto and counts it in the pinned tier. The caller holds
 // neither e's shard nor e.mu.
 func (m *Memory) finishPin(e *entry) {
-	sh := m.shardOf(e.key)
+	sh := m.shardOf(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e.mu.Lock()
@@ -442,7 +457,7 @@ func (m *Memory) finishPin(e *entry) {
 	}
 	e.pinning = false
 	m.unlink(e)
-	m.addPinned(1, e.cost)
+	m.addPinned(1, int(e.cost))
 	e.mu.Unlock()
 	// The shard's lock keeps any other entry for e.key out of ristretto until the delete is
 	// queued.
@@ -452,7 +467,7 @@ func (m *Memory) finishPin(e *entry) {
 // unpin moves e from its shard's pinned map back to ristretto. If ristretto cannot take it,
 // it stays pinned (and counted). The caller holds neither e's shard nor e.mu.
 func (m *Memory) unpin(ctx context.Context, e *entry) {
-	sh := m.shardOf(e.key)
+	sh := m.shardOf(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e.mu.Lock()
@@ -461,7 +476,7 @@ func (m *Memory) unpin(ctx context.Context, e *entry) {
 		return
 	}
 	e.dropped = false
-	cost := e.cost
+	cost := int(e.cost)
 	e.mu.Unlock()
 	if m.insert(ctx, sh, e, cost, false) != nil {
 		return
@@ -473,6 +488,6 @@ func (m *Memory) unpin(ctx context.Context, e *entry) {
 	}
 	sh.del(e.key)
 	e.pinned = false
-	m.addPinned(-1, -e.cost)
+	m.addPinned(-1, -int(e.cost))
 	m.link(e)
 }

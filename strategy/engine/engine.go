@@ -86,6 +86,10 @@ type Strategy struct {
 	longest time.Duration
 	// smoothFrom is the first GCRA slot (Smoothed), 0 when not smoothed.
 	smoothFrom int
+	// maxBurst is MaxBurst(), worked out once by New and Smoothed so that CheckBurst, which
+	// every reservation runs (twice: the store's check and Reserve's), passes a burst that
+	// fits with one comparison. 0 (a Strategy made some other way) only skips that shortcut.
+	maxBurst int
 }
 
 // New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
@@ -125,6 +129,7 @@ func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
 		s.slotOf = append(s.slotOf, slot)
 		s.longest = max(s.longest, r.EffectiveWindow())
 	}
+	s.maxBurst = s.MaxBurst()
 	return s, nil
 }
 
@@ -206,6 +211,9 @@ func (s *Strategy) MaxBurst() int {
 // CheckBurst returns nil when a burst of n can ever fit; otherwise strategy.ErrInvalidBurst (n < 1) or
 // an error wrapping strategy.ErrBurstTooLarge that names the rule it can never fit in.
 func (s *Strategy) CheckBurst(n int) error {
+	if n >= 1 && n <= s.maxBurst {
+		return nil // fits every rule (and every GCRA): what the checks below would find
+	}
 	if n < 1 {
 		return fmt.Errorf("%w, got %d", strategy.ErrInvalidBurst, n)
 	}
@@ -240,8 +248,8 @@ func (s *Strategy) Release(cs []Counter, at time.Time, n int) {
 // where they all hold), and of the GCRAs' when smoothed (Smoothed). n must have passed CheckBurst.
 func (s *Strategy) Wait(cs []Counter, now time.Time, n int) time.Duration {
 	var d time.Duration
-	for i, r := range s.rules {
-		d = max(d, cs[s.slotOf[i]].WaitTime(now, n, r.EffectiveLimit()))
+	for i := range s.rules {
+		d = max(d, cs[s.slotOf[i]].WaitTime(now, n, s.rules[i].EffectiveLimit()))
 	}
 	return max(d, s.smoothWait(cs, now, n))
 }

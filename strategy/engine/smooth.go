@@ -75,6 +75,7 @@ func (s *Strategy) Smoothed() (*Strategy, error) {
 			c.firstOf = append(c.firstOf, i)
 		}
 	}
+	c.maxBurst = c.MaxBurst()
 	return &c, nil
 }
 
