@@ -18,7 +18,7 @@ import (
 // The charge sits between the two, nearer the flood's, since that is when MaxCost binds. (It
 // was 472 with the entry of before: 224 bytes, and a slice of counter IDs and one of counters
 // in slot order besides its counters.)
-const entryOverhead = 392
+const entryOverhead = 376
 
 // counterSlot is the heap each slot (counter) of a key adds beyond the counter's own Cost: its
 // place in the entry's counter slice.
