@@ -484,14 +484,14 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 			t.unreserveCounted(ctx, r, lim, outer)
 			// The slot is one of the request's cost: a higher real cost is recorded on top;
 			// none is given back (a spent slot never is).
-			return t.send(base, t.marked(base, req, key, outer, true, 0), key, t.slotCharge(lim))
+			return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0), key, t.slotCharge(lim))
 		}
 	}
 	if lim.none() {
 		// A Transport wrapping this one, over the same store, counted this attempt in every
 		// counter this one keeps: counting it again would count it twice. The mark is passed
 		// on: this attempt took it. Its charge can be corrected up here (outerCharge).
-		return t.send(base, t.marked(base, req, key, outer, true, 0), key, t.outerCharge(om))
+		return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0), key, t.outerCharge(om))
 	}
 	n, err := t.requestCost(req, key, lim)
 	if err != nil {
@@ -524,9 +524,9 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		t.storeFailed(req, se.Key, se.Err)
 		// Not counted here: a Transport inside this one must count it (in every counter but
 		// those counted further out).
-		return t.send(base, t.marked(base, req, key, outer, false, 0), key, nil)
+		return t.sendMarked(base, req, t.marked(base, req, key, outer, false, 0), key, nil)
 	}
-	return t.send(base, t.marked(base, req, key, outer, true, n), key, t.kept(&ch))
+	return t.sendMarked(base, req, t.marked(base, req, key, outer, true, n), key, t.kept(&ch))
 }
 
 // record counts a request of cost n on key and, with WithAppRules, on the app key, and returns the

@@ -43,6 +43,14 @@ type countedContext struct{}
 // finds nothing left and is a new attempt, counted in full. (Taking a mark once per inner
 // Transport, as before, left an attempt failed over to a second inner Transport uncounted in
 // the outer one's counters.)
+//
+// A mark is valid only while the marking Transport's call to its base runs (done): it outlives
+// that call in the context of the response's Request, and a request built on that context (a
+// pagination loop carrying it along), through the same Transport or another over the store,
+// would otherwise take it as counted further out and go uncounted. A Transport inside reads the
+// mark when the request reaches it, during that call; an attempt that reaches it after the call
+// returned (a hedge or retry left running) finds the mark done and is counted in full: an
+// over-count, never an under-count.
 type countMark struct {
 	context.Context // the attempt's context, which the mark extends (one allocation for both)
 
@@ -57,6 +65,7 @@ type countMark struct {
 	corrects bool
 	parent   *countMark  // the mark of a Transport further out, over another store
 	taken    atomic.Bool // an attempt through a Transport inside has taken the counters
+	done     atomic.Bool // the marking Transport's call to its base has returned: the mark is void
 	inline   [2]countedOn
 }
 
@@ -99,14 +108,22 @@ func markFrom(ctx context.Context) *countMark {
 	return m
 }
 
+// live returns m or the first mark outside it whose marking call is still running (nil: none).
+func (m *countMark) live() *countMark {
+	for m != nil && m.done.Load() {
+		m = m.parent
+	}
+	return m
+}
+
 // uncounted returns what is left of t's limits for an attempt on key carrying mark m (nil: no
 // mark), the counters Transports further out, over t's store, counted this attempt in (nil
 // when none did, or their mark was already taken by an earlier attempt), for t to pass on,
-// and the mark that said so (for outerCharge).
+// and the mark that said so (for outerCharge). Marks whose call has returned (done) are
+// skipped: they count nothing now.
 func (t *Transport) uncounted(m *countMark, key string) (limits, counters, *countMark) {
 	lim := t.allLimits()
-	for m != nil && !cache.SameStore(m.store, t.store) {
-		m = m.parent
+	for m = m.live(); m != nil && !cache.SameStore(m.store, t.store); m = m.parent.live() {
 	}
 	if m == nil || m.taken.Swap(true) {
 		return lim, nil, nil
@@ -137,7 +154,9 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 		return req
 	}
 	ctx := req.Context()
-	m := &countMark{Context: ctx, store: t.store, parent: markFrom(ctx)}
+	// Void marks further out are left out of the chain: a pagination loop would otherwise
+	// lengthen it with every page.
+	m := &countMark{Context: ctx, store: t.store, parent: markFrom(ctx).live()}
 	m.counted = append(m.inline[:0], outer...)
 	if self {
 		m.counted = append(m.counted, countedOn{key: key, strat: t.strat})
@@ -149,6 +168,17 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 		m.cost, m.corrects = cost, t.costReport != nil
 	}
 	return req.WithContext(m)
+}
+
+// sendMarked sends req, which marked made from orig, and voids its mark (if marked made one)
+// once base returns, or panics: see countMark.
+func (t *Transport) sendMarked(base http.RoundTripper, orig, req *http.Request, key string, ch *charge) (*http.Response, error) {
+	if req != orig {
+		if m, ok := req.Context().(*countMark); ok {
+			defer m.done.Store(true)
+		}
+	}
+	return t.send(base, req, key, ch)
 }
 
 // unreserveCounted gives back, in the counters a Transport further out over t's store has

@@ -66,12 +66,16 @@ func (t *Transport) roundTripInFlight(base http.RoundTripper, req *http.Request,
 	// A panic in base (a bug in a wrapped RoundTripper, recovered further up as net/http's
 	// server does) would otherwise keep the slots, renewed, for as long as the process lives.
 	sent := false
+	mreq, m := h.markHeld(base, req)
 	defer func() {
+		if m != nil {
+			m.done.Store(true) // the call to base is over: the mark is void (inflightMark)
+		}
 		if !sent {
 			h.release()
 		}
 	}()
-	resp, err := t.roundTrip(base, h.markHeld(base, req), key)
+	resp, err := t.roundTrip(base, mreq, key)
 	sent = true
 	if err != nil || resp == nil {
 		h.release()

@@ -3,6 +3,7 @@ package ratemonitor
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/ratemonitor/ratemonitor/cache"
 )
@@ -16,35 +17,56 @@ import (
 
 type inflightMarkKey struct{}
 
-// inflightMark is one slot held further out: its store and key, and the marks outside it.
+// inflightMark is the slots one Transport's call holds: its store and keys (the request's key,
+// the app key), and the marks outside it. Like a countMark (counted.go), it is valid only while
+// that call to its base runs (done): it outlives the call in the context of the response's
+// Request, and a request built on that context would otherwise skip its slot and go over the
+// in-flight limit. A request that reaches a Transport inside after the call returned (a hedge
+// left running) is another request in flight, and takes its own slot.
 type inflightMark struct {
 	store  cache.Store
-	key    string
+	keys   [2]string
+	n      int // keys in use
 	parent *inflightMark
+	done   atomic.Bool
 }
 
-// heldOutside reports whether a Transport further out holds a slot of key on store.
+// live returns m or the first mark outside it whose call is still running (nil: none).
+func (m *inflightMark) live() *inflightMark {
+	for m != nil && m.done.Load() {
+		m = m.parent
+	}
+	return m
+}
+
+// heldOutside reports whether a Transport further out holds a slot of key on store, in a call
+// still running.
 func heldOutside(ctx context.Context, store cache.Store, key string) bool {
 	m, _ := ctx.Value(inflightMarkKey{}).(*inflightMark)
-	for ; m != nil; m = m.parent {
-		if m.key == key && cache.SameStore(m.store, store) {
-			return true
+	for m = m.live(); m != nil; m = m.parent.live() {
+		for _, k := range m.keys[:m.n] {
+			if k == key && cache.SameStore(m.store, store) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
 // markHeld returns req with h's slots marked in its context for the Transports base may hold,
-// or req itself when there is nothing to mark, or no Transport further in could read the mark
+// and the mark, for the caller to void (done) when its call to base returns; or req itself and
+// nil when there is nothing to mark, or no Transport further in could read the mark
 // (needsMark: heldOutside, too, reads only marks of its own store).
-func (h *held) markHeld(base http.RoundTripper, req *http.Request) *http.Request {
+func (h *held) markHeld(base http.RoundTripper, req *http.Request) (*http.Request, *inflightMark) {
 	if len(h.slots) == 0 || !h.f.t.needsMark(base) {
-		return req
+		return req, nil
 	}
 	ctx := req.Context()
-	m, _ := ctx.Value(inflightMarkKey{}).(*inflightMark)
-	for _, s := range h.slots {
-		m = &inflightMark{store: h.f.t.store, key: s.key, parent: m}
+	parent, _ := ctx.Value(inflightMarkKey{}).(*inflightMark)
+	m := &inflightMark{store: h.f.t.store, parent: parent.live()}
+	for _, s := range h.slots { // at most two: the key's and the app key's (take)
+		m.keys[m.n] = s.key
+		m.n++
 	}
-	return req.WithContext(context.WithValue(ctx, inflightMarkKey{}, m))
+	return req.WithContext(context.WithValue(ctx, inflightMarkKey{}, m)), m
 }
