@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"github.com/ratemonitor/ratemonitor/cache"
 )
@@ -29,40 +30,56 @@ import (
 // keep. That is an over-count of those few requests, never an under-count. A Transport that
 // is reached again by its own attempt (its base calls back into it) counts it again too.
 
+// The count holds no reference to a store that keeps it alive: it is a global root, and a
+// store can hold what holds a Transport (the memory store New makes holds the Transport's
+// observer, which may keep the Transport), so a strong reference would keep a closed
+// Transport from ever being collected, and its count from ever being left.
+
 // storeUse is the count of one store's Transports.
 type storeUse struct {
-	id  any         // storeIdentity of the store
-	rep cache.Store // the store of the first Transport, for the cache.SameStore check
-	n   atomic.Int32
+	id storeKey
+	n  atomic.Int32
+}
+
+// storeKey is what makes stores one for cache.SameStore, without a strong reference to them:
+// the namespace of a cache.Namespacer, or the dynamic type and a weak pointer to the pointee of
+// a store that is a pointer (weak pointers made from one pointer are equal, and SameStore
+// compares pointer stores by type and pointer).
+type storeKey struct {
+	ns  string
+	typ reflect.Type // nil for a Namespacer
+	ptr weak.Pointer[byte]
 }
 
 var storeUses struct {
 	mu sync.Mutex
-	m  map[any]*storeUse
+	m  map[storeKey]*storeUse
 }
 
-// storeIdentity returns what makes two stores one for cache.SameStore: the namespace of a
-// cache.Namespacer, else the store value itself when it is comparable. A store with neither
-// is the same store as no other (nor as itself): marks on it are never read. TestStoreIdentity
-// holds this to cache.SameStore.
-func storeIdentity(st cache.Store) (any, bool) {
+// storeIdentity returns the key of st's count: by namespace for a cache.Namespacer (as
+// cache.SameStore compares them), by type and pointer for a store that is a pointer. Any other
+// store (a struct passed by value, comparable or not) has none: a Transport over it marks
+// every attempt (alwaysMark), which is safe and only slower. TestStoreIdentity holds the
+// identity to cache.SameStore where there is one.
+func storeIdentity(st cache.Store) (storeKey, bool) {
 	if n, ok := st.(cache.Namespacer); ok {
-		return "ns:" + n.Namespace(), true
+		return storeKey{ns: n.Namespace()}, true
 	}
-	if st == nil || !reflect.TypeOf(st).Comparable() {
-		return nil, false
+	v := reflect.ValueOf(st)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return storeKey{}, false
 	}
-	return st, true
+	return storeKey{typ: v.Type(), ptr: weak.Make((*byte)(v.UnsafePointer()))}, true
 }
 
-// joinStoreUse counts t among the Transports over its store until t is garbage collected.
-// When the identity computed here and cache.SameStore disagree (they should not), t marks
-// every attempt, as all Transports did before the count.
+// joinStoreUse counts t among the Transports over its store until t is garbage collected. A
+// store without an identity here (see storeIdentity) that cache.SameStore may find the same as
+// another has t mark every attempt, as all Transports did before the count.
 func (t *Transport) joinStoreUse() {
 	id, ok := storeIdentity(t.store)
 	if !ok {
 		if cache.SameStore(t.store, t.store) {
-			t.alwaysMark = true // the two disagree: be safe
+			t.alwaysMark = true
 		}
 		return
 	}
@@ -70,22 +87,20 @@ func (t *Transport) joinStoreUse() {
 	u := storeUses.m[id]
 	if u == nil {
 		if storeUses.m == nil {
-			storeUses.m = map[any]*storeUse{}
+			storeUses.m = map[storeKey]*storeUse{}
 		}
-		u = &storeUse{id: id, rep: t.store}
+		u = &storeUse{id: id}
 		storeUses.m[id] = u
 	}
 	u.n.Add(1)
 	storeUses.mu.Unlock()
-	if !cache.SameStore(u.rep, t.store) {
-		t.alwaysMark = true
-	}
 	t.use = u
 	runtime.AddCleanup(t, leaveStoreUse, u)
 }
 
-// leaveStoreUse uncounts a Transport collected, and forgets the store with the last one (the
-// entry holds the store value).
+// leaveStoreUse uncounts a Transport collected, and forgets the store with the last one. While
+// the count is above zero a Transport holding the store is alive, so a pointer store's entry
+// never outlives it.
 func leaveStoreUse(u *storeUse) {
 	storeUses.mu.Lock()
 	defer storeUses.mu.Unlock()
