@@ -18,9 +18,11 @@ import (
 // give them separate stores (for Redis, a prefix of their own).
 var ErrCounterConflict = errors.New("ratemonitor: rules of the same window cannot share one count")
 
-// Namespacer is implemented by stores whose state lives outside the process (Redis, SQLite,
-// DynamoDB): Namespace names where, such as "redis 127.0.0.1:6379 prefix rm:", so that two store
-// values over the same state are one store to ClaimCounters.
+// Namespacer is implemented by stores whose state lives outside the process and can be reached
+// through more than one store value (of this repository's stores, only the Redis store):
+// Namespace names where, such as "redis 127.0.0.1:6379 prefix rm:", so that two store values
+// over the same state are one store to ClaimCounters and SameStore. The SQLite and DynamoDB
+// stores do not implement it: each of their values is a store of its own to both.
 type Namespacer interface {
 	Namespace() string
 }
@@ -135,12 +137,15 @@ func ReleaseClaims(st Store) {
 	}
 }
 
-// storeIdentity returns what makes two stores one for ClaimCounters.
+// storeIdentity returns what makes two stores one for ClaimCounters. A store is its own
+// identity only when its value can be compared: the value's, not its type's (a struct wrapping
+// a Store interface is of a comparable type, yet comparing or hashing it panics when the store
+// inside is not comparable).
 func storeIdentity(st Store) (any, bool) {
 	if n, ok := st.(Namespacer); ok {
 		return "ns:" + n.Namespace(), true
 	}
-	if st == nil || !reflect.TypeOf(st).Comparable() {
+	if st == nil || !reflect.ValueOf(st).Comparable() {
 		return nil, false
 	}
 	return st, true
