@@ -36,7 +36,7 @@ const DefaultGranularity = time.Second
 //   - exactly e/60 when e is a whole number of minutes: 10 s for 10 minutes, 1 min for an
 //     hour, 24 min for a day, 2h48m for a week;
 //   - otherwise the largest divisor of e below e/60: 10 s for 24h10s (86 410 is 10·8 641,
-//     so 8 641 buckets),
+//     so 8 642 buckets, e/d + 1),
 //     7 s for 24h1s (86 401 is 7·12 343), 13 s for 1h1s (13·277), 24m1s for 24h1m;
 //   - DefaultGranularity, 1 s, when e is not a whole number of seconds or not positive (such a
 //     rule's Validate then fails and asks for a Granularity).

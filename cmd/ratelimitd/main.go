@@ -65,7 +65,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free one; the log says which)")
 	fs.IntVar(&c.limit, "limit", 60, "requests allowed per window and key (the token bucket's capacity)")
 	fs.DurationVar(&c.window, "window", defaultWindow, "window length, e.g. 1m or 24h (the token bucket's time to refill from empty)")
-	fs.DurationVar(&c.granularity, "granularity", 0, "rolling window only: bucket width; 0 picks 1s, or window/1000 for windows over 1000s")
+	fs.DurationVar(&c.granularity, "granularity", 0, "rolling window only: bucket width; 0 picks the library's default (strategy.DefaultGranularityFor): the largest whole second count that divides the window and is at most max(1s, window/60), e.g. 1s up to 1m, 10s for 10m, 1m for 1h, 24m for 24h; or window/1000 when that default would cut the window into more than 1000 buckets (a long window with no divisor near window/60)")
 	fs.StringVar(&c.strategy, "strategy", "fixedwindow", "fixedwindow, rollingwindow or tokenbucket")
 	fs.StringVar(&c.store, "store", "memory", "where counts live: memory, sqlite (the -db file), redis (-redis) or dynamodb (-dynamodb-endpoint, -dynamodb-table)")
 	fs.StringVar(&c.db, "db", "ratelimitd.db", "SQLite file for the api_calls audit table, and for the counts with -store sqlite")

@@ -89,6 +89,10 @@ func (c config) proxies() []string {
 	return ps
 }
 
+// maxDefaultBuckets is the most buckets past the first that -granularity 0 keeps per key: a
+// window the library's default granularity would cut finer gets window/maxDefaultBuckets.
+const maxDefaultBuckets = 1000
+
 // rules returns the strategy the flags describe.
 func (c config) rules() (*engine.Strategy, error) {
 	r := strategy.Rule{Limit: c.limit, Window: c.window}
@@ -97,9 +101,12 @@ func (c config) rules() (*engine.Strategy, error) {
 		// The fixed window and the token bucket take any window.
 	case c.granularity != 0:
 		r.Granularity = c.granularity
-	case c.window > 1000*time.Second && c.window%1000 == 0:
-		// At most 1001 buckets per key: the Redis store bounds the buckets its script walks.
-		r.Granularity = c.window / 1000
+	case r.Window/r.Bucket() > maxDefaultBuckets && c.window%maxDefaultBuckets == 0:
+		// The library's default (Granularity 0, Rule.Bucket) keeps most windows in 61 buckets,
+		// but a window with no whole-second divisor near a sixtieth of itself in 1 s buckets:
+		// over 10 000 of them for a long one, more than the Redis store's script walks
+		// (redisstore.MaxBuckets). Such a window gets 1001 instead.
+		r.Granularity = c.window / maxDefaultBuckets
 	}
 	var s *engine.Strategy
 	var err error

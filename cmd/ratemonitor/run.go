@@ -227,7 +227,7 @@ func newFlags(cfg *config, rules *[]string, strat, headerKey *string) *flag.Flag
 		*rules = append(*rules, v)
 		return nil
 	})
-	fs.DurationVar(&cfg.granularity, "granularity", 0, "rolling window: bucket width of every rule that sets none or 0 (default: 1s up to a 1m window, window/60 for whole minutes, e.g. 24m for a day)")
+	fs.DurationVar(&cfg.granularity, "granularity", 0, "rolling window: bucket width of every rule that sets none or 0 (default, strategy.DefaultGranularityFor: the largest whole second count that divides Window+Margin and is at most max(1s, (Window+Margin)/60), e.g. 1s up to 1m, 10s for 10m, 24m for 24h, 24m1s for 24h with a 1m margin)")
 	fs.DurationVar(&cfg.margin, "margin", 0, "margin of every rule that sets none or 0 (Rule.Margin)")
 	fs.IntVar(&cfg.headroom, "headroom", 0, "headroom of every rule that sets none or 0 (Rule.Headroom)")
 	fs.StringVar(&cfg.prefix, "prefix", "", "Redis: the store's key prefix (default "+strconv.Quote("ratemonitor")+")")
