@@ -6,7 +6,8 @@
 // keeping its count and the latest instant among its requests. A bucket counts until its latest
 // request + W (W here is Window+Margin), so a slot is never reported free before s+W for the real
 // send instant s, and always by s+W+g: less than one granule late, under 1 s for windows up to a
-// minute and under W/60 with the default beyond. A log holds at most W/g + 1 buckets. The
+// minute and under W/60 with the default beyond (after a clock step back, Log.Shift by part of a
+// granule can merge two buckets: up to 2g late). A log holds at most W/g + 1 buckets. The
 // package is pure: it reads no clock and holds no lock.
 package rollingwindow
 
