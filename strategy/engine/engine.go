@@ -90,6 +90,10 @@ type Strategy struct {
 	// every reservation runs (twice: the store's check and Reserve's), passes a burst that
 	// fits with one comparison. 0 (a Strategy made some other way) only skips that shortcut.
 	maxBurst int
+	// nano is set by New when every slot's counter is a NanoCounter (see Nanos).
+	nano bool
+	// lims holds each rule's EffectiveLimit, in rule order, for WaitNanos.
+	lims []int
 }
 
 // New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
@@ -130,6 +134,10 @@ func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
 		s.longest = max(s.longest, r.EffectiveWindow())
 	}
 	s.maxBurst = s.MaxBurst()
+	s.nano = s.nanoCounters()
+	for _, r := range s.rules {
+		s.lims = append(s.lims, r.EffectiveLimit())
+	}
 	return s, nil
 }
 
