@@ -59,6 +59,19 @@ func (s *Strategy) UsedNanos(cs []Counter, j int, now int64) int {
 // latest instant the counters have seen, at which the burst was recorded (Reserve's Result.At,
 // which is its now itself when at == now).
 func (s *Strategy) ReserveNanos(cs []Counter, now int64, n int) (ok bool, wait time.Duration, at int64) {
+	if len(cs) == 1 && len(s.lims) == 1 {
+		// One rule in one slot, the usual key: one type assertion, one pass.
+		c := cs[0].(NanoCounter)
+		at = now
+		if l, seen := c.LatestNanos(); seen && l > at {
+			at = l
+		}
+		if d := c.WaitNanos(at, n, s.lims[0]); d > 0 {
+			return false, time.Duration(d + (at - now)), at
+		}
+		c.AddNanos(at, n)
+		return true, 0, at
+	}
 	at = now
 	for _, c := range cs {
 		if l, seen := c.(NanoCounter).LatestNanos(); seen && l > at {
