@@ -362,7 +362,7 @@ func (e *entry) atLimit(s *engine.Strategy, now time.Time) bool {
 // atLimitNs is atLimit with ns = now.UnixNano() at hand.
 func (e *entry) atLimitNs(s *engine.Strategy, now time.Time, ns int64) bool {
 	e.catchUp()
-	if e.limitUntil > ns || e.pausedUntil().After(now) {
+	if e.limitUntil > ns || e.more != nil && e.more.up.PausedUntil.After(now) { // pausedUntil, without the call
 		return true
 	}
 	cs := e.slotsOf(s)
