@@ -272,14 +272,23 @@ type op struct {
 	// other is set for the operations that may record what the store cannot tell (Admit,
 	// Sync): the entry's room is forgotten.
 	other bool
+	// kind names a Record or a Reserve, which applyAt runs on int64 instants itself
+	// (engine.Strategy.Nanos) instead of calling the operation's function; 0 for the others.
+	kind uint8
 }
+
+// The kinds of op.kind.
+const (
+	opRecord uint8 = 1 + iota
+	opReserve
+)
 
 // Record implements Store.
 func (m *Memory) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	if err := CheckCount(n); err != nil {
 		return err
 	}
-	return m.fail(ctx, "record", key, m.do(ctx, s, key, &op{write: true, n: n}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
+	return m.fail(ctx, "record", key, m.do(ctx, s, key, &op{write: true, n: n, kind: opRecord}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
 }
 
 // Reserve implements Store.
@@ -293,7 +302,7 @@ func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 		return engine.Result{}, err
 	}
 	var res engine.Result
-	o := &op{write: true, n: n, res: &res}
+	o := &op{write: true, n: n, res: &res, kind: opReserve}
 	err := m.do(ctx, s, key, o, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
 		if up == nil {
 			res, _ = s.Reserve(cs, now, n) // never paused: ReserveWith's first step
@@ -473,10 +482,11 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 		return true, ErrClosed
 	}
 	now := m.clock.Now()
+	ns := now.UnixNano()
 	if o.n == 1 && o.res != nil && e.refuse&refusing != 0 && s == e.base && e.pinned && !e.pinning {
 		// A Reserve of 1 refused before, with nothing recorded, released or said since: it is
 		// refused again, with the wait shrunk by the time passed (see refusing).
-		if ns := now.UnixNano(); ns >= e.hw && ns < e.limitUntil {
+		if ns >= e.hw && ns < e.limitUntil {
 			*o.res = engine.Result{Wait: time.Duration(e.limitUntil - ns)}
 			e.hw = ns
 			e.refuse |= skipped
@@ -484,7 +494,7 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 			return true, nil
 		}
 	}
-	m.applyAt(e, s, o, fn, now)
+	m.applyAt(e, s, o, fn, now, ns)
 	e.spend(s, o)
 	old := e.cost
 	cost, refresh := e.maintain(s, now)
@@ -495,7 +505,7 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 		m.addPinned(0, int(e.cost-old))
 	}
 	var pin, unpin bool
-	if o.write && e.atLimit(s, now) != pinned {
+	if o.write && e.atLimitNs(s, now, ns) != pinned {
 		pin = !pinned && m.startPin(e) // under e.mu: no eviction can come first
 		unpin = pinned
 	}
@@ -507,7 +517,7 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 	refresh = refresh && !pinned
 	e.refuse &^= refusing
 	if o.n == 1 && o.res != nil && !o.res.Allowed && s == e.base && e.pinned && !e.pinning &&
-		e.limitUntil == now.UnixNano()+int64(o.res.Wait) && refusable(s) {
+		e.limitUntil == ns+int64(o.res.Wait) && refusable(s) {
 		e.refuse |= refusing
 	}
 	e.mu.Unlock()
@@ -548,14 +558,14 @@ func (m *Memory) apply(e *entry, s *engine.Strategy, fn func([]engine.Counter, *
 // applyOp is apply for an operation o.
 func (m *Memory) applyOp(e *entry, s *engine.Strategy, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
 	now := m.clock.Now()
-	m.applyAt(e, s, o, fn, now)
+	m.applyAt(e, s, o, fn, now, now.UnixNano())
 	return now
 }
 
-// applyAt is applyOp at the instant now, read from the store's clock under e.mu.
-func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time), now time.Time) {
+// applyAt is applyOp at the instant now (ns: now.UnixNano()), read from the store's clock under
+// e.mu.
+func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time), now time.Time, ns int64) {
 	e.catchUp()
-	ns := now.UnixNano()
 	// An injected clock may have been stepped back: rebase all of the key's counters (clock.Real
 	// never goes back). e.hw is never below the latest instant the key has seen, so a clock
 	// that reads at most StepTolerance behind it needs no rebase (Rebase would find none).
@@ -569,7 +579,24 @@ func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.C
 	if o.sync && e.more == nil {
 		e.more = &entryMore{}
 	}
-	fn(e.countersFor(s), e.upstream(), now)
+	cs, up := e.countersFor(s), e.upstream()
+	switch {
+	case o.kind == opRecord && s.Nanos():
+		s.RecordNanos(cs, ns, o.n) // fn's s.Record, on int64 instants
+	case o.kind == opReserve && up == nil && s.Nanos():
+		// fn's s.Reserve (never paused), on int64 instants; the burst passed CheckBurst.
+		ok, wait, at := s.ReserveNanos(cs, ns, o.n)
+		switch {
+		case !ok:
+			*o.res = engine.Result{Wait: wait}
+		case at == ns:
+			*o.res = engine.Result{Allowed: true, At: now} // Reserve's At is its now itself
+		default:
+			*o.res = engine.Result{Allowed: true, At: time.Unix(0, at)}
+		}
+	default:
+		fn(cs, up, now)
+	}
 	// What fn handed the counters is now or their latest instant (or o.at): e.hw stays an
 	// upper bound of what they have seen.
 	e.hw = max(e.hw, ns, o.at)
@@ -601,8 +628,14 @@ func (e *entry) spend(s *engine.Strategy, o *op) {
 // roomOf returns how many more requests fit every rule of s at now, from the counters cs of its
 // slots: the least of EffectiveLimit − Used. For a refusable s a burst of 1 fits (Wait is 0)
 // exactly when it is at least 1. The caller holds e.mu.
-func roomOf(s *engine.Strategy, cs []engine.Counter, now time.Time) int {
+func roomOf(s *engine.Strategy, cs []engine.Counter, now time.Time, ns int64) int {
 	room := math.MaxInt
+	if s.Nanos() {
+		for i := range s.NumRules() {
+			room = min(room, s.Rule(i).EffectiveLimit()-s.UsedNanos(cs, s.SlotOf(i), ns))
+		}
+		return room
+	}
 	for i := range s.NumRules() {
 		room = min(room, s.Rule(i).EffectiveLimit()-cs[s.SlotOf(i)].Used(now))
 	}

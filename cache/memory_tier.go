@@ -356,8 +356,13 @@ func (e *entry) live(now time.Time) bool {
 // one's minute rule, the inner one's day rule) is thus not unpinned, and left to the flood's
 // evictions, by an operation of a strategy whose rules have room. The caller holds e.mu.
 func (e *entry) atLimit(s *engine.Strategy, now time.Time) bool {
+	return e.atLimitNs(s, now, now.UnixNano())
+}
+
+// atLimitNs is atLimit with ns = now.UnixNano() at hand.
+func (e *entry) atLimitNs(s *engine.Strategy, now time.Time, ns int64) bool {
 	e.catchUp()
-	if e.limitUntil > now.UnixNano() || e.pausedUntil().After(now) {
+	if e.limitUntil > ns || e.more != nil && e.more.up.PausedUntil.After(now) { // pausedUntil, without the call
 		return true
 	}
 	cs := e.slotsOf(s)
@@ -368,10 +373,17 @@ func (e *entry) atLimit(s *engine.Strategy, now time.Time) bool {
 		if e.room > 0 {
 			return false // room left since it was counted: one more request fits
 		}
-		if room := roomOf(s, cs, now); room >= 1 {
+		if room := roomOf(s, cs, now, ns); room >= 1 {
 			e.room = uint8(min(room, math.MaxUint8))
 			return false
 		}
+	}
+	if s.Nanos() {
+		if w := s.WaitNanos(cs, ns, 1); w > 0 {
+			e.limitUntil = ns + w
+			return true
+		}
+		return false
 	}
 	if w := s.Wait(cs, now, 1); w > 0 {
 		e.limitUntil = now.Add(w).UnixNano()

@@ -260,8 +260,10 @@ func (l *Log) grow() bool {
 // only on which instants were recorded. A record dated so early that it would no longer count
 // at the latest instant the log has seen counts at that latest instant instead: it is never
 // dropped (DESIGN §4.3).
-func (l *Log) Add(now time.Time, n int) {
-	t := now.UnixNano()
+func (l *Log) Add(now time.Time, n int) { l.AddNanos(now.UnixNano(), n) }
+
+// AddNanos is Add at instant t, Unix ns (engine.NanoCounter).
+func (l *Log) AddNanos(t int64, n int) {
 	if t > l.hw || l.ring == nil {
 		l.move(t)
 	}
@@ -373,8 +375,11 @@ func (l *Log) Remove(at time.Time, n int) {
 
 // Used returns how many recorded requests count at now (or at the latest instant seen, if
 // later): those recorded at s with s+W > now, counting each bucket until its latest instant + W.
-func (l *Log) Used(now time.Time) int {
-	if t := now.UnixNano(); t > l.hw || l.ring == nil {
+func (l *Log) Used(now time.Time) int { return l.UsedNanos(now.UnixNano()) }
+
+// UsedNanos is Used at instant t, Unix ns (engine.NanoCounter).
+func (l *Log) UsedNanos(t int64) int {
+	if t > l.hw || l.ring == nil {
 		l.move(t)
 	}
 	return int(l.total)
@@ -384,7 +389,12 @@ func (l *Log) Used(now time.Time) int {
 // recorded: the time until enough of the oldest buckets have expired. It is measured from the
 // later of now and the latest instant seen.
 func (l *Log) WaitTime(now time.Time, n, limit int) time.Duration {
-	if t := now.UnixNano(); t > l.hw || l.ring == nil {
+	return time.Duration(l.WaitNanos(now.UnixNano(), n, limit))
+}
+
+// WaitNanos is WaitTime at instant t, Unix ns, in ns (engine.NanoCounter).
+func (l *Log) WaitNanos(t int64, n, limit int) int64 {
+	if t > l.hw || l.ring == nil {
 		l.move(t)
 	}
 	excess := l.total + int64(n) - int64(limit)
@@ -396,11 +406,11 @@ func (l *Log) WaitTime(now time.Time, n, limit int) time.Duration {
 		latest, count := l.get(l.slot(i))
 		freed += count
 		if freed >= excess {
-			return time.Duration(latest + l.window - l.hw)
+			return latest + l.window - l.hw
 		}
 	}
 	// n > limit: never reached through Strategy, which refuses such bursts.
-	return time.Duration(l.window)
+	return l.window
 }
 
 // Shift moves the log's latest instant and every bucket's latest instant by d, keeping the
@@ -463,6 +473,10 @@ func (l *Log) Latest() time.Time {
 	}
 	return time.Unix(0, l.hw)
 }
+
+// LatestNanos returns the latest instant the log has seen, Unix ns, and true; 0 and false
+// when none (engine.NanoCounter).
+func (l *Log) LatestNanos() (int64, bool) { return l.hw, l.ring != nil }
 
 // Cost returns the bytes the log holds on the heap: the Log and its ring's allocation, rounded
 // up to the Go size class it was allocated in (8 bytes a bucket in a compact log, 16 wide).

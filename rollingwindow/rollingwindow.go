@@ -44,3 +44,6 @@ func New(rules ...strategy.Rule) (*engine.Strategy, error) {
 // Smoothable reports true (engine.Smoothable): a rolling-window strategy may carry a GCRA
 // beside each rule (engine.Strategy.Smoothed).
 func (Algorithm) Smoothable() bool { return true }
+
+// A Log offers the int64 fast path that strategies take when every counter has it.
+var _ engine.NanoCounter = (*Log)(nil)

@@ -90,6 +90,13 @@ type Strategy struct {
 	// every reservation runs (twice: the store's check and Reserve's), passes a burst that
 	// fits with one comparison. 0 (a Strategy made some other way) only skips that shortcut.
 	maxBurst int
+	// name is alg.Name(), kept so that Name, which stores ask on their hot paths, makes no
+	// interface call.
+	name string
+	// nano is set by New when every slot's counter is a NanoCounter (see Nanos).
+	nano bool
+	// lims holds each rule's EffectiveLimit, in rule order, for WaitNanos.
+	lims []int
 }
 
 // New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
@@ -130,6 +137,11 @@ func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
 		s.longest = max(s.longest, r.EffectiveWindow())
 	}
 	s.maxBurst = s.MaxBurst()
+	s.nano = s.nanoCounters()
+	s.name = alg.Name()
+	for _, r := range s.rules {
+		s.lims = append(s.lims, r.EffectiveLimit())
+	}
 	return s, nil
 }
 
@@ -146,7 +158,7 @@ func validate(alg Algorithm, r strategy.Rule) error {
 }
 
 // Name returns the algorithm's name.
-func (s *Strategy) Name() string { return s.alg.Name() }
+func (s *Strategy) Name() string { return s.name }
 
 // Rules returns a copy of the rules, in the order given to New.
 func (s *Strategy) Rules() []strategy.Rule { return append([]strategy.Rule(nil), s.rules...) }
