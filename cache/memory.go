@@ -199,6 +199,9 @@ type entryMore struct {
 	scratchFor *engine.Strategy // the strategy scratch holds the slots of
 	scratch    []engine.Counter // counters of scratchFor's slots, in slot order
 	up         engine.Upstream  // pause and reported figures (Sync)
+	// synced is the longest window of a strategy that gave the key figures (Sync): the sweep
+	// keeps the entry that long past its last instant, whatever strategy came last.
+	synced time.Duration
 }
 
 // upstream returns e's Upstream, or nil while nothing was said about the key.
@@ -576,8 +579,11 @@ func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.C
 		e.room = 0
 		e.hw = e.seen(ns)
 	}
-	if o.sync && e.more == nil {
-		e.more = &entryMore{}
+	if o.sync {
+		if e.more == nil {
+			e.more = &entryMore{}
+		}
+		e.more.synced = max(e.more.synced, s.Longest())
 	}
 	cs, up := e.countersFor(s), e.upstream()
 	switch {
@@ -872,6 +878,9 @@ func (e *entry) keepUntil() int64 {
 	sl := time.Minute
 	if last := e.strat(); last != nil {
 		sl = slack(last)
+	}
+	if e.more != nil {
+		sl = max(sl, e.more.synced) // figures reported under a longer window outlive the counts
 	}
 	return until + int64(sl)
 }

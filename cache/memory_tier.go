@@ -362,6 +362,9 @@ func (e *entry) atLimit(s *engine.Strategy, now time.Time) bool {
 // atLimitNs is atLimit with ns = now.UnixNano() at hand.
 func (e *entry) atLimitNs(s *engine.Strategy, now time.Time, ns int64) bool {
 	e.catchUp()
+	// The checks below may read the counters at ns (moving their time there): e.hw must stay
+	// an upper bound of it, or a later step back from ns would skip its rebase (applyAt).
+	e.hw = max(e.hw, ns)
 	if e.limitUntil > ns || e.more != nil && e.more.up.PausedUntil.After(now) { // pausedUntil, without the call
 		return true
 	}
