@@ -6,8 +6,11 @@ import (
 	"encoding"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -131,7 +134,8 @@ func TestBytesPerKey(t *testing.T) {
 			if st.EvictedLive != 0 || st.Rejected != 0 {
 				t.Fatalf("%+v: the store evicted or refused keys, so the heap does not hold every key", st)
 			}
-			t.Logf("%s: %.0f B/key (budget %.0f) over %d keys (%d records each)", c.sh.name, got, c.budget, keys, len(c.sh.recs))
+			t.Logf("%s: %.0f B/key (budget %.0f) over %d keys (%d records each); x/time/rate limiters in a sync.Map: %.0f B/key",
+				c.sh.name, got, c.budget, keys, len(c.sh.recs), ratePerKey(t, c.sh, keys))
 			if got > c.budget {
 				t.Errorf("%s: %.0f bytes per key, want at most %.0f", c.sh.name, got, c.budget)
 			}
@@ -194,4 +198,44 @@ func TestXeroSteadyDayShape(t *testing.T) {
 	if got := used(t, m, s, "shortcut"); !slices.Equal(got, []int{4, 5000}) {
 		t.Fatalf("used %v, want [4 5000] (4 requests in the last 61 s, the whole day)", got)
 	}
+}
+
+// ratePerKey is heapPerKey for golang.org/x/time/rate: one limiter per rule (token bucket of the
+// rule's limit, refilled at limit per window) per key in a sync.Map, sent the same records; for
+// the side-by-side figure in the log.
+func ratePerKey(t testing.TB, sh heapShape, keys int) float64 {
+	t.Helper()
+	names := benchKeys(keys)
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var m sync.Map
+	before := heapAlloc()
+	for _, r := range sh.recs {
+		now := start.Add(r.at)
+		for _, k := range names {
+			v, ok := m.Load(k)
+			if !ok {
+				lims := make([]*rate.Limiter, len(sh.rules))
+				for i, rule := range sh.rules {
+					lims[i] = rate.NewLimiter(rate.Every(rule.Window/time.Duration(rule.Limit)), rule.Limit)
+				}
+				if len(lims) == 1 {
+					v, _ = m.LoadOrStore(k, lims[0]) // no slice for one limiter
+				} else {
+					v, _ = m.LoadOrStore(k, lims)
+				}
+			}
+			switch l := v.(type) {
+			case *rate.Limiter:
+				l.ReserveN(now, r.n) // counts whatever the balance, as Record does
+			case []*rate.Limiter:
+				for _, x := range l {
+					x.ReserveN(now, r.n)
+				}
+			}
+		}
+	}
+	after := heapAlloc()
+	runtime.KeepAlive(&m)
+	runtime.KeepAlive(names)
+	return perKey(before, after, keys)
 }
