@@ -42,7 +42,7 @@ func (*noopStore) InProcess() bool                                              
 // that does nothing (issue 17: under 150 ns is the goal), monitoring and paced, on one hot key
 // and over 10 000 keys (tenants by the Xero-Tenant-Id header), from b.RunParallel goroutines,
 // with the default memory store. The rules are the README's Xero rules (a minute with a 1 s
-// margin, a day at the default 1 s granularity) with limits far above the rate, so that pacing
+// margin, a day at the default granularity, 24 min) with limits far above the rate, so that pacing
 // never waits and no key reaches a limit: this is the cost of counting and reserving, not of
 // waiting. The overhead is each row minus base-only. The store=noop rows run the same over a
 // store that keeps nothing (noopStore): the Transport's own part, without the store's.

@@ -31,21 +31,25 @@ const (
 // MemoryConfig configures NewMemory. Its zero value gives the defaults.
 type MemoryConfig struct {
 	// MaxCost bounds the heap held for keys' state, in bytes (default 64 MiB). Each key is
-	// charged the heap it really holds: 584 bytes for a key with one minute rule and a few
-	// requests (so 64 MiB holds about 115 000 such keys), 792 with a minute rule and a day
-	// rule of 1 m buckets, about 1.9 KiB when every 1 s bucket of the minute is in use; of
-	// this the store's own part (its entry, index slot and ristretto's item) is about 390
-	// bytes plus the key, the rest the rules' counters. A rule's state never
-	// exceeds (W/g + 1) × 24 bytes. The bound is enforced as keys are admitted: one key whose
-	// state grows can pass it until the next key is admitted.
+	// charged the heap it really holds: 504 bytes for a key with one minute rule and a few
+	// requests (so 64 MiB holds about 133 000 such keys), 648 with a minute rule and a day
+	// rule, 984 when every 1 s bucket of the minute is in use; of this the store's own part
+	// (its entry, index slot and ristretto's item) is 376 bytes plus the key, the rest the
+	// rules' counters (80 bytes a log and 8 a bucket). A rule's state never exceeds
+	// 80 + (W/g + 1) × 16 bytes (16: a bucket that had to widen). For 1 000 000 live keys of
+	// one minute rule set MaxCost to at least 481 MiB (938 MiB when every second of their minute
+	// saw a request) and MaxKeys to 1 000 000 (BenchmarkMillionKeys). The bound is enforced
+	// as keys are admitted: one key whose state grows can pass it until the next key is
+	// admitted.
 	//
 	// A flood of new keys costs at most MaxCost plus the fixed part below: measured with
 	// 1 000 000 distinct keys against the defaults (one request each, while 10 000 keys sat
-	// at their limits), the heap peaked at 1.00 × MaxCost above the empty store (1.06 × with
-	// it), about 115 000 keys were held, no key was refused, none at its limit was evicted, and the heap went back to the
-	// empty store's once the keys had expired. The flood evicts the keys below their limits (each
-	// one reported, see OnEvictLive), the ones not in use first; keys at or over a limit, or paused, are never evicted
-	// while others can go, and a new key gets ErrFull only when every byte is held by such
+	// at their limits), the heap peaked at 0.93 × MaxCost above the empty store (1.00 × with
+	// it), about 133 000 keys were held (123 311 flood keys), no key was refused, none at its
+	// limit was evicted, and the heap went back to the empty store's once the keys had
+	// expired. The flood evicts the keys below their limits (each one reported, see
+	// OnEvictLive), the ones not in use first; keys at or over a limit, or paused, are never
+	// evicted while others can go, and a new key gets ErrFull only when every byte is held by such
 	// keys. Besides MaxCost, the empty store holds ristretto's set buffer and frequency
 	// sketch: 256 KiB plus 40 to 55 bytes per MaxKeys (4.3 MiB for the defaults).
 	MaxCost int64

@@ -10,7 +10,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// BenchmarkMillionKeys is issue 17's scale check, run by hand (it takes about a minute and
+// BenchmarkMillionKeys is issue 17's scale check, run by hand (it takes about two minutes and
 // 1 GiB): 1 000 000 live keys under one 60/1m rule, each sent a few requests within the minute,
 // in a store sized for them (MaxKeys 1 000 000, MaxCost 1 GiB, so that nothing is evicted).
 // It reports the heap per key and in all, what the store charges its MaxCost per key and in all

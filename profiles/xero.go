@@ -34,7 +34,7 @@ const (
 // any instant only one bucket's requests are held past their day, about 1/60 of them (some 83
 // of 5 000) for a tenant in steady traffic at its limit. For exact 1 s buckets, copy the rules
 // with Granularity: time.Second on the day rule: the memory and SQLite stores keep them (about
-// 5 000 buckets a tenant after a steady day, 77 times the bytes; docs/performance.md), the
+// 5 000 buckets a tenant after a steady day, 38 times the bytes; docs/performance.md), the
 // Redis and DynamoDB stores refuse a day of them.
 //
 // It reads Xero's X-MinLimit-Remaining, X-DayLimit-Remaining and X-AppMinLimit-Remaining on

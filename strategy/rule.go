@@ -101,7 +101,7 @@ type Rule struct {
 	// stands), and less than (Window+Margin)/60, 1.7 % of the window, beyond. Finer buckets
 	// cost memory: a key keeps up to (Window+Margin)/g + 1 of them per rule. Set time.Second
 	// to count a day in exact 1 s buckets: a key of 5000 requests a day in steady traffic then
-	// keeps about 5 000 buckets, some 198 KB in the memory store, instead of 61 and 2.6 KB
+	// keeps about 5 000 buckets, some 50 KB in the memory store, instead of 61 and under 1 KiB
 	// (docs/performance.md), and the Redis and DynamoDB stores refuse the rule.
 	Granularity time.Duration
 	// Margin is time added to Window when counting: a request recorded at s is held until
