@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -16,71 +17,52 @@ import (
 // counters at the clock's instant. Unless that raises the entry's high-water instant (entry.hw),
 // a clock step back of more than StepTolerance from that instant, but less from e.hw, skips the
 // Rebase that the strategy on plain counters (Rebase before each operation, as the store did
-// before issue 17) does, and the wait told is longer by the step (5.7 s instead of 4.5 s).
+// before issue 17) does, and the wait told is longer by the step (5.7 s instead of 4.5 s). Both
+// ways in: dropPinned called alone, and the real trigger, a new key refused (ErrFull) by a store
+// whose MaxCost the pinned key holds.
 func TestDropPinnedCheckRaisesHighWater(t *testing.T) {
-	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
-	m := newMemory(t, MemoryConfig{Clock: clk})
-	s := mustStrategy(t, strategy.Rule{Limit: 5, Window: 10 * time.Second})
-	ctx := context.Background()
-	ref := s.NewCounters()
-	rec := func(n int) {
-		if err := m.Record(ctx, s, "k", n); err != nil {
-			t.Fatal(err)
-		}
-		s.Record(ref, clk.Now(), n)
-	}
-	rec(5) // at its limit: pinned, limitUntil = t0+10s
-	clk.Advance(5 * time.Second)
-	rec(8) // over the limit; limitUntil (t0+10s) is not recomputed while ahead
-	clk.Advance(5500 * time.Millisecond)
-	// t0+10.5s: the first 5 have expired, 8 still count: still at its limit.
-	if m.dropPinned(&shard{}) {
-		t.Fatal("dropped a key at its limit")
-	}
-	s.Wait(ref, clk.Now(), 1)          // what dropPinned's check did to the store's counters: read them at t0+10.5s
-	clk.Step(-1200 * time.Millisecond) // back 1.2 s > StepTolerance, from the instant dropPinned read
-	now := clk.Now()
-	engine.Rebase(ref, nil, now)
-	want, _ := s.Reserve(ref, now, 1)
-	got, err := m.Reserve(ctx, s, "k", 1)
-	if err != nil || got != want {
-		t.Fatalf("Reserve after the step = %+v, %v; strategy on plain counters (rebased) %+v", got, err, want)
-	}
-}
-
-// TestDropPinnedCheckViaAdmission: the same through the real trigger: a store whose MaxCost
-// is held by one pinned key refuses a new key (ErrFull) after dropPinned has checked the pinned
-// one at the clock's instant; a step back 1.2 s from there is not rebased and the pinned key's
-// wait is told 1.2 s too long.
-func TestDropPinnedCheckViaAdmission(t *testing.T) {
-	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
-	m := newMemory(t, MemoryConfig{Clock: clk, MaxCost: 700})
-	s := mustStrategy(t, strategy.Rule{Limit: 5, Window: 10 * time.Second})
-	ctx := context.Background()
-	ref := s.NewCounters()
-	rec := func(n int) {
-		if err := m.Record(ctx, s, "k", n); err != nil {
-			t.Fatal(err)
-		}
-		s.Record(ref, clk.Now(), n)
-	}
-	rec(5)
-	clk.Advance(5 * time.Second)
-	rec(8)
-	clk.Advance(5500 * time.Millisecond)
-	if m.pinnedN.Load() != 1 {
-		t.Fatalf("%d pinned, want 1", m.pinnedN.Load())
-	}
-	err := m.Record(ctx, s, "other", 1) // no room: dropPinned looks at k, still at its limit
-	t.Logf("admitting another key: %v", err)
-	s.Wait(ref, clk.Now(), 1) // what that look did to k's counters
-	clk.Step(-1200 * time.Millisecond)
-	now := clk.Now()
-	engine.Rebase(ref, nil, now)
-	want, _ := s.Reserve(ref, now, 1)
-	got, err := m.Reserve(ctx, s, "k", 1)
-	if err != nil || got != want {
-		t.Fatalf("Reserve after the step = %+v, %v; strategy on plain counters (rebased) %+v", got, err, want)
+	for _, viaAdmission := range []bool{false, true} {
+		t.Run(map[bool]string{false: "dropPinned", true: "refused admission"}[viaAdmission], func(t *testing.T) {
+			clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
+			cfg := MemoryConfig{Clock: clk}
+			if viaAdmission {
+				cfg.MaxCost = 700 // room for k alone
+			}
+			m := newMemory(t, cfg)
+			s := mustStrategy(t, strategy.Rule{Limit: 5, Window: 10 * time.Second})
+			ctx := context.Background()
+			ref := s.NewCounters()
+			rec := func(n int) {
+				if err := m.Record(ctx, s, "k", n); err != nil {
+					t.Fatal(err)
+				}
+				s.Record(ref, clk.Now(), n)
+			}
+			rec(5) // at its limit: pinned, limitUntil = t0+10s
+			clk.Advance(5 * time.Second)
+			rec(8) // over the limit; limitUntil (t0+10s) is not recomputed while ahead
+			clk.Advance(5500 * time.Millisecond)
+			// t0+10.5s: the first 5 have expired, 8 still count: still at its limit.
+			if m.pinnedN.Load() != 1 {
+				t.Fatalf("%d pinned, want 1", m.pinnedN.Load())
+			}
+			if viaAdmission {
+				if err := m.Record(ctx, s, "other", 1); !errors.Is(err, ErrFull) {
+					t.Fatalf("admitting another key: %v, want ErrFull (only k, at its limit, is held)", err)
+				}
+			} else if m.dropPinned(&shard{}) {
+				t.Fatal("dropped a key at its limit")
+			}
+			s.Wait(ref, clk.Now(), 1)          // what the check did to k's counters: read them at t0+10.5s
+			clk.Step(-1200 * time.Millisecond) // back 1.2 s > StepTolerance, from the instant the check read
+			now := clk.Now()
+			engine.Rebase(ref, nil, now)
+			want, _ := s.Reserve(ref, now, 1)
+			got, err := m.Reserve(ctx, s, "k", 1)
+			if err != nil || got != want {
+				t.Fatalf("Reserve after the step = %+v, %v; strategy on plain counters (rebased) %+v", got, err, want)
+			}
+		})
 	}
 }
 
