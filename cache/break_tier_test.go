@@ -104,3 +104,12 @@ func TestPinnedUnderTwoStrategies(t *testing.T) {
 		t.Fatalf("after a flood, the key at its minute limit: %+v, %v; want refused (stats %+v)", res, err, m.Stats())
 	}
 }
+
+// apply runs fn on e's counters for s at the store's instant and returns that instant, as an
+// operation whose records the store cannot tell (its room is forgotten). The caller holds e.mu.
+func (m *Memory) apply(e *entry, s *engine.Strategy, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
+	o := &op{other: true}
+	now := m.applyOp(e, s, o, fn)
+	e.spend(s, o)
+	return now
+}

@@ -553,16 +553,9 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 	return true, nil
 }
 
-// apply runs fn on e's counters for s at the store's instant, and returns that instant. The
-// caller holds e.mu, or e is not yet in the store.
-func (m *Memory) apply(e *entry, s *engine.Strategy, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
-	o := &op{other: true} // fn may record anything: the room is forgotten
-	now := m.applyOp(e, s, o, fn)
-	e.spend(s, o)
-	return now
-}
-
-// applyOp is apply for an operation o.
+// applyOp runs operation o (fn, unless applyAt runs it itself) on e's counters for s at the
+// store's instant, and returns that instant. The caller holds e.mu, or e is not yet in the
+// store.
 func (m *Memory) applyOp(e *entry, s *engine.Strategy, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time)) time.Time {
 	now := m.clock.Now()
 	m.applyAt(e, s, o, fn, now, now.UnixNano())
