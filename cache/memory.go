@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -56,9 +57,13 @@ type MemoryConfig struct {
 	// MaxKeys is how many keys are expected to be live at once (default 100 000); ristretto
 	// tracks the access frequency of ten times as many.
 	MaxKeys int64
-	// Clock is what every operation reads its instant from, under the key's lock, and what
-	// decides whether evicted state still counted (default clock.Real()). A Transport over
-	// this store sleeps on the same clock.
+	// Clock is what every operation reads its instant from, and what decides whether evicted
+	// state still counted (default clock.Real()). A Transport over this store sleeps on the
+	// same clock. An operation is dated at the later of its reading and the latest instant its
+	// key has seen when it takes the key's lock, so a key's instants follow the order of its
+	// lock: clock.Real() is read just before the lock is taken (a clock read is about 40 ns on a
+	// VM, and out of the lock it does not hold up other goroutines on the key), any other clock
+	// under it (a manual clock's readings then match the operations one for one).
 	Clock clock.Clock
 	// OnEvictLive is called when state that still counted had to be evicted to stay within
 	// MaxCost: that key's counts restart from zero, so its usage is under-reported until its
@@ -102,6 +107,7 @@ type Memory struct {
 	store   *ristrettostore.RistrettoStore[string, any]
 	client  *ristretto.Cache[string, any]
 	clock   clock.Clock
+	real    bool // clock is clock.Real(): update reads it before the key's lock (see MemoryConfig.Clock)
 	onEvict func(string)
 	logger  *slog.Logger
 	seed    maphash.Seed
@@ -153,15 +159,16 @@ type entry struct {
 	pinning bool
 	// listed places the entry on the list of entries in ristretto (listMu), with prev, next.
 	listed bool
-	// refuse holds two flags (one byte, so that the entry stays 128 bytes). refusing is set
+	// flags holds three flags (one byte, so that the entry stays 128 bytes). refusing is set
 	// by a Reserve of 1 under base that was refused on a pinned key, when the wait it told
 	// ends at limitUntil and base is refusable: until limitUntil, with nothing else done to
 	// the key, a Reserve of 1 under base is refused with the wait limitUntil − now, which
 	// update answers without the counters (on a key at its limit, the refusals are most of
 	// the traffic); every other operation clears it. skipped is set when such a refusal was
 	// answered without the counters: catchUp brings them to e.hw before anything else reads
-	// them.
-	refuse uint8
+	// them. fused is set for good when the entry is an entryLogs: counters' first array of two
+	// lies inside the entry's object (heapCost).
+	flags uint8
 	// hits counts operations found in the index, for the sampled Gets (getSample).
 	hits uint8
 	// room is how many more requests certainly fit every rule of base (a refusable strategy)
@@ -190,10 +197,11 @@ type entry struct {
 	prev, next *entry
 }
 
-// The flags of entry.refuse.
+// The flags of entry.flags.
 const (
 	refusing uint8 = 1 << iota
 	skipped
+	fused
 )
 
 // entryMore is the part of an entry few keys need, allocated on first use.
@@ -241,7 +249,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Memory{clock: cfg.Clock, onEvict: cfg.OnEvictLive, logger: cfg.Logger, seed: maphash.MakeSeed(), obs: cfg.Observer}
+	m := &Memory{clock: cfg.Clock, real: clock.IsReal(cfg.Clock), onEvict: cfg.OnEvictLive, logger: cfg.Logger, seed: maphash.MakeSeed(), obs: cfg.Observer}
 	m.maxCost = cfg.MaxCost
 	client, err := ristretto.NewCache(&ristretto.Config[string, any]{
 		NumCounters:        10 * cfg.MaxKeys,
@@ -419,8 +427,8 @@ func (m *Memory) Close() error {
 // victim (dropOldest).
 const getSample = 16
 
-// do runs fn on the counters of key's slots under s, with the key's lock held and the instant
-// read from the store's clock under that lock. A key with no state is admitted when o.write is
+// do runs fn on the counters of key's slots under s, with the key's lock held, at an instant
+// read from the store's clock (see MemoryConfig.Clock). A key with no state is admitted when o.write is
 // set, and otherwise answered from empty counters.
 //
 // A key the store holds is found in the index (memory_index.go) and updated without life or a
@@ -479,6 +487,10 @@ func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, sh *shard, h ui
 // set; otherwise update takes it only when it must reach ristretto, and then does nothing
 // there once the store is closed (the operation itself is done: only its bookkeeping goes).
 func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time), underLife bool) (done bool, err error) {
+	var ns int64
+	if m.real {
+		ns = clock.RealNanos() // before the lock, which then dates the operation (MemoryConfig.Clock)
+	}
 	e.mu.Lock()
 	if e.evicted {
 		e.mu.Unlock()
@@ -488,15 +500,21 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 		e.mu.Unlock()
 		return true, ErrClosed
 	}
-	now := m.clock.Now()
-	ns := now.UnixNano()
-	if o.n == 1 && o.res != nil && e.refuse&refusing != 0 && s == e.base && e.pinned && !e.pinning {
+	var now time.Time
+	if m.real {
+		ns = max(ns, e.hw)
+		now = time.Unix(0, ns)
+	} else {
+		now = m.clock.Now()
+		ns = now.UnixNano()
+	}
+	if o.n == 1 && o.res != nil && e.flags&refusing != 0 && s == e.base && e.pinned && !e.pinning {
 		// A Reserve of 1 refused before, with nothing recorded, released or said since: it is
 		// refused again, with the wait shrunk by the time passed (see refusing).
 		if ns >= e.hw && ns < e.limitUntil {
 			*o.res = engine.Result{Wait: time.Duration(e.limitUntil - ns)}
 			e.hw = ns
-			e.refuse |= skipped
+			e.flags |= skipped
 			e.mu.Unlock()
 			return true, nil
 		}
@@ -522,10 +540,10 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 		sample = e.hits%getSample == 0
 	}
 	refresh = refresh && !pinned
-	e.refuse &^= refusing
+	e.flags &^= refusing
 	if o.n == 1 && o.res != nil && !o.res.Allowed && s == e.base && e.pinned && !e.pinning &&
 		e.limitUntil == ns+int64(o.res.Wait) && refusable(s) {
-		e.refuse |= refusing
+		e.flags |= refusing
 	}
 	e.mu.Unlock()
 	if !pin && !unpin && !refresh && !sample {
@@ -562,8 +580,8 @@ func (m *Memory) applyOp(e *entry, s *engine.Strategy, o *op, fn func([]engine.C
 	return now
 }
 
-// applyAt is applyOp at the instant now (ns: now.UnixNano()), read from the store's clock under
-// e.mu.
+// applyAt is applyOp at the instant now (ns: now.UnixNano()), from the store's clock (under
+// e.mu, or for clock.Real() just before it and no earlier than e.hw: update).
 func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time), now time.Time, ns int64) {
 	e.catchUp()
 	// An injected clock may have been stepped back: rebase all of the key's counters (clock.Real
@@ -609,7 +627,10 @@ func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.C
 // alone (entry.refusing): under the rolling window, unsmoothed, the wait for one request while
 // nothing is recorded or released is the instant the oldest bucket that must go stops counting
 // (or the pause's end) minus now: it shrinks exactly as time passes.
-func refusable(s *engine.Strategy) bool { return !s.Smoothing() && s.Name() == "rollingwindow" }
+func refusable(s *engine.Strategy) bool {
+	_, rw := s.Algorithm().(rollingwindow.Algorithm)
+	return rw && !s.Smoothing()
+}
 
 // spend takes what operation o recorded under s from e's room (see entry.room), or forgets
 // the room when o may have recorded what the store cannot tell. The caller holds e.mu.
@@ -650,10 +671,10 @@ func roomOf(s *engine.Strategy, cs []engine.Counter, now time.Time, ns int64) in
 // time to the latest instant a query names, dropping what stops counting, and a later query
 // dated earlier is answered at that latest instant. The caller holds e.mu.
 func (e *entry) catchUp() {
-	if e.refuse&skipped == 0 {
+	if e.flags&skipped == 0 {
 		return
 	}
-	e.refuse &^= skipped
+	e.flags &^= skipped
 	at := time.Unix(0, e.hw)
 	for _, c := range e.counters[:e.base.Slots()] {
 		c.Used(at)

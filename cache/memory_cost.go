@@ -42,6 +42,9 @@ func (e *entry) heapCost() int {
 	if len(e.counters) > 1 || len(e.counters) == 1 && &e.counters[0] != &e.inline[0] {
 		cost += counterSlot * cap(e.counters) // a slice of its own, not inline
 	}
+	if e.flags&fused != 0 && cap(e.counters) != 2 {
+		cost += 2 * counterSlot // the entryLogs's own array, left behind by an append
+	}
 	for _, c := range e.counters {
 		cost += c.Cost()
 	}

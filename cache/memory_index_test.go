@@ -527,7 +527,7 @@ func TestRepeatedRefusalsExact(t *testing.T) {
 				}
 				if e, ok := m.lookup(ctx, "k"); ok {
 					e.mu.Lock()
-					if e.refuse&skipped != 0 {
+					if e.flags&skipped != 0 {
 						skippedSeen++
 					}
 					e.mu.Unlock()
@@ -569,7 +569,7 @@ func TestRepeatedRefusalThenClockBack(t *testing.T) {
 	}
 	e, _ := m.lookup(ctx, "k")
 	e.mu.Lock()
-	wasSkipped := e.refuse&skipped != 0
+	wasSkipped := e.flags&skipped != 0
 	e.mu.Unlock()
 	if !wasSkipped {
 		t.Fatal("the second refusal was answered from the counters: the test does not reach the shortcut")

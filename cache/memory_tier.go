@@ -136,7 +136,7 @@ func (m *Memory) admit(ctx context.Context, s *engine.Strategy, sh *shard, h uin
 		return e, false, nil
 	}
 	m.sweep(sh, sweepEach)
-	e = &entry{key: key, hash: h}
+	e = newEntry(key, h, s)
 	now := m.applyOp(e, s, o, fn)
 	e.maintain(s, now) // the cost charged at admission is that of the state after fn
 	if e.atLimit(s, now) && m.pinnedCost.Load()+int64(e.cost) <= m.maxCost {
@@ -372,10 +372,10 @@ func (e *entry) atLimitNs(s *engine.Strategy, now time.Time, ns int64) bool {
 	if cs == nil {
 		return false
 	}
+	if s == e.base && e.room > 0 {
+		return false // room left since it was counted (only for a refusable base): one more request fits
+	}
 	if s == e.base && refusable(s) {
-		if e.room > 0 {
-			return false // room left since it was counted: one more request fits
-		}
 		if room := roomOf(s, cs, now, ns); room >= 1 {
 			e.room = uint8(min(room, math.MaxUint8))
 			return false

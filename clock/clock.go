@@ -29,6 +29,20 @@ func Real() Clock { return monotonic{} }
 
 func (monotonic) Now() time.Time { return origin.Add(time.Since(origin)) }
 
+// originNs is origin in Unix nanoseconds.
+var originNs = origin.UnixNano()
+
+// RealNanos returns Real().Now().UnixNano() without making a time.Time: the real clock's
+// instant in Unix nanoseconds, for hot paths that keep instants as int64.
+func RealNanos() int64 { return originNs + int64(time.Since(origin)) }
+
+// IsReal reports whether c is the clock Real returns: one that never goes back, whose instants
+// RealNanos reads.
+func IsReal(c Clock) bool {
+	_, ok := c.(monotonic)
+	return ok
+}
+
 func (monotonic) Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

@@ -79,11 +79,19 @@ type Log struct {
 // NewLog returns an empty log for a window of w with buckets of width g. w must be a positive
 // whole multiple of g (Rule.Validate checks this).
 func NewLog(w, g time.Duration) *Log {
-	l := &Log{window: int64(w), gran: int64(g)}
+	l := new(Log)
+	l.Init(w, g)
+	return l
+}
+
+// Init makes l an empty log for a window of w with buckets of width g, as NewLog does, in place:
+// a store can keep a Log inside an object of its own (one allocation, and the log beside what
+// locks it). w must be a positive whole multiple of g. Init on a Log in use forgets its buckets.
+func (l *Log) Init(w, g time.Duration) {
+	*l = Log{window: int64(w), gran: int64(g)}
 	if w > compactMaxWindow {
 		l.base = wideBase
 	}
-	return l
 }
 
 // capacity returns how many buckets the ring holds.

@@ -170,6 +170,9 @@ func (s *Strategy) NumRules() int { return len(s.rules) }
 // others.
 func (s *Strategy) Rule(i int) strategy.Rule { return s.rules[i] }
 
+// Algorithm returns the algorithm s was made with.
+func (s *Strategy) Algorithm() Algorithm { return s.alg }
+
 // Slots returns the number of distinct counters a key holds under s.
 func (s *Strategy) Slots() int { return len(s.ids) }
 
