@@ -59,11 +59,13 @@ type MemoryConfig struct {
 	MaxKeys int64
 	// Clock is what every operation reads its instant from, and what decides whether evicted
 	// state still counted (default clock.Real()). A Transport over this store sleeps on the
-	// same clock. An operation is dated at the later of its reading and the latest instant its
-	// key has seen when it takes the key's lock, so a key's instants follow the order of its
-	// lock: clock.Real() is read just before the lock is taken (a clock read is about 40 ns on a
-	// VM, and out of the lock it does not hold up other goroutines on the key), any other clock
-	// under it (a manual clock's readings then match the operations one for one).
+	// same clock. clock.Real() is read just before the key's lock is taken (a clock read is
+	// about 40 ns on a VM, and out of the lock it does not hold up other goroutines on the key),
+	// and the operation is dated at the later of that reading and the instant the key's last
+	// operation was dated at, so a key's instants follow the order of its lock. Any other clock
+	// is read under the lock and the operation dated at its reading (a manual clock's readings
+	// then match the operations one for one; a reading behind the key's latest instant is
+	// answered at that instant, and one more than engine.StepTolerance behind rebases the key).
 	Clock clock.Clock
 	// OnEvictLive is called when state that still counted had to be evicted to stay within
 	// MaxCost: that key's counts restart from zero, so its usage is under-reported until its
@@ -181,7 +183,9 @@ type entry struct {
 	cost int32  // cost last given to ristretto (or counted in the pinned tier), bytes
 	key  string
 	// hw is an upper bound of the latest instant (store's clock, ns) the key's state has
-	// seen: an operation whose clock reads more than StepTolerance behind it rebases.
+	// seen: an operation whose clock reads more than StepTolerance behind it rebases. On
+	// clock.Real(), which never goes back, it is the latest instant an operation on the key was
+	// dated at, and no operation is dated before it (update).
 	hw int64
 	// limitUntil is the instant (store's clock, ns) up to which a strategy found the key at
 	// its limit (see atLimit); set under the entry's lock.
@@ -619,8 +623,16 @@ func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.C
 		fn(cs, up, now)
 	}
 	// What fn handed the counters is now or their latest instant (or o.at): e.hw stays an
-	// upper bound of what they have seen.
-	e.hw = max(e.hw, ns, o.at)
+	// upper bound of what they have seen, for the rebase check above. On the real clock, which
+	// never goes back and so never rebases, e.hw dates the next operation instead (update): a
+	// Release's at ahead of the clock (an instant this store did not give) must not move it, or
+	// every later operation would be dated in the future and count the window's requests as
+	// gone (TestReleaseAheadOfRealClock).
+	if m.real {
+		e.hw = max(e.hw, ns)
+	} else {
+		e.hw = max(e.hw, ns, o.at)
+	}
 }
 
 // refusable reports whether a refusal of one request under s may be repeated from the entry

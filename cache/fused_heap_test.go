@@ -1,0 +1,75 @@
+package cache
+
+import (
+	"math"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
+)
+
+// TestFusedHeapMatchesCost (from the review of the fused entries) measures, from the heap, entries made as the store makes them
+// (newEntry, then countersFor for each strategy used on the key) and checks that heap − heapCost
+// is the same for every shape, fused or not, a second strategy stacked or not: heapCost then
+// tracks the heap exactly, whatever the shape (the constant is the entry's part of
+// entryOverhead less the entry struct itself, and the key's bytes, which are not allocated here).
+func TestFusedHeapMatchesCost(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector pads allocations")
+	}
+	minute := strategy.Rule{Limit: 60, Window: time.Minute}
+	day := strategy.Rule{Limit: 5000, Window: 24 * time.Hour}
+	sec := strategy.Rule{Limit: 10, Window: time.Second}
+	hour := strategy.Rule{Limit: 1000, Window: time.Hour}
+	one := mustStrategy(t, minute)
+	two := mustStrategy(t, minute, day)
+	three := mustStrategy(t, minute, day, hour)
+	other := mustStrategy(t, sec)
+	shareMinute := mustStrategy(t, strategy.Rule{Limit: 30, Window: time.Minute}) // same log ID as minute
+	otherTwo := mustStrategy(t, sec, hour)
+	smooth, err := mustStrategy(t, minute, day).Smoothed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		chain []*engine.Strategy
+	}{
+		{"one", []*engine.Strategy{one}},
+		{"two", []*engine.Strategy{two}},
+		{"three", []*engine.Strategy{three}},
+		{"one+other", []*engine.Strategy{one, other}},
+		{"two+other", []*engine.Strategy{two, other}},
+		{"two+shared", []*engine.Strategy{two, shareMinute}},
+		{"two+otherTwo", []*engine.Strategy{two, otherTwo}},
+		{"two+other+otherTwo", []*engine.Strategy{two, other, otherTwo}},
+		{"two+smooth", []*engine.Strategy{two, smooth}},
+		{"one+two", []*engine.Strategy{one, two}},
+	}
+	const n = 5000
+	var ref float64
+	for i, c := range cases {
+		es := make([]*entry, n)
+		before := heapAlloc()
+		for k := range es {
+			e := newEntry("k", 1, c.chain[0])
+			for _, s := range c.chain {
+				e.countersFor(s)
+			}
+			es[k] = e
+		}
+		heap := perKey(before, heapAlloc(), n)
+		diff := heap - float64(es[0].heapCost())
+		t.Logf("%-20s heap %6.1f B/entry, heapCost %4d, heap−cost %.1f", c.name, heap, es[0].heapCost(), diff)
+		runtime.KeepAlive(es)
+		if i == 0 {
+			ref = diff
+			continue
+		}
+		if math.Abs(diff-ref) >= 1 {
+			t.Errorf("%s: heap − heapCost is %.1f, want %.1f as for one log", c.name, diff, ref)
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package cache
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// TestReleaseAheadOfRealClock (from the review of the change that reads the real clock before
+// the key's lock): a Release whose at lies ahead of the store's clock (a caller's mistake, or an
+// instant from another clock) must not move the instant the key's next operations are dated at.
+// Log.Remove finds no bucket there and changes nothing; had the Release raised e.hw, the real
+// clock's reading, which is dated no earlier than e.hw, would put every later operation in the
+// future: the minute's requests would no longer count and a Reserve would be granted while the
+// window is still full (early), with Result.At in the future.
+func TestReleaseAheadOfRealClock(t *testing.T) {
+	ctx := context.Background()
+	m := newMemory(t, MemoryConfig{Clock: clock.Real()})
+	s := mustStrategy(t, strategy.Rule{Limit: 2, Window: time.Minute})
+	for range 2 {
+		res, err := m.Reserve(ctx, s, "k", 1)
+		if err != nil || !res.Allowed {
+			t.Fatalf("reserve: %+v %v", res, err)
+		}
+	}
+	// Nothing was recorded there: Remove finds no bucket and does nothing.
+	future := time.Unix(0, clock.RealNanos()).Add(time.Hour)
+	if err := m.Release(ctx, s, "k", future, 1); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Reserve(ctx, s, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Allowed {
+		t.Fatalf("a third request was granted within the minute of two (limit 2): At %v is %v ahead of the clock",
+			res.At, res.At.Sub(time.Unix(0, clock.RealNanos())).Round(time.Second))
+	}
+}
+
+// TestReleaseAheadOfManualClock is the same on a manual clock, read under the key's lock: there
+// e.hw takes the Release's at, and the next reading, more than StepTolerance behind it, rebases.
+func TestReleaseAheadOfManualClock(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	m := newMemory(t, MemoryConfig{Clock: clk})
+	s := mustStrategy(t, strategy.Rule{Limit: 2, Window: time.Minute})
+	for range 2 {
+		if res, err := m.Reserve(ctx, s, "k", 1); err != nil || !res.Allowed {
+			t.Fatalf("reserve: %+v %v", res, err)
+		}
+	}
+	if err := m.Release(ctx, s, "k", clk.Now().Add(time.Hour), 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	res, err := m.Reserve(ctx, s, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Allowed {
+		t.Fatalf("granted: %+v", res)
+	}
+}
+
+// TestReleaseSlightlyAheadOfRealClock: the same within StepTolerance, where no rebase ever
+// mended it: a Release 900 ms ahead must not make the next Reserve decide 900 ms ahead (a full
+// window of 800 ms would grant a request right after it filled); the decision stays at the
+// clock's reading. (Only a stall of 800 ms between the two Reserves could make it pass wrongly.)
+func TestReleaseSlightlyAheadOfRealClock(t *testing.T) {
+	ctx := context.Background()
+	m := newMemory(t, MemoryConfig{Clock: clock.Real()})
+	s := mustStrategy(t, strategy.Rule{Limit: 1, Window: 800 * time.Millisecond, Granularity: 10 * time.Millisecond})
+	res, err := m.Reserve(ctx, s, "k", 1)
+	if err != nil || !res.Allowed {
+		t.Fatalf("reserve: %+v %v", res, err)
+	}
+	if err := m.Release(ctx, s, "k", res.At.Add(900*time.Millisecond), 1); err != nil {
+		t.Fatal(err)
+	}
+	res2, err := m.Reserve(ctx, s, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.Allowed {
+		t.Fatalf("granted %v after the first grant in a window of 800 ms, limit 1 (At %v after it)", time.Unix(0, clock.RealNanos()).Sub(res.At).Round(time.Millisecond), res2.At.Sub(res.At))
+	}
+}
