@@ -432,8 +432,8 @@ func (m *Memory) Close() error {
 const getSample = 16
 
 // do runs fn on the counters of key's slots under s, with the key's lock held, at an instant
-// read from the store's clock (see MemoryConfig.Clock). A key with no state is admitted when o.write is
-// set, and otherwise answered from empty counters.
+// read from the store's clock (see MemoryConfig.Clock). A key with no state is admitted when
+// o.write is set, and otherwise answered from empty counters.
 //
 // A key the store holds is found in the index (memory_index.go) and updated without life or a
 // shard's lock; only what reaches ristretto (an admission, a new cost, a move between the
