@@ -27,10 +27,7 @@ type entryLogs struct {
 // an unsmoothed rolling-window strategy of one or two slots, its logs are made inside the entry
 // and the entry's base is s already; otherwise countersFor makes the counters on first use.
 func newEntry(key string, h uint32, s *engine.Strategy) *entry {
-	if s == nil || s.Slots() > 2 || s.Smoothing() {
-		return &entry{key: key, hash: h}
-	}
-	if _, ok := s.Algorithm().(rollingwindow.Algorithm); !ok {
+	if s == nil || s.Slots() > 2 || !refusable(s) { // refusable: unsmoothed rolling window
 		return &entry{key: key, hash: h}
 	}
 	if s.Slots() == 1 {

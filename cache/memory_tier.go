@@ -372,13 +372,15 @@ func (e *entry) atLimitNs(s *engine.Strategy, now time.Time, ns int64) bool {
 	if cs == nil {
 		return false
 	}
-	if s == e.base && e.room > 0 {
-		return false // room left since it was counted (only for a refusable base): one more request fits
-	}
-	if s == e.base && refusable(s) {
-		if room := roomOf(s, cs, now, ns); room >= 1 {
-			e.room = uint8(min(room, math.MaxUint8))
-			return false
+	if s == e.base {
+		if e.room > 0 {
+			return false // room left since it was counted (only for a refusable base): one more request fits
+		}
+		if refusable(s) {
+			if room := roomOf(s, cs, now, ns); room >= 1 {
+				e.room = uint8(min(room, math.MaxUint8))
+				return false
+			}
 		}
 	}
 	if s.Nanos() {
