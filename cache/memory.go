@@ -126,10 +126,14 @@ type Memory struct {
 
 	evictedLive atomic.Int64
 	rejected    atomic.Int64
-	obs         observe.Observer
-	logMu       sync.Mutex // guards lastLog and logged
-	lastLog     time.Time  // wall time of the last live-eviction warning
-	logged      int64      // evictedLive when it was written
+	// general and fastHits are for tests: general makes update skip fastGrant, and fastHits,
+	// when set, counts the operations fastGrant ran.
+	general  bool
+	fastHits *atomic.Int64
+	obs      observe.Observer
+	logMu    sync.Mutex // guards lastLog and logged
+	lastLog  time.Time  // wall time of the last live-eviction warning
+	logged   int64      // evictedLive when it was written
 }
 
 // storeName is the memory store's name in observer events.
@@ -161,7 +165,7 @@ type entry struct {
 	pinning bool
 	// listed places the entry on the list of entries in ristretto (listMu), with prev, next.
 	listed bool
-	// flags holds three flags (one byte, so that the entry stays 128 bytes). refusing is set
+	// flags holds four flags (one byte, so that the entry stays 128 bytes). refusing is set
 	// by a Reserve of 1 under base that was refused on a pinned key, when the wait it told
 	// ends at limitUntil and base is refusable: until limitUntil, with nothing else done to
 	// the key, a Reserve of 1 under base is refused with the wait limitUntil − now, which
@@ -169,7 +173,8 @@ type entry struct {
 	// the traffic); every other operation clears it. skipped is set when such a refusal was
 	// answered without the counters: catchUp brings them to e.hw before anything else reads
 	// them. fused is set for good when the entry is an entryLogs: counters' first array of two
-	// lies inside the entry's object (heapCost).
+	// lies inside the entry's object (heapCost), and so do two log buffers; oneLog when it is an
+	// entryLog, with one (idleBufBytes).
 	flags uint8
 	// hits counts operations found in the index, for the sampled Gets (getSample).
 	hits uint8
@@ -206,6 +211,7 @@ const (
 	refusing uint8 = 1 << iota
 	skipped
 	fused
+	oneLog
 )
 
 // entryMore is the part of an entry few keys need, allocated on first use.
@@ -512,6 +518,13 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 		now = m.clock.Now()
 		ns = now.UnixNano()
 	}
+	if cost, refresh, sample, ok := m.fastGrant(s, e, o, now, ns); ok {
+		e.mu.Unlock()
+		if refresh || sample {
+			m.settle(ctx, e, false, false, refresh, sample, cost, underLife)
+		}
+		return true, nil
+	}
 	if o.n == 1 && o.res != nil && e.flags&refusing != 0 && s == e.base && e.pinned && !e.pinning {
 		// A Reserve of 1 refused before, with nothing recorded, released or said since: it is
 		// refused again, with the wait shrunk by the time passed (see refusing).
@@ -550,14 +563,21 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 		e.flags |= refusing
 	}
 	e.mu.Unlock()
-	if !pin && !unpin && !refresh && !sample {
-		return true, nil
+	if pin || unpin || refresh || sample {
+		m.settle(ctx, e, pin, unpin, refresh, sample, cost, underLife)
 	}
+	return true, nil
+}
+
+// settle does what an update asked of the tiers once the key's lock is released: finish a pin,
+// unpin, tell ristretto the new cost, or read the key from it (the sampled Get). It takes life
+// unless the caller holds it (underLife), and does nothing once the store is closed.
+func (m *Memory) settle(ctx context.Context, e *entry, pin, unpin, refresh, sample bool, cost int, underLife bool) {
 	if !underLife {
 		m.life.RLock()
 		defer m.life.RUnlock()
 		if m.closed.Load() {
-			return true, nil
+			return
 		}
 	}
 	switch {
@@ -572,7 +592,6 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 		m.client.Get(e.key)
 		m.touch(e)
 	}
-	return true, nil
 }
 
 // applyOp runs operation o (fn, unless applyAt runs it itself) on e's counters for s at the

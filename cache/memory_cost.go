@@ -45,6 +45,7 @@ func (e *entry) heapCost() int {
 	if e.flags&fused != 0 && cap(e.counters) != 2 {
 		cost += 2 * counterSlot // the entryLogs's own array, left behind by an append
 	}
+	cost += e.idleBufBytes()
 	for _, c := range e.counters {
 		cost += c.Cost()
 	}

@@ -16,14 +16,14 @@ import (
 )
 
 // TestEntryLogSizes checks what heapCost assumes of the fused entries: each is as large as the
-// objects it replaces (entry 128, a log 80, a slice of two counters 32), and a Go size class,
-// so that it holds on the heap exactly its size.
+// objects it replaces (entry 128, a log 80 and its first ring of 4 buckets 32, a slice of two
+// counters 32), and a Go size class, so that it holds on the heap exactly its size.
 func TestEntryLogSizes(t *testing.T) {
-	if got := unsafe.Sizeof(entryLog{}); got != 208 {
-		t.Errorf("entryLog is %d bytes, want 208 (entry 128 + Log 80)", got)
+	if got := unsafe.Sizeof(entryLog{}); got != 240 {
+		t.Errorf("entryLog is %d bytes, want 240 (entry 128 + Log 80 + ring 32)", got)
 	}
-	if got := unsafe.Sizeof(entryLogs{}); got != 320 {
-		t.Errorf("entryLogs is %d bytes, want 320 (entry 128 + 2 counters 32 + 2 logs 160)", got)
+	if got := unsafe.Sizeof(entryLogs{}); got != 384 {
+		t.Errorf("entryLogs is %d bytes, want 384 (entry 128 + 2 counters 32 + 2 logs 160 + 2 rings 64)", got)
 	}
 	if raceEnabled {
 		return // the race detector pads allocations
@@ -33,7 +33,7 @@ func TestEntryLogSizes(t *testing.T) {
 	for _, c := range []struct {
 		s    *engine.Strategy
 		want float64
-	}{{one, 208}, {two, 320}} {
+	}{{one, 240}, {two, 384}} {
 		es := make([]*entry, 20_000) // the runtime's own allocations meanwhile: well under a byte an entry
 		before := heapAlloc()
 		for i := range es {
@@ -47,8 +47,10 @@ func TestEntryLogSizes(t *testing.T) {
 	}
 }
 
-// TestNewEntryFusesLogs checks which strategies get their logs inside the entry, and that the
-// fused entry starts exactly as countersFor would have made its counters.
+// TestNewEntryFusesLogs checks which strategies get their logs inside the entry, that the fused
+// entry starts as countersFor would have made its counters (but for each log's first ring, in
+// the entry), and that its heapCost is that of the separate objects: 32 bytes a log more before
+// the first record (the rings are there already), the same after it.
 func TestNewEntryFusesLogs(t *testing.T) {
 	minute := strategy.Rule{Limit: 60, Window: time.Minute}
 	day := strategy.Rule{Limit: 5000, Window: 24 * time.Hour}
@@ -89,14 +91,26 @@ func TestNewEntryFusesLogs(t *testing.T) {
 					t.Fatalf("counter %d is %T", j, cn)
 				}
 				want := c.s.NewCounter(j).(*rollingwindow.Log)
-				if !reflect.DeepEqual(l, want) {
-					t.Fatalf("counter %d is %+v, want %+v as NewCounter makes it", j, *l, *want)
+				if l.Cost() != want.Cost()+logBuf*8 {
+					t.Fatalf("counter %d costs %d, want %d: a new log and its buffer", j, l.Cost(), want.Cost()+logBuf*8)
+				}
+				l.Init(c.s.SlotRule(j).EffectiveWindow(), c.s.SlotRule(j).Bucket()) // a copy without the buffer
+				got := *l
+				if !reflect.DeepEqual(&got, want) {
+					t.Fatalf("counter %d is %+v, want %+v as NewCounter makes it", j, got, *want)
 				}
 			}
+			e = newEntry("k", 7, c.s)
 			plain := &entry{key: "k", hash: 7}
 			plain.countersFor(c.s)
+			if got, want := e.heapCost(), plain.heapCost()+c.s.Slots()*logBuf*8; got != want {
+				t.Fatalf("heapCost %d before a record, want %d: the separate objects' and the rings in the entry", got, want)
+			}
+			for _, x := range []*entry{e, plain} {
+				c.s.Record(x.counters, t0, 1)
+			}
 			if got, want := e.heapCost(), plain.heapCost(); got != want {
-				t.Fatalf("heapCost %d, want %d as for the entry of separate objects", got, want)
+				t.Fatalf("heapCost %d after a record, want %d as for the entry of separate objects", got, want)
 			}
 		})
 	}
@@ -112,6 +126,7 @@ func TestFusedCostAfterSecondStrategy(t *testing.T) {
 	fusedE, plain := newEntry("k", 1, base), &entry{key: "k", hash: 1}
 	plain.countersFor(base)
 	for _, e := range []*entry{fusedE, plain} {
+		base.Record(e.countersFor(base), t0, 1) // every ring in use
 		e.countersFor(other)
 	}
 	if len(fusedE.counters) != 3 || cap(fusedE.counters) == 2 {

@@ -21,7 +21,7 @@ const logFormat = 1
 func (l *Log) MarshalBinary() ([]byte, error) {
 	b := make([]byte, 0, 2+binary.MaxVarintLen64*(1+3*int(l.size)))
 	b = append(b, logFormat)
-	if l.ring != nil {
+	if len(l.ring) != 0 {
 		b = append(b, 1)
 		b = binary.AppendVarint(b, l.hw)
 	} else {

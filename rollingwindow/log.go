@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unsafe"
 )
 
 // A bucket is the requests recorded in one granule [k·g, (k+1)·g): how many, and the latest
@@ -63,8 +64,9 @@ const logBytes = 80
 // The zero Log is not usable; make one with NewLog. A Log is not safe for concurrent use.
 type Log struct {
 	// ring holds the buckets, capacity × (1 or 2 in a wide log) words; cap(ring) is what was
-	// allocated (a Go size class), for Cost. It is nil until the log has seen an instant, and
-	// never nil after: a nil ring is the log that has seen nothing.
+	// allocated (a Go size class, or the buffer given to InitBuffer), for Cost. Its length is 0
+	// until the log has seen an instant (nil, or InitBuffer's buffer waiting to be used), and
+	// never 0 after: a ring of length 0 is the log that has seen nothing.
 	ring   []uint64
 	window int64 // effective window, ns
 	gran   int64 // bucket width, ns
@@ -92,6 +94,26 @@ func (l *Log) Init(w, g time.Duration) {
 	if w > compactMaxWindow {
 		l.base = wideBase
 	}
+}
+
+// InitBuffer is Init with buf as the log's first ring: a store that keeps the Log inside an
+// object of its own can keep its first few buckets there too (one allocation less a key, and
+// one cache line less to miss). The log uses buf[:len(buf)] once it has seen an instant, if it
+// is compact (its window at most about 39 h) and buf holds at least 4 buckets (8 bytes each);
+// otherwise it ignores buf. It leaves buf for a ring of its own when it needs more buckets, and
+// does not come back to it. Cost counts buf while the log uses it or waits to (InBuffer): once
+// the log has left it, its bytes are the caller's to count.
+func (l *Log) InitBuffer(w, g time.Duration, buf []uint64) {
+	l.Init(w, g)
+	if l.base != wideBase && len(buf) >= minBuckets {
+		l.ring = buf[:0:len(buf)]
+	}
+}
+
+// InBuffer reports whether buf is the log's ring (InitBuffer), or will be once the log has
+// seen an instant.
+func (l *Log) InBuffer(buf []uint64) bool {
+	return len(buf) != 0 && cap(l.ring) == len(buf) && unsafe.SliceData(l.ring) == unsafe.SliceData(buf)
 }
 
 // capacity returns how many buckets the ring holds.
@@ -202,12 +224,16 @@ func (l *Log) rebase() {
 }
 
 // move sets the log's time to t, later than hw or the first instant the log sees, dropping
-// what stops counting. Callers test t > hw || ring == nil first, so that the usual query at
+// what stops counting. Callers test t > hw || len(ring) == 0 first, so that the usual query at
 // the log's own time costs one comparison.
 func (l *Log) move(t int64) {
 	l.hw = t
-	if l.ring == nil {
-		l.ring = l.alloc(minBuckets)
+	if len(l.ring) == 0 {
+		if b := l.ring[:cap(l.ring)]; len(b) != 0 {
+			l.ring = b[:min(int64(len(b)), l.window/l.gran+1)] // the buffer given to InitBuffer
+		} else {
+			l.ring = l.alloc(minBuckets)
+		}
 		if l.base != wideBase {
 			l.rebase() // the first instant: base at the earliest a record can be dated
 		}
@@ -272,7 +298,7 @@ func (l *Log) Add(now time.Time, n int) { l.AddNanos(now.UnixNano(), n) }
 
 // AddNanos is Add at instant t, Unix ns (engine.NanoCounter).
 func (l *Log) AddNanos(t int64, n int) {
-	if t > l.hw || l.ring == nil {
+	if t > l.hw || len(l.ring) == 0 {
 		l.move(t)
 	}
 	if t+l.window <= l.hw {
@@ -387,7 +413,7 @@ func (l *Log) Used(now time.Time) int { return l.UsedNanos(now.UnixNano()) }
 
 // UsedNanos is Used at instant t, Unix ns (engine.NanoCounter).
 func (l *Log) UsedNanos(t int64) int {
-	if t > l.hw || l.ring == nil {
+	if t > l.hw || len(l.ring) == 0 {
 		l.move(t)
 	}
 	return int(l.total)
@@ -402,7 +428,7 @@ func (l *Log) WaitTime(now time.Time, n, limit int) time.Duration {
 
 // WaitNanos is WaitTime at instant t, Unix ns, in ns (engine.NanoCounter).
 func (l *Log) WaitNanos(t int64, n, limit int) int64 {
-	if t > l.hw || l.ring == nil {
+	if t > l.hw || len(l.ring) == 0 {
 		l.move(t)
 	}
 	excess := l.total + int64(n) - int64(limit)
@@ -428,7 +454,7 @@ func (l *Log) WaitNanos(t int64, n, limit int) int64 {
 // the later instant kept): the earlier one's requests are then held a little longer, never
 // released early. The log holds no more buckets than before.
 func (l *Log) Shift(d time.Duration) {
-	if l.ring == nil {
+	if len(l.ring) == 0 {
 		return
 	}
 	dd := int64(d)
@@ -476,7 +502,7 @@ func (l *Log) Expiry() time.Time {
 
 // Latest returns the latest instant the log has seen, or the zero time.
 func (l *Log) Latest() time.Time {
-	if l.ring == nil {
+	if len(l.ring) == 0 {
 		return time.Time{}
 	}
 	return time.Unix(0, l.hw)
@@ -484,7 +510,7 @@ func (l *Log) Latest() time.Time {
 
 // LatestNanos returns the latest instant the log has seen, Unix ns, and true; 0 and false
 // when none (engine.NanoCounter).
-func (l *Log) LatestNanos() (int64, bool) { return l.hw, l.ring != nil }
+func (l *Log) LatestNanos() (int64, bool) { return l.hw, len(l.ring) != 0 }
 
 // Cost returns the bytes the log holds on the heap: the Log and its ring's allocation, rounded
 // up to the Go size class it was allocated in (8 bytes a bucket in a compact log, 16 wide).

@@ -1,0 +1,59 @@
+package cache
+
+import (
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
+)
+
+// fastGrant runs a Record or a Reserve of o.n on e under its base strategy when the entry's
+// own state settles everything update would otherwise work out after the counters: the key is
+// held in ristretto (not pinned), has no repeated refusal under way (flags), was found with room
+// for more than o.n requests under every rule of base (entry.room), and is not dated behind its
+// latest instant. A key with room is neither paused nor before its limitUntil, and base is the
+// strategy last used on it (room is counted only under base after atLimitNs has found neither,
+// and a Sync, which sets a pause, or another strategy's operation forgets it:
+// TestFastGrantMatchesGeneral checks this after every operation), so applyAt's rebase,
+// catch-up and countersFor have nothing to do, a Reserve is answered as ReserveWith would (not paused: the plain
+// Reserve; figures reported by Sync are in the counters already), and after the operation spends at most
+// o.n of the room at least one request still fits, so atLimitNs would answer false without
+// reading the counters and nothing moves between the tiers. What is left is the operation
+// itself, the room, the cost and the sampled Get (cost is the entry's cost, for refresh): the same state as update's general path
+// leaves (TestFastGrantMatchesGeneral), in about half the time under the key's lock, which on a
+// hot key shared by goroutines is what bounds them.
+//
+// It reports ok false, having done nothing, when any condition fails. The caller holds e.mu, has
+// checked e.evicted and m.closed, and dates the operation at now (ns: now.UnixNano()).
+func (m *Memory) fastGrant(s *engine.Strategy, e *entry, o *op, now time.Time, ns int64) (cost int, refresh, sample, ok bool) {
+	if m.general || o.kind == 0 || s != e.base || e.flags&(refusing|skipped) != 0 || e.pinned ||
+		int(e.room) <= o.n || ns < e.hw || !s.Nanos() {
+		return 0, false, false, false
+	}
+	cs := e.counters[:s.Slots()]
+	rec := o.n
+	if o.kind == opRecord {
+		s.RecordNanos(cs, ns, o.n)
+	} else {
+		granted, wait, at := s.ReserveNanos(cs, ns, o.n)
+		switch {
+		case !granted:
+			*o.res = engine.Result{Wait: wait}
+			rec = 0
+		case at == ns:
+			*o.res = engine.Result{Allowed: true, At: now}
+		default:
+			*o.res = engine.Result{Allowed: true, At: time.Unix(0, at)}
+		}
+	}
+	e.hw = ns
+	e.room -= uint8(rec)
+	if cost = e.heapCost(); cost > int(e.cost) {
+		e.cost = int32(cost)
+		refresh = true
+	}
+	e.hits++
+	if m.fastHits != nil {
+		m.fastHits.Add(1)
+	}
+	return cost, refresh, e.hits%getSample == 0, true
+}
