@@ -187,7 +187,8 @@ var errTwoStrategies = errors.New("the rules are already set (WithRules or WithS
 // Option configures New.
 type Option func(*Transport) error
 
-// WithRules sets the rules, layered under the rolling window on every key. New fails when a
+// WithRules sets the rules, each a rolling window (the default strategy; WithStrategy takes
+// another), all layered on every key: a request fits when it fits every rule. New fails when a
 // rule is invalid (see strategy.Rule.Validate).
 func WithRules(rules ...strategy.Rule) Option {
 	return func(t *Transport) error {

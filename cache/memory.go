@@ -34,14 +34,17 @@ type MemoryConfig struct {
 	// MaxCost bounds the heap held for keys' state, in bytes (default 64 MiB). Each key is
 	// charged the heap it really holds: 504 bytes for a key with one minute rule and a few
 	// requests (so 64 MiB holds about 133 000 such keys), 648 with a minute rule and a day
-	// rule, 984 when every 1 s bucket of the minute is in use; of this the store's own part
+	// rule, 1 016 when every 1 s bucket of the minute is in use; of this the store's own part
 	// (its entry, index slot and ristretto's item) is 376 bytes plus the key, the rest the
-	// rules' counters (80 bytes a log and 8 a bucket). A rule's state never exceeds
-	// 80 + (W/g + 1) × 16 bytes (16: a bucket that had to widen). For 1 000 000 live keys of
-	// one minute rule set MaxCost to at least 481 MiB (938 MiB when every second of their minute
-	// saw a request) and MaxKeys to 1 000 000 (BenchmarkMillionKeys). The bound is enforced
-	// as keys are admitted: one key whose state grows can pass it until the next key is
-	// admitted.
+	// rules' counters (80 bytes a log and 8 a bucket; the first 4 buckets of a key's one or two
+	// logs are kept in its entry, and stay there, idle, once the log needs more). A rule's state
+	// is at most 80 + 32 bytes and a ring of W/g + 1 buckets of 8 bytes (16 in a log that had to
+	// widen: a window over 39 h, a bucket of more than 65 535 requests), rounded up to a Go size
+	// class. For
+	// 1 000 000 live keys of one minute rule set MaxCost to at least 481 MiB (969 MiB when every
+	// second of their minute saw a request) and MaxKeys to 1 000 000 (BenchmarkMillionKeys).
+	// The bound is enforced as keys are admitted: one key whose state grows can pass it until
+	// the next key is admitted.
 	//
 	// A flood of new keys costs at most MaxCost plus the fixed part below: measured with
 	// 1 000 000 distinct keys against the defaults (one request each, while 10 000 keys sat
@@ -518,13 +521,6 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 		now = m.clock.Now()
 		ns = now.UnixNano()
 	}
-	if cost, refresh, sample, ok := m.fastGrant(s, e, o, now, ns); ok {
-		e.mu.Unlock()
-		if refresh || sample {
-			m.settle(ctx, e, false, false, refresh, sample, cost, underLife)
-		}
-		return true, nil
-	}
 	if o.n == 1 && o.res != nil && e.flags&refusing != 0 && s == e.base && e.pinned && !e.pinning {
 		// A Reserve of 1 refused before, with nothing recorded, released or said since: it is
 		// refused again, with the wait shrunk by the time passed (see refusing).
@@ -535,6 +531,14 @@ func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op
 			e.mu.Unlock()
 			return true, nil
 		}
+	}
+	// The repeated refusal above is for pinned keys, the fast grant for keys in ristretto.
+	if cost, refresh, sample, ok := m.fastGrant(s, e, o, now, ns); ok {
+		e.mu.Unlock()
+		if refresh || sample {
+			m.settle(ctx, e, false, false, refresh, sample, cost, underLife)
+		}
+		return true, nil
 	}
 	m.applyAt(e, s, o, fn, now, ns)
 	e.spend(s, o)

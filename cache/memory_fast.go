@@ -7,20 +7,21 @@ import (
 )
 
 // fastGrant runs a Record or a Reserve of o.n on e under its base strategy when the entry's
-// own state settles everything update would otherwise work out after the counters: the key is
+// own state settles everything update would otherwise work out around the counters: the key is
 // held in ristretto (not pinned), has no repeated refusal under way (flags), was found with room
 // for more than o.n requests under every rule of base (entry.room), and is not dated behind its
 // latest instant. A key with room is neither paused nor before its limitUntil, and base is the
-// strategy last used on it (room is counted only under base after atLimitNs has found neither,
-// and a Sync, which sets a pause, or another strategy's operation forgets it:
-// TestFastGrantMatchesGeneral checks this after every operation), so applyAt's rebase,
-// catch-up and countersFor have nothing to do, a Reserve is answered as ReserveWith would (not paused: the plain
-// Reserve; figures reported by Sync are in the counters already), and after the operation spends at most
-// o.n of the room at least one request still fits, so atLimitNs would answer false without
-// reading the counters and nothing moves between the tiers. What is left is the operation
-// itself, the room, the cost and the sampled Get (cost is the entry's cost, for refresh): the same state as update's general path
-// leaves (TestFastGrantMatchesGeneral), in about half the time under the key's lock, which on a
-// hot key shared by goroutines is what bounds them.
+// strategy last used on it: room is counted only under base, after atLimitNs has found neither,
+// and a Sync (which sets a pause) or another strategy's operation forgets it
+// (TestFastGrantMatchesGeneral checks this after every operation). So applyAt's rebase,
+// catch-up and countersFor have nothing to do; a Reserve is answered as ReserveWith would (not
+// paused: the plain Reserve; figures reported by Sync are in the counters already); and after
+// the operation has spent at most o.n of the room at least one request still fits, so
+// atLimitNs would answer false without reading the counters, and nothing moves between the
+// tiers. What is left is the operation itself, the room, the cost (returned, for refresh) and
+// the sampled Get: the same state as update's general path leaves (TestFastGrantMatchesGeneral),
+// with fewer steps under the key's lock, which on a hot key shared by goroutines is what bounds
+// them (BenchmarkMemoryVsRate).
 //
 // It reports ok false, having done nothing, when any condition fails. The caller holds e.mu, has
 // checked e.evicted and m.closed, and dates the operation at now (ns: now.UnixNano()).

@@ -95,3 +95,111 @@ func TestInitBufferMatchesNewLog(t *testing.T) {
 		}
 	}
 }
+
+// TestInitBufferDifferential (from the review of InitBuffer): a log made with InitBuffer over a
+// buffer full of garbage (a reused one) answers every query as NewLog's, through AddNanos with
+// counts that widen it, Remove, Shift before and after the first instant, UnmarshalBinary into
+// the buffered log and of its state into a new one, Init on it, and InitBuffer again on the same
+// buffer, for windows of 1 ns to 48 h; in the buffer, its Cost is the Log and the buffer.
+func TestInitBufferDifferential(t *testing.T) {
+	for _, c := range []struct {
+		w, g time.Duration
+		buf  int
+	}{
+		{2 * time.Second, time.Second, 4},
+		{2 * time.Second, time.Second, 6},
+		{4 * time.Second, time.Second, 4},
+		{time.Minute, time.Second, 4},
+		{time.Minute, time.Second, 8},
+		{10 * time.Second, 100 * time.Millisecond, 4},
+		{24 * time.Hour, 24 * time.Minute, 4},
+		{39 * time.Hour, time.Hour, 4},
+		{48 * time.Hour, time.Hour, 4},
+		{time.Nanosecond, time.Nanosecond, 4},
+		{3 * time.Nanosecond, time.Nanosecond, 4},
+	} {
+		for seed := range 50 {
+			rng := rand.New(rand.NewPCG(uint64(c.w), uint64(seed)))
+			buf := make([]uint64, c.buf)
+			for i := range buf {
+				buf[i] = rng.Uint64() // garbage: a reused buffer
+			}
+			a, b := NewLog(c.w, c.g), new(Log)
+			b.InitBuffer(c.w, c.g, buf)
+			now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+			var ats []int64
+			for step := range 400 {
+				span := max(int64(c.w)/3, 1)
+				now += rng.Int64N(span)
+				at := now - rng.Int64N(span)
+				where := func() string { return c.w.String() + "/" + c.g.String() }
+				switch x := rng.IntN(30); {
+				case x < 12:
+					n := 1 + rng.IntN(3)
+					if rng.IntN(40) == 0 {
+						n = 70000
+					}
+					a.AddNanos(at, n)
+					b.AddNanos(at, n)
+					ats = append(ats, at)
+				case x < 15 && len(ats) > 0:
+					r := time.Unix(0, ats[rng.IntN(len(ats))])
+					k := 1 + rng.IntN(2)
+					a.Remove(r, k)
+					b.Remove(r, k)
+				case x < 17:
+					d := time.Duration(rng.Int64N(int64(c.g)*3+1)) - 2*c.g
+					a.Shift(d)
+					b.Shift(d)
+					now += int64(d)
+				case x == 17:
+					enc, _ := a.MarshalBinary()
+					if err := b.UnmarshalBinary(enc); err != nil {
+						t.Fatalf("%s seed %d step %d: %v", where(), seed, step, err)
+					}
+				case x == 18:
+					// Decode the buffered log's state into a fresh NewLog: same as a's.
+					enc, _ := b.MarshalBinary()
+					d := NewLog(c.w, c.g)
+					if err := d.UnmarshalBinary(enc); err != nil {
+						t.Fatalf("%s seed %d step %d: decode of the buffered log: %v", where(), seed, step, err)
+					}
+					ea, _ := a.MarshalBinary()
+					ed, _ := d.MarshalBinary()
+					if !bytes.Equal(ea, ed) {
+						t.Fatalf("%s seed %d step %d: decoded %x, want %x", where(), seed, step, ed, ea)
+					}
+				case x == 19 && rng.IntN(8) == 0:
+					a.Init(c.w, c.g)
+					if rng.IntN(2) == 0 {
+						b.Init(c.w, c.g)
+					} else {
+						b.InitBuffer(c.w, c.g, buf) // back to the buffer, as a reused entry would
+					}
+					ats = ats[:0]
+				case x < 24:
+					n := 1 + rng.IntN(5)
+					lim := 1 + rng.IntN(20)
+					if wa, wb := a.WaitNanos(now, n, lim), b.WaitNanos(now, n, lim); wa != wb {
+						t.Fatalf("%s seed %d step %d: WaitNanos %d, NewLog's %d", where(), seed, step, wb, wa)
+					}
+				default:
+					if ua, ub := a.UsedNanos(now), b.UsedNanos(now); ua != ub {
+						t.Fatalf("%s seed %d step %d: UsedNanos %d, NewLog's %d", where(), seed, step, ub, ua)
+					}
+				}
+				ea, _ := a.MarshalBinary()
+				eb, _ := b.MarshalBinary()
+				la, sa := a.LatestNanos()
+				lb, sb := b.LatestNanos()
+				if !bytes.Equal(ea, eb) || la != lb || sa != sb || !a.Latest().Equal(b.Latest()) ||
+					!a.Expiry().Equal(b.Expiry()) || a.Buckets() != b.Buckets() || a.total != b.total || a.start != b.start && a.size != 0 {
+					t.Fatalf("%s buf %d seed %d step %d: state %x (latest %d %v), NewLog's %x (latest %d %v)", where(), c.buf, seed, step, eb, lb, sb, ea, la, sa)
+				}
+				if b.InBuffer(buf) && b.Cost() != logBytes+8*c.buf {
+					t.Fatalf("%s seed %d step %d: Cost %d in the buffer", where(), seed, step, b.Cost())
+				}
+			}
+		}
+	}
+}

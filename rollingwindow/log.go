@@ -61,7 +61,8 @@ const logBytes = 80
 // by a quarter as needed and shrinks when most of it is unused; a bucket takes 8 bytes (16 in a
 // wide log, see above), the Log itself 80.
 //
-// The zero Log is not usable; make one with NewLog. A Log is not safe for concurrent use.
+// The zero Log is not usable; make one with NewLog (or Init or InitBuffer one in place). A Log
+// is not safe for concurrent use.
 type Log struct {
 	// ring holds the buckets, capacity × (1 or 2 in a wide log) words; cap(ring) is what was
 	// allocated (a Go size class, or the buffer given to InitBuffer), for Cost. Its length is 0
@@ -98,11 +99,12 @@ func (l *Log) Init(w, g time.Duration) {
 
 // InitBuffer is Init with buf as the log's first ring: a store that keeps the Log inside an
 // object of its own can keep its first few buckets there too (one allocation less a key, and
-// one cache line less to miss). The log uses buf[:len(buf)] once it has seen an instant, if it
-// is compact (its window at most about 39 h) and buf holds at least 4 buckets (8 bytes each);
-// otherwise it ignores buf. It leaves buf for a ring of its own when it needs more buckets, and
-// does not come back to it. Cost counts buf while the log uses it or waits to (InBuffer): once
-// the log has left it, its bytes are the caller's to count.
+// one cache line less to miss). Once the log has seen an instant it keeps up to
+// min(len(buf), W/g + 1) buckets in buf, if it is compact (its window at most about 39 h) and
+// buf holds at least 4 buckets (8 bytes each); otherwise it ignores buf. It leaves buf for
+// good, for a ring of its own, when it needs more buckets, when it widens (a bucket of more
+// than 65 535 requests), and on UnmarshalBinary or Init. Cost counts buf while the log uses it
+// or waits to (InBuffer): once the log has left it, its bytes are the caller's to count.
 func (l *Log) InitBuffer(w, g time.Duration, buf []uint64) {
 	l.Init(w, g)
 	if l.base != wideBase && len(buf) >= minBuckets {

@@ -31,7 +31,7 @@ const DefaultGranularity = time.Second
 // number of minutes is kept in 60 buckets per key (61 with the one straddling its trailing
 // edge); other windows in e/d + 1, as many as their divisors allow:
 //
-//   - 1 s for every e up to a minute (as DESIGN §4 counts), and whenever no whole second count
+//   - 1 s for every e up to a minute (the window's worked values count in seconds), and whenever no whole second count
 //     from 2 s to e/60 divides e: 1m1s (61 is prime), 2m1s (121 is 11·11);
 //   - exactly e/60 when e is a whole number of minutes: 10 s for 10 minutes, 1 min for an
 //     hour, 24 min for a day, 2h48m for a week;
@@ -97,9 +97,10 @@ type Rule struct {
 	// A request recorded at s is never released before s+Window+Margin (never early), and
 	// less than g late: its bucket counts until its latest request + Window + Margin, which is
 	// before s+Window+Margin+g. With the default that is less than 1 s for every window up to
-	// a minute, where the answers are exact to the second (DESIGN §4's table holds as it
-	// stands), and less than (Window+Margin)/60, 1.7 % of the window, beyond. Finer buckets
-	// cost memory: a key keeps up to (Window+Margin)/g + 1 of them per rule. Set time.Second
+	// a minute, where the answers are exact to the second (the worked values of
+	// rollingwindow's TestWorkedValues hold as they stand), and less than (Window+Margin)/60,
+	// 1.7 % of the window, beyond. Finer buckets cost memory: a key keeps up to
+	// (Window+Margin)/g + 1 of them per rule. Set time.Second
 	// to count a day in exact 1 s buckets: a key of 5000 requests a day in steady traffic then
 	// keeps about 5 000 buckets, some 50 KB in the memory store, instead of 61 and under 1 KiB
 	// (docs/performance.md), and the Redis and DynamoDB stores refuse the rule.
