@@ -36,15 +36,14 @@ type MemoryConfig struct {
 	// requests (so 64 MiB holds about 133 000 such keys), 648 with a minute rule and a day
 	// rule, 1 016 when every 1 s bucket of the minute is in use; of this the store's own part
 	// (its entry, index slot and ristretto's item) is 376 bytes plus the key, the rest the
-	// rules' counters (80 bytes a log and 8 a bucket; the first 4 buckets of a key's one or two
-	// logs are kept in its entry, and stay there, idle, once the log needs more). A rule's state
-	// is at most 80 + 32 bytes and a ring of W/g + 1 buckets of 8 bytes (16 in a log that had to
-	// widen: a window over 39 h, a bucket of more than 65 535 requests), rounded up to a Go size
-	// class. For
-	// 1 000 000 live keys of one minute rule set MaxCost to at least 481 MiB (969 MiB when every
-	// second of their minute saw a request) and MaxKeys to 1 000 000 (BenchmarkMillionKeys).
-	// The bound is enforced as keys are admitted: one key whose state grows can pass it until
-	// the next key is admitted.
+	// rules' counters (80 bytes a log and 8 a bucket; a key's one or two logs keep their first 4
+	// buckets inside its entry, whose 32 bytes stay there, idle, once a log needs more). A rule's
+	// state is at most 80 + 32 bytes and a ring of W/g + 1 buckets of 8 bytes (16 in a log that
+	// had to widen: a window over 39 h, a bucket of more than 65 535 requests), rounded up to a
+	// Go size class. For 1 000 000 live keys of one minute rule set MaxCost to at least 481 MiB
+	// (969 MiB when every second of their minute saw a request) and MaxKeys to 1 000 000
+	// (BenchmarkMillionKeys). The bound is enforced as keys are admitted: one key whose state
+	// grows can pass it until the next key is admitted.
 	//
 	// A flood of new keys costs at most MaxCost plus the fixed part below: measured with
 	// 1 000 000 distinct keys against the defaults (one request each, while 10 000 keys sat
