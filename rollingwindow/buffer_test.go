@@ -12,7 +12,7 @@ import (
 // for windows of a few buckets to a day, and a wide one; it uses the buffer from its first
 // instant until it needs more buckets (a compact log with a buffer of at least 4), never after
 // it has left it, and never a wide log's or a short buffer; while it uses the buffer its Cost
-// is NewLog's log with a ring of the buffer's size.
+// is the Log's 80 bytes and the buffer's.
 func TestInitBufferMatchesNewLog(t *testing.T) {
 	for _, c := range []struct {
 		w, g   time.Duration
@@ -27,7 +27,7 @@ func TestInitBufferMatchesNewLog(t *testing.T) {
 		{48 * time.Hour, time.Minute, 4, false},  // wide: ignored
 		{time.Second, time.Millisecond, 4, true}, // many buckets: it leaves the buffer soon
 		{time.Minute, 30 * time.Second, 4, true}, // 3 buckets
-		{5 * time.Minute, time.Second / 1000 * 10, 4, true},
+		{5 * time.Minute, 10 * time.Millisecond, 4, true},
 	} {
 		stayed, leftN := 0, 0
 		for seed := range 20 {
