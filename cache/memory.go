@@ -632,15 +632,7 @@ func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.C
 		s.RecordNanos(cs, ns, o.n) // fn's s.Record, on int64 instants
 	case o.kind == opReserve && up == nil && s.Nanos():
 		// fn's s.Reserve (never paused), on int64 instants; the burst passed CheckBurst.
-		ok, wait, at := s.ReserveNanos(cs, ns, o.n)
-		switch {
-		case !ok:
-			*o.res = engine.Result{Wait: wait}
-		case at == ns:
-			*o.res = engine.Result{Allowed: true, At: now} // Reserve's At is its now itself
-		default:
-			*o.res = engine.Result{Allowed: true, At: time.Unix(0, at)}
-		}
+		reserveNanos(s, cs, o, now, ns)
 	default:
 		fn(cs, up, now)
 	}
@@ -654,6 +646,21 @@ func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.C
 		e.hw = max(e.hw, ns)
 	} else {
 		e.hw = max(e.hw, ns, o.at)
+	}
+}
+
+// reserveNanos runs Reserve o (burst o.n, already checked) on cs at now (ns: now.UnixNano())
+// through the strategy's int64 path, and puts its Result in o.res as Strategy.Reserve would
+// give it: At is now itself when the grant is dated at now.
+func reserveNanos(s *engine.Strategy, cs []engine.Counter, o *op, now time.Time, ns int64) {
+	ok, wait, at := s.ReserveNanos(cs, ns, o.n)
+	switch {
+	case !ok:
+		*o.res = engine.Result{Wait: wait}
+	case at == ns:
+		*o.res = engine.Result{Allowed: true, At: now}
+	default:
+		*o.res = engine.Result{Allowed: true, At: time.Unix(0, at)}
 	}
 }
 

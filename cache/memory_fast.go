@@ -31,27 +31,14 @@ func (m *Memory) fastGrant(s *engine.Strategy, e *entry, o *op, now time.Time, n
 		return 0, false, false, false
 	}
 	cs := e.counters[:s.Slots()]
-	rec := o.n
 	if o.kind == opRecord {
 		s.RecordNanos(cs, ns, o.n)
 	} else {
-		granted, wait, at := s.ReserveNanos(cs, ns, o.n)
-		switch {
-		case !granted:
-			*o.res = engine.Result{Wait: wait}
-			rec = 0
-		case at == ns:
-			*o.res = engine.Result{Allowed: true, At: now}
-		default:
-			*o.res = engine.Result{Allowed: true, At: time.Unix(0, at)}
-		}
+		reserveNanos(s, cs, o, now, ns)
 	}
 	e.hw = ns
-	e.room -= uint8(rec)
-	if cost = e.heapCost(); cost > int(e.cost) {
-		e.cost = int32(cost)
-		refresh = true
-	}
+	e.spend(s, o)
+	cost, refresh = e.maintain(s, now)
 	e.hits++
 	if m.fastHits != nil {
 		m.fastHits.Add(1)
