@@ -128,10 +128,15 @@ func storeName(st cache.Store) string {
 }
 
 // isOutage reports whether err, from the shared store, means the store is unreachable: any
-// error but the caller's (ctx ended), contention (cache.ErrContended: an optimistic race, not
-// an outage), a closed store, and errors about the request itself (counts, bursts, updates).
+// error but the caller's (ctx ended, or its deadline passed: a client that sets its
+// connection's deadline to the context's can fail a moment before the context's own timer
+// fires), contention (cache.ErrContended: an optimistic race, not an outage), a closed store,
+// and errors about the request itself (counts, bursts, updates).
 func isOutage(ctx context.Context, err error) bool {
 	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 		return false
 	}
 	for _, not := range []error{context.Canceled, cache.ErrContended, cache.ErrClosed, cache.ErrInvalidCount,

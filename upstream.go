@@ -95,8 +95,11 @@ type SyncConfig struct {
 // (the IETF fields carry their own windows) that no rule matches is dropped. A store error
 // while syncing does not fail the response: it goes to the error handler and the logger. The
 // store must implement cache.Syncer (the memory and Redis stores do); New fails otherwise.
-func WithSync(cfg SyncConfig) Option {
+func WithSync(given SyncConfig) Option {
 	return func(t *Transport) error {
+		// A copy per New: an Option is a value the caller may pass to any number of New calls,
+		// and the defaults filled in below depend on the other options of this one.
+		cfg := given
 		if cfg.Fallback < 0 || cfg.MaxPause < 0 || cfg.MaxPause > strategy.MaxWindow {
 			return fmt.Errorf("ratemonitor: WithSync: Fallback %v must not be negative, and MaxPause %v must be from 0 (the default) to %v",
 				cfg.Fallback, cfg.MaxPause, strategy.MaxWindow)

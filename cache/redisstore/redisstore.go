@@ -487,6 +487,13 @@ func (st *Store) bucketPlan(s *engine.Strategy) (*plan, error) {
 func (st *Store) explain(parent context.Context, op, key, addr string, took time.Duration, err error) error {
 	var ne net.Error
 	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	if dl, ok := parent.Deadline(); ok && timedOut && parent.Err() == nil && !time.Now().Before(dl) {
+		// The client sets a connection's deadline to the context's, and it can fire a moment
+		// before the context's own timer: the caller's deadline has passed, so the failure is
+		// the caller's. Return once the context says so, so that no one (the Transport's
+		// degraded mode, an error handler) takes it for the store's.
+		<-parent.Done()
+	}
 	switch {
 	case parent.Err() != nil:
 		if !errors.Is(err, parent.Err()) {
@@ -506,7 +513,8 @@ func (st *Store) explain(parent context.Context, op, key, addr string, took time
 // Record implements cache.Store: one round trip. Errors: cache.ErrInvalidCount for n outside
 // 1..cache.MaxCount; Validate's; cache.ErrClosed after Close; and the call's own failure, which
 // wraps context.DeadlineExceeded when the store's Timeout passed, the caller's context error
-// when that ended first, and otherwise the client's error (connection refused, say).
+// when that ended first (a call the caller's deadline ends returns once ctx.Err says so), and
+// otherwise the client's error (connection refused, say).
 func (st *Store) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	if err := cache.CheckCount(n); err != nil {
 		return err

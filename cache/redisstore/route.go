@@ -264,10 +264,25 @@ func (st *Store) execSent(ctx context.Context, op, key string, script *redis.Scr
 		}
 		maybeSent = maybeSent || !unsent(err)
 		st.route.reload(err)
-		if !notRun(err) || sleep(ctx, pause) != nil {
+		if !notRun(err) {
+			return nil, maybeSent, st.failed(parent, op, key, st.explain(parent, op, key, srv.addr, time.Since(start), err))
+		}
+		if sleep(ctx, pause) != nil {
+			if callerBound(parent, ctx) {
+				// The caller's deadline, not the store's timeout, leaves no time to try again.
+				<-parent.Done()
+			}
 			return nil, maybeSent, st.failed(parent, op, key, st.explain(parent, op, key, srv.addr, time.Since(start), err))
 		}
 	}
+}
+
+// callerBound reports whether ctx, made from parent with the store's timeout, ends at parent's
+// own deadline: then a call it ends or cuts short is ended by the caller, not by the store.
+func callerBound(parent, ctx context.Context) bool {
+	pd, ok := parent.Deadline()
+	cd, _ := ctx.Deadline()
+	return ok && !cd.Before(pd)
 }
 
 // unsent reports whether err says the command was never written to the server: a reply

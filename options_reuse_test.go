@@ -1,0 +1,176 @@
+package ratemonitor
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/cost"
+	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// reuseCase is one option, made once and passed to several New calls: an Option is a value, and
+// what one New does with it must not change what the next New gets.
+type reuseCase struct {
+	name string
+	// make returns a new option; the test makes one and reuses it, and compares with fresh ones.
+	make func() Option
+	// a and b are two different sets of other options the option is combined with.
+	a, b []Option
+}
+
+// reuseCases lists every exported option (TestReuseTableNamesEveryOption keeps it so). The first
+// row is the new user's case: WithSync's defaults are Xero's minute and day readers, which must
+// not stay in the option once a New with Xero's rules has filled them in.
+func reuseCases(t *testing.T) []reuseCase {
+	xero := WithRules(strategy.Rule{Limit: 60, Window: time.Minute}, strategy.Rule{Limit: 5000, Window: 24 * time.Hour})
+	perSecond := WithRules(strategy.Rule{Limit: 3, Window: time.Second})
+	hour := WithRules(strategy.Rule{Limit: 5000, Window: time.Hour})
+	mem, err := cache.NewMemory(cache.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	manual := clock.NewManual(time.Unix(1000, 0))
+	app := WithAppRules("app", strategy.Rule{Limit: 100, Window: time.Minute})
+	inFlight := WithInFlight(2)
+	return []reuseCase{
+		{"WithSync", func() Option { return WithSync(SyncConfig{}) }, []Option{xero}, []Option{perSecond}},
+		{"WithSync/XRateLimitWindow", func() Option { return WithSync(SyncConfig{XRateLimitWindow: time.Hour}) }, []Option{hour}, []Option{hour, WithPacing()}},
+		{"WithSync/Readers", func() Option {
+			return WithSync(SyncConfig{Readers: []headers.Reader{headers.XRateLimitReader(time.Hour, headers.ResetEpoch)}})
+		}, []Option{hour}, []Option{hour, WithPacing()}},
+		{"WithRules", func() Option { return WithRules(strategy.Rule{Limit: 3, Window: time.Second}) }, nil, []Option{WithPacing(), WithSmoothing()}},
+		{"WithStrategy", func() Option {
+			s, err := rollingwindow.New(strategy.Rule{Limit: 3, Window: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return WithStrategy(s)
+		}, nil, []Option{WithPacing(), WithSmoothing()}},
+		{"WithAppRules", func() Option { return WithAppRules("app", strategy.Rule{Limit: 100, Window: time.Minute}) }, []Option{xero}, []Option{perSecond, WithPacing()}},
+		{"WithStore", func() Option { return WithStore(mem) }, []Option{xero}, []Option{xero, WithPacing()}},
+		{"WithKeyFunc", func() Option { return WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)) }, []Option{xero}, []Option{perSecond}},
+		{"WithClock", func() Option { return WithClock(manual) }, []Option{xero}, []Option{perSecond, WithPacing()}},
+		{"WithStoreErrorPolicy", func() Option { return WithStoreErrorPolicy(SendNothing) }, []Option{xero}, []Option{perSecond, WithPacing()}},
+		{"WithErrorHandler", func() Option { return WithErrorHandler(func(*http.Request, string, error) {}) }, []Option{xero}, []Option{perSecond}},
+		{"WithLogger", func() Option { return WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))) }, []Option{xero}, []Option{perSecond}},
+		{"WithObserver", func() Option { return WithObserver(observe.Func(func(observe.Event) {})) }, []Option{xero}, []Option{perSecond, WithPacing()}},
+		{"WithCost", func() Option { return WithCost(func(*http.Request) int { return 2 }) }, []Option{xero}, []Option{perSecond, WithPacing()}},
+		{"WithCostReport", func() Option { return WithCostReport(cost.GitHubGraphQL(time.Hour)) }, []Option{hour}, []Option{hour, WithPacing(), WithSync(SyncConfig{})}},
+		{"WithDegraded", func() Option { return WithDegraded(DegradedConfig{Share: 0.5}) }, []Option{xero, WithPacing()}, []Option{perSecond}},
+		{"WithInFlight", func() Option { return WithInFlight(2) }, []Option{xero}, []Option{perSecond, app, WithAppInFlight(3)}},
+		{"WithAppInFlight", func() Option { return WithAppInFlight(3) }, []Option{xero, app}, []Option{perSecond, app, inFlight}},
+		{"WithInFlightLease", func() Option { return WithInFlightLease(time.Second) }, []Option{xero, inFlight}, []Option{perSecond, app, WithAppInFlight(3)}},
+		{"WithPacing", WithPacing, []Option{xero}, []Option{perSecond, WithStoreErrorPolicy(SendNothing)}},
+		{"WithSmoothing", WithSmoothing, []Option{xero}, []Option{perSecond, WithPacing()}},
+	}
+}
+
+// TestOptionReusedInManyNewCallsActsAsFresh passes each option to New three times, with two
+// different sets of other options (a, b, a), and checks that every New does what it does with a
+// fresh option: the same error, or a Transport set up the same way.
+func TestOptionReusedInManyNewCallsActsAsFresh(t *testing.T) {
+	for _, c := range reuseCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			reused := c.make()
+			for i, others := range [][]Option{c.a, c.b, c.a, c.b} {
+				got, gotErr := New(nil, append(append([]Option(nil), others...), reused)...)
+				want, wantErr := New(nil, append(append([]Option(nil), others...), c.make())...)
+				if got != nil {
+					t.Cleanup(func() { got.Close() })
+				}
+				if want != nil {
+					t.Cleanup(func() { want.Close() })
+				}
+				if gotErr != nil || wantErr != nil {
+					t.Fatalf("New %d: reused option: %v; fresh option: %v; want both to succeed", i+1, gotErr, wantErr)
+				}
+				if g, w := setup(got), setup(want); g != w {
+					t.Fatalf("New %d: the reused option set the Transport up as\n%s\nwant, as a fresh one does,\n%s", i+1, g, w)
+				}
+			}
+		})
+	}
+}
+
+// setup describes what the options set in tr, for comparing two Transports.
+func setup(tr *Transport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rules %v, pacing %v, smooth %v, policy %v, in flight %+v, clock set %v, cost %v, cost report %v, observer %v, error handler %v",
+		tr.Rules(), tr.pacing, tr.smooth, tr.policy, tr.inflightCfg, tr.clockSet, tr.cost != nil, tr.costReport != nil, tr.obs != nil, tr.onError != nil)
+	if tr.app != nil {
+		fmt.Fprintf(&b, ", app %s %v", tr.app.key, tr.app.strat.Rules())
+	}
+	if tr.degradedCfg != nil {
+		fmt.Fprintf(&b, ", degraded %+v", *tr.degradedCfg)
+	}
+	if s := tr.sync; s != nil {
+		fmt.Fprintf(&b, ", sync: %d readers %v checked %v, xrl at %d, fallback %v, max pause %v", len(s.Readers), readerNames(s.Readers), s.checked, s.xrlAt, s.Fallback, s.MaxPause)
+	}
+	return b.String()
+}
+
+func readerNames(rs []headers.Reader) []string {
+	var names []string
+	for _, r := range rs {
+		names = append(names, fmt.Sprintf("%T", r))
+	}
+	return names
+}
+
+// TestReuseTableNamesEveryOption reads the package's source and fails when an exported function
+// returning an Option is missing from reuseCases: a new option must be shown reusable too.
+func TestReuseTableNamesEveryOption(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var options []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || !fd.Name.IsExported() || fd.Type.Results == nil || len(fd.Type.Results.List) != 1 {
+				continue
+			}
+			if id, ok := fd.Type.Results.List[0].Type.(*ast.Ident); ok && id.Name == "Option" {
+				options = append(options, fd.Name.Name)
+			}
+		}
+	}
+	sort.Strings(options)
+	if len(options) < 19 {
+		t.Fatalf("found %d options (%v): the source scan is broken", len(options), options)
+	}
+	listed := map[string]bool{}
+	for _, c := range reuseCases(t) {
+		listed[strings.SplitN(c.name, "/", 2)[0]] = true
+	}
+	for _, o := range options {
+		if !listed[o] {
+			t.Errorf("option %s is not in reuseCases: add a row that passes it to two New calls", o)
+		}
+	}
+}
