@@ -126,8 +126,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 			fmt.Fprintf(out, "another app has just made %d calls for each tenant; this program cannot see them\n", cfg.foreign)
 		}
 	}
-	fmt.Fprintf(out, "time scale %g×: Xero's minute is %v here; margin %v on each window\n",
-		cfg.scale, tm.minute.Round(time.Millisecond), tm.margin.Round(time.Microsecond))
+	rules := tm.rules()
+	fmt.Fprintf(out, "time scale %g×: Xero's minute is %v here; margin %v on the minute, %v on the day (a whole number of its %v buckets)\n",
+		cfg.scale, tm.minute.Round(time.Millisecond), rules[0].Margin, rules[1].Margin, rules[1].Granularity)
 
 	baseTransport := http.DefaultTransport.(*http.Transport).Clone()
 	// One kept-alive connection per request in flight: opening connections mid-run adds
@@ -156,7 +157,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		// A 1 s timeout rather than the default 100 ms: a paced Transport takes a timed-out
 		// call for an outage and paces locally for a window (degraded mode), which a busy
 		// machine's slow reply should not cost.
-		store, err := redisstore.New(rc, redisstore.Options{Prefix: "xero_example", Timeout: time.Second})
+		store, err := redisstore.New(rc, redisstore.Options{Prefix: redisPrefix, Timeout: time.Second})
 		if err != nil {
 			return summary{}, err
 		}
@@ -240,6 +241,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		return sum, errors.Join(err, plotRun(cfg, tm, up, runs, start, start.Add(sum.elapsed), out))
 	}
 	printSummary(ctx, out, cfg, tm, tr, sum)
+	printStatusCommands(out, cfg, tm, ids)
 	return sum, errors.Join(append(errs, plotRun(cfg, tm, up, runs, start, start.Add(sum.elapsed), out))...)
 }
 
