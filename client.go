@@ -1,11 +1,3 @@
-// Package ratemonitor keeps count of the requests a program sends to rate-limited HTTP APIs and
-// tells it how long to wait before the next burst.
-//
-// Transport is an http.RoundTripper decorator: it records every attempt under a key (tenant,
-// host, client id) in a cache.Store under one or more rules (layered rolling windows, say 60 per
-// minute and 5000 per day), and answers AllocationUsed, WaitTime, WaitSeconds and Wait for any
-// key. A request recorded at instant s counts at t
-// when s ≤ t < s+W, and waits are never early.
 package ratemonitor
 
 import (
