@@ -10,7 +10,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest/leasetest"
 )
 
-func TestMemoryLeases(t *testing.T) {
+func TestMemoryLeasesExact(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {

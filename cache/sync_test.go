@@ -9,7 +9,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 )
 
-func TestMemorySync(t *testing.T) {
+func TestMemorySyncAnswersExact(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
