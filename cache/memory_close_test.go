@@ -13,6 +13,8 @@ import (
 	"go.uber.org/goleak"
 )
 
+// TestClosedStoreRefusesOperations: Close is idempotent, every operation after it is ErrClosed,
+// and no goroutine is left behind.
 func TestClosedStoreRefusesOperations(t *testing.T) {
 	m, err := NewMemory(MemoryConfig{})
 	if err != nil {

@@ -232,6 +232,7 @@ func TestExpiredStateIsNotReported(t *testing.T) {
 	}
 }
 
+// TestNegativeMaxCostRefused: NewMemory refuses a negative MaxCost.
 func TestNegativeMaxCostRefused(t *testing.T) {
 	if _, err := NewMemory(MemoryConfig{MaxCost: -1}); err == nil {
 		t.Error("negative MaxCost accepted")
@@ -326,6 +327,8 @@ func TestReserveNeverOvershootsRealClock(t *testing.T) {
 	t.Logf("%d reservations in %v at %d per %v", len(granted), took.Round(time.Millisecond), limit, window)
 }
 
+// TestInvalidCountsRefused: counts below 1 or above MaxCount are ErrInvalidCount and change
+// nothing; a MaxKeys past 2^40 is refused, saying so.
 func TestInvalidCountsRefused(t *testing.T) {
 	m := newMemory(t, MemoryConfig{})
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
