@@ -9,7 +9,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 )
 
-func TestMemoryAdmit(t *testing.T) {
+// TestMemoryAdmitDecisionsExact: the memory store's admissions give every figure of every
+// Decision exactly as the strategies do on their own counters (storetest.Admit).
+func TestMemoryAdmitDecisionsExact(t *testing.T) {
 	clk := clock.NewManual(time.Unix(0, 0))
 	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
@@ -17,15 +19,4 @@ func TestMemoryAdmit(t *testing.T) {
 	}
 	defer m.Close()
 	storetest.Admit(t, m, clk)
-}
-
-// TestMemoryClockStep: issue 13, defect 4, on the memory store over an injected clock.
-func TestMemoryClockStep(t *testing.T) {
-	clk := &storetest.SteppedClock{Base: clock.NewManual(time.Unix(1_800_000_000, 0))}
-	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	storetest.ClockStep(t, m, clk)
 }

@@ -641,7 +641,7 @@ func (m *Memory) applyAt(e *entry, s *engine.Strategy, o *op, fn func([]engine.C
 	// never goes back and so never rebases, e.hw dates the next operation instead (update): a
 	// Release's at ahead of the clock (an instant this store did not give) must not move it, or
 	// every later operation would be dated in the future and count the window's requests as
-	// gone (TestReleaseAheadOfRealClock).
+	// gone (TestReleaseAheadOfRealClockGrantsNothingEarly).
 	if m.real {
 		e.hw = max(e.hw, ns)
 	} else {

@@ -14,7 +14,7 @@ import (
 // (runtime.ReadMemStats after runtime.GC, Go 1.26, ristretto v2.4.2) for a key with one minute
 // rule and a few requests, charged 584 bytes: 506 bytes per key for 10 000 keys written once
 // (TestCostMatchesHeap), about 582 per key held in a 1 000 000-key flood of the default 64 MiB,
-// where churn leaves ristretto's maps emptier (TestFlood -flood).
+// where churn leaves ristretto's maps emptier (TestFloodStaysWithinMaxCost -flood).
 // The charge sits between the two, nearer the flood's, since that is when MaxCost binds. (It
 // was 472 with the entry of before: 224 bytes, and a slice of counter IDs and one of counters
 // in slot order besides its counters.)

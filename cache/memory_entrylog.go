@@ -14,7 +14,7 @@ import (
 // index's key, so an operation on a key that is not in the CPU's cache misses fewer objects.
 // Each is a size class of its own, 240 and 384 bytes: they hold exactly the bytes the separate
 // objects held (the entry 128, a log 80 and its first ring of 4 buckets 32, a slice of two
-// counters 32), and heapCost's figures stay true (TestEntryLogSizes). A log that outgrows its
+// counters 32), and heapCost's figures stay true (TestFusedEntriesAreSizeClasses). A log that outgrows its
 // buffer leaves it idle in the object: heapCost counts it then (idleBufBytes).
 type entryLog struct {
 	entry

@@ -15,10 +15,10 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// TestEntryLogSizes checks what heapCost assumes of the fused entries: each is as large as the
-// objects it replaces (entry 128, a log 80 and its first ring of 4 buckets 32, a slice of two
-// counters 32), and a Go size class, so that it holds on the heap exactly its size.
-func TestEntryLogSizes(t *testing.T) {
+// TestFusedEntriesAreSizeClasses checks what heapCost assumes of the fused entries: each is as
+// large as the objects it replaces (entry 128, a log 80 and its first ring of 4 buckets 32, a slice
+// of two counters 32), and a Go size class, so that it holds on the heap exactly its size.
+func TestFusedEntriesAreSizeClasses(t *testing.T) {
 	if got := unsafe.Sizeof(entryLog{}); got != 240 {
 		t.Errorf("entryLog is %d bytes, want 240 (entry 128 + Log 80 + ring 32)", got)
 	}
@@ -115,10 +115,10 @@ func TestNewEntryFusesLogs(t *testing.T) {
 	}
 }
 
-// TestFusedCostAfterSecondStrategy: when a second strategy's counters are appended to a fused
-// entry of two logs, the array inside the entry stays allocated: heapCost counts it on top of
+// TestFusedCostKeepsBufferAfterSecondStrategy: when a second strategy's counters are appended to a
+// fused entry of two logs, the array inside the entry stays allocated: heapCost counts it on top of
 // what the same entry made of separate objects holds (whose old slice is garbage).
-func TestFusedCostAfterSecondStrategy(t *testing.T) {
+func TestFusedCostKeepsBufferAfterSecondStrategy(t *testing.T) {
 	minute := strategy.Rule{Limit: 60, Window: time.Minute}
 	day := strategy.Rule{Limit: 5000, Window: 24 * time.Hour}
 	base, other := mustStrategy(t, minute, day), mustStrategy(t, strategy.Rule{Limit: 10, Window: time.Second})
@@ -141,11 +141,13 @@ func TestFusedCostAfterSecondStrategy(t *testing.T) {
 // the lock, or a record that waited would count from an instant before an earlier holder's and
 // free its slot early. The test holds the key's lock while a Record waits for it, records
 // itself 20 ms later, and checks that the waiting record counts until that later instant + W.
+// W is a minute, so that no stall of the waiting goroutine on a loaded machine (it may read the
+// clock late, after the test's own record) dates its record past later + W.
 func TestRealClockDatesInLockOrder(t *testing.T) {
 	ctx := context.Background()
 	m := newMemory(t, MemoryConfig{Clock: clock.Real()})
 	// Buckets of 1 ms, so that two records 20 ms apart are in buckets of their own.
-	s := mustStrategy(t, strategy.Rule{Limit: 100, Window: time.Second, Granularity: time.Millisecond})
+	s := mustStrategy(t, strategy.Rule{Limit: 100, Window: time.Minute, Granularity: time.Millisecond})
 	if err := m.Record(ctx, s, "k", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +164,7 @@ func TestRealClockDatesInLockOrder(t *testing.T) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// Just before later + W both later records count (the first one, older, has gone).
-	at := later.Add(time.Second - time.Millisecond)
+	at := later.Add(time.Minute - time.Millisecond)
 	if got := e.counters[0].Used(at); got != 2 {
 		t.Fatalf("used %d at later+W−1ms, want 2: the record that waited for the lock is dated before the instant the key had seen", got)
 	}

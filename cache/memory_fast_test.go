@@ -20,13 +20,13 @@ import (
 
 // TestFastGrantMatchesGeneral: fastGrant leaves exactly the state and gives exactly the answers
 // update's general path does. Two stores on one stepped clock (forward, and now and then back
-// within and beyond StepTolerance) run the same random operations (Record, Reserve, Peek,
-// Release, Admit, Sync with pauses and figures) on a few keys under strategies of one, two and
-// three slots, a second strategy on the same keys, a smoothed one and a fixed window; the store
-// made with general set never takes the fast path. Every answer must be equal, and after every
-// operation so must every field of the key's entry that update writes and each counter's
-// state (encoded, or its fields). The fast path must have run for a good share of the operations, or the test
-// tests nothing.
+// within and beyond StepTolerance) run the same random operations (Record, Reserve, Peek, Release,
+// Admit, Sync with pauses and figures) on a few keys under strategies of one, two and three slots,
+// a second strategy on the same keys, a smoothed one and a fixed window; the store made with
+// general set never takes the fast path. Every answer must be equal, and after every operation so
+// must every field of the key's entry that update writes and each counter's state (encoded, or its
+// fields). The fast path must have run for a good share of the operations, or the test tests
+// nothing.
 func TestFastGrantMatchesGeneral(t *testing.T) {
 	minute := mustStrategy(t, strategy.Rule{Limit: 30, Window: 10 * time.Second})
 	xero := mustStrategy(t, strategy.Rule{Limit: 40, Window: 10 * time.Second},
@@ -122,8 +122,9 @@ func TestFastGrantMatchesGeneral(t *testing.T) {
 	}
 }
 
-// entryState prints every field of key's entry in m that an operation writes, and the encoded
-// state of each of its counters (encoded when it can be, else its fields) ("none" when m holds no state for key).
+// entryState prints every field of key's entry in m that an operation writes, and the encoded state
+// of each of its counters (encoded when it can be, else its fields) ("none" when m holds no state
+// for key).
 func entryState(t *testing.T, m *Memory, key string) string {
 	t.Helper()
 	e, ok := m.lookup(context.Background(), key)
@@ -156,4 +157,40 @@ func entryState(t *testing.T, m *Memory, key string) string {
 		fmt.Fprintf(&b, "counter %d: %+v\n", i, reflect.ValueOf(c).Elem().Interface())
 	}
 	return b.String()
+}
+
+// TestNoAllocsOnHeldKey: Reserve and Record on a key the store holds allocate nothing.
+func TestNoAllocsOnHeldKey(t *testing.T) {
+	m := newMemory(t, MemoryConfig{Clock: clock.Real()})
+	ctx := context.Background()
+	for _, s := range []struct {
+		name  string
+		rules []strategy.Rule
+	}{
+		{"open", []strategy.Rule{{Limit: 1 << 30, Window: time.Minute}}},
+		{"60per1m", []strategy.Rule{{Limit: 60, Window: time.Minute}}},
+		{"xero", []strategy.Rule{{Limit: 60, Window: time.Minute, Margin: time.Second}, {Limit: 5000, Window: 24 * time.Hour}}},
+	} {
+		st := mustStrategy(t, s.rules...)
+		key := "tenant-" + s.name
+		for range 200 { // the logs reach their size, the key its tier
+			if err := m.Record(ctx, st, key, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := testing.AllocsPerRun(1000, func() {
+			if _, err := m.Reserve(ctx, st, key, 1); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: Reserve allocates %v times per call, want 0", s.name, n)
+		}
+		if n := testing.AllocsPerRun(1000, func() {
+			if err := m.Record(ctx, st, key, 1); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: Record allocates %v times per call, want 0", s.name, n)
+		}
+	}
 }

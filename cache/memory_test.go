@@ -87,9 +87,9 @@ func TestNoLostCounts(t *testing.T) {
 	}
 }
 
-// TestReadAfterWrite: a new key is readable the moment Record returns (ristretto buffers new
-// keys; the store must not).
-func TestReadAfterWrite(t *testing.T) {
+// TestNewKeyReadableRightAfterRecord: a new key is readable the moment Record returns (ristretto
+// buffers new keys; the store must not).
+func TestNewKeyReadableRightAfterRecord(t *testing.T) {
 	m := newMemory(t, MemoryConfig{})
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
 	for i := range 2000 {
@@ -112,8 +112,8 @@ func TestReadAfterWrite(t *testing.T) {
 	}
 }
 
-// TestReserveAtomic: concurrent reservations never admit more than the limit.
-func TestReserveAtomic(t *testing.T) {
+// TestConcurrentReservesNeverExceedLimit: concurrent reservations never admit more than the limit.
+func TestConcurrentReservesNeverExceedLimit(t *testing.T) {
 	m := newMemory(t, MemoryConfig{})
 	s := mustStrategy(t, strategy.Rule{Limit: 1000, Window: time.Minute}, strategy.Rule{Limit: 1500, Window: time.Hour})
 	var allowed atomic.Int64
@@ -147,8 +147,9 @@ func TestReserveAtomic(t *testing.T) {
 	}
 }
 
-// TestSharedCounters: two strategies that layer the same window on a key share its count.
-func TestSharedCounters(t *testing.T) {
+// TestSameWindowRulesShareOneCount: two strategies that layer the same window on a key share its
+// count.
+func TestSameWindowRulesShareOneCount(t *testing.T) {
 	m := newMemory(t, MemoryConfig{})
 	minute := strategy.Rule{Limit: 60, Window: time.Minute}
 	a := mustStrategy(t, minute)
@@ -231,65 +232,16 @@ func TestExpiredStateIsNotReported(t *testing.T) {
 	}
 }
 
-func TestClosed(t *testing.T) {
-	m, err := NewMemory(MemoryConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Close(); err != nil {
-		t.Fatal("second Close:", err)
-	}
-	if err := m.Record(context.Background(), s, "k", 1); !errors.Is(err, ErrClosed) {
-		t.Errorf("Record after Close: %v", err)
-	}
-	if _, err := m.Peek(context.Background(), s, "k", 1); !errors.Is(err, ErrClosed) {
-		t.Errorf("Peek after Close: %v", err)
-	}
-	if _, err := m.Reserve(context.Background(), nil, "k", 1); err == nil {
-		t.Error("nil strategy accepted")
-	}
-	goleak.VerifyNone(t, goleak.IgnoreCurrent())
-}
-
-// TestCloseDuringUse: closing while other goroutines write neither panics nor deadlocks.
-func TestCloseDuringUse(t *testing.T) {
-	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
-	for range 20 {
-		m, err := NewMemory(MemoryConfig{MaxCost: 4 << 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		for g := range 8 {
-			wg.Go(func() {
-				for i := range 500 {
-					err := m.Record(context.Background(), s, strconv.Itoa(g*1000+i), 1)
-					if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFull) {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
-		time.Sleep(time.Millisecond)
-		m.Close()
-		wg.Wait()
-	}
-}
-
-func TestConfigErrors(t *testing.T) {
+// TestNegativeMaxCostRefused: NewMemory refuses a negative MaxCost.
+func TestNegativeMaxCostRefused(t *testing.T) {
 	if _, err := NewMemory(MemoryConfig{MaxCost: -1}); err == nil {
 		t.Error("negative MaxCost accepted")
 	}
 }
 
-// TestPeekRacesFirstRecord: reads that land between a key's admission and its first count
-// must not race with it (gocache formats the stored value into its errors).
-func TestPeekRacesFirstRecord(t *testing.T) {
+// TestPeekDuringFirstRecordCountsOnce: reads that land between a key's admission and its first
+// count must not race with it (gocache formats the stored value into its errors).
+func TestPeekDuringFirstRecordCountsOnce(t *testing.T) {
 	m := newMemory(t, MemoryConfig{})
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
 	ctx := context.Background()
@@ -322,18 +274,28 @@ func TestPeekRacesFirstRecord(t *testing.T) {
 // TestReserveNeverOvershootsRealClock: goroutines reserving on the real clock. The instants the
 // store granted (Result.At) must never put more than the limit in any window: the store reads
 // the clock under the key's lock, so a caller that lost the race for the lock cannot be judged
-// at an instant earlier than one already applied.
+// at an instant earlier than one already applied. The goroutines reserve until 5 windows' worth
+// has been granted (about 500 ms on an idle machine), so that the grants span several windows;
+// how long that takes depends on the machine's load, so the only bound on it is a generous
+// deadline (liveness: the key keeps admitting), not a rate.
 func TestReserveNeverOvershootsRealClock(t *testing.T) {
 	const limit, window = 20, 100 * time.Millisecond
+	const want, deadline = 5 * limit, time.Minute
 	m := newMemory(t, MemoryConfig{Clock: clock.Real()})
 	s := mustStrategy(t, strategy.Rule{Limit: limit, Window: window, Granularity: 10 * time.Millisecond})
 	var mu sync.Mutex
 	var granted []time.Time
-	deadline := time.Now().Add(500 * time.Millisecond)
+	begin := time.Now()
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Go(func() {
-			for time.Now().Before(deadline) {
+			for {
+				mu.Lock()
+				enough := len(granted) >= want
+				mu.Unlock()
+				if enough || time.Since(begin) > deadline {
+					return
+				}
 				res, err := m.Reserve(context.Background(), s, "k", 1)
 				if err != nil {
 					t.Error(err)
@@ -348,6 +310,7 @@ func TestReserveNeverOvershootsRealClock(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	took := time.Since(begin)
 	slices.SortFunc(granted, func(a, b time.Time) int { return a.Compare(b) })
 	for i := range granted {
 		j := i
@@ -358,12 +321,15 @@ func TestReserveNeverOvershootsRealClock(t *testing.T) {
 			t.Fatalf("%d reservations within %v of %v, limit %d", j-i, window, granted[i], limit)
 		}
 	}
-	if len(granted) < 2*limit {
-		t.Fatalf("only %d reservations in 500 ms at %d per %v", len(granted), limit, window)
+	if len(granted) < want {
+		t.Fatalf("only %d reservations in %v at %d per %v, want %d: the key stopped admitting", len(granted), took.Round(time.Millisecond), limit, window, want)
 	}
+	t.Logf("%d reservations in %v at %d per %v", len(granted), took.Round(time.Millisecond), limit, window)
 }
 
-func TestInvalidCounts(t *testing.T) {
+// TestInvalidCountsRefused: counts below 1 or above MaxCount are ErrInvalidCount and change
+// nothing; a MaxKeys past 2^40 is refused, saying so.
+func TestInvalidCountsRefused(t *testing.T) {
 	m := newMemory(t, MemoryConfig{})
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
 	for _, n := range []int{0, -5, MaxCount + 1} {

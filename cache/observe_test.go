@@ -17,9 +17,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// TestObserverStoreErrors: every operation on a closed memory store is one StoreError event;
+// TestClosedStoreErrorsAreEvents: every operation on a closed memory store is one StoreError event;
 // the caller's own errors (a bad count) are not events.
-func TestObserverStoreErrors(t *testing.T) {
+func TestClosedStoreErrorsAreEvents(t *testing.T) {
 	rec := &observe.Recorder{}
 	m := newMemory(t, MemoryConfig{Observer: rec})
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})

@@ -9,7 +9,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 )
 
-func TestMemorySync(t *testing.T) {
+// TestMemorySyncAnswersExact: the memory store's Sync raises, never lowers, the rule named,
+// pauses, and refuses a bad update, with exact answers (storetest.Sync).
+func TestMemorySyncAnswersExact(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {

@@ -11,7 +11,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestRealIsMonotonic(t *testing.T) {
+// TestRealSleepsAtLeastAndStopsOnCancel: the real clock's Sleep never returns early, and
+// returns the context's error at once when it is done.
+func TestRealSleepsAtLeastAndStopsOnCancel(t *testing.T) {
 	c := Real()
 	a := c.Now()
 	if err := c.Sleep(context.Background(), 2*time.Millisecond); err != nil {
@@ -27,7 +29,9 @@ func TestRealIsMonotonic(t *testing.T) {
 	}
 }
 
-func TestManual(t *testing.T) {
+// TestManualSleepWakesOnlyAtDeadline: a Sleep on the manual clock wakes when the clock reaches
+// its deadline and not before; Set never moves the clock back; Auto advances instead.
+func TestManualSleepWakesOnlyAtDeadline(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	m := NewManual(t0)
 	done := make(chan error)
@@ -56,9 +60,9 @@ func TestManual(t *testing.T) {
 	}
 }
 
-// TestRealNanos: RealNanos reads the instant Real().Now() would, as Unix nanoseconds, and
-// IsReal names that clock alone.
-func TestRealNanos(t *testing.T) {
+// TestRealNanosReadsRealClock: RealNanos reads the instant Real().Now() would, as Unix nanoseconds,
+// and IsReal names that clock alone.
+func TestRealNanosReadsRealClock(t *testing.T) {
 	before := Real().Now().UnixNano()
 	got := RealNanos()
 	after := Real().Now().UnixNano()

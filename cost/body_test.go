@@ -75,8 +75,8 @@ func TestWatchNotCalledWhenClosedEarly(t *testing.T) {
 	}
 }
 
-// TestWants: the responses whose body may say a cost, and those never watched.
-func TestWants(t *testing.T) {
+// TestWantsOnlyBodiesThatMaySayCost: the responses whose body may say a cost, and those never watched.
+func TestWantsOnlyBodiesThatMaySayCost(t *testing.T) {
 	head, _ := http.NewRequest(http.MethodHead, "http://x.test/", nil)
 	for _, c := range []struct {
 		name string

@@ -58,7 +58,7 @@ type failing struct{ err error }
 
 func (f *failing) Read([]byte) (int, error) { return 0, f.err }
 
-func TestShopifyGraphQL(t *testing.T) {
+func TestShopifyGraphQLReadsCostAndThrottle(t *testing.T) {
 	read := ShopifyGraphQL(20 * time.Second)
 	rep := read.ReadCost(response("application/json", `{"data":{},"extensions":{"cost":{"requestedQueryCost":101,"actualQueryCost":46.5,"throttleStatus":{"maximumAvailable":1000.0,"currentlyAvailable":953.7,"restoreRate":50.0}}}}`), now)
 	want := headers.Signal{Window: 20 * time.Second, Remaining: 953, Limit: 1000, Reset: headers.Unknown}
@@ -80,7 +80,7 @@ func TestShopifyGraphQL(t *testing.T) {
 	}
 }
 
-func TestGitHubGraphQL(t *testing.T) {
+func TestGitHubGraphQLReadsRateLimit(t *testing.T) {
 	read := GitHubGraphQL(time.Hour)
 	reset := now.Add(30 * time.Minute).Format(time.RFC3339)
 	rep := read.ReadCost(response("application/json; charset=utf-8", `{"data":{"rateLimit":{"cost":2,"limit":5000,"remaining":4800,"resetAt":"`+reset+`"}}}`), now)

@@ -7,7 +7,11 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-func TestBoundaries(t *testing.T) {
+// TestBoundariesExactUnderClockJumps: for windows of 1 s to MaxWindow and windows before and
+// after 1970, a window ends exactly at its end instant (RetryAfter 1 ns a nanosecond before);
+// a clock back within the window still refuses, and a jump back into the old window is counted
+// in the new one, never twice.
+func TestBoundariesExactUnderClockJumps(t *testing.T) {
 	for _, w := range []time.Duration{time.Second, 7 * time.Second, time.Minute, strategy.MaxWindow} {
 		s, err := New(strategy.Rule{Limit: 2, Window: w, Granularity: w})
 		if err != nil {

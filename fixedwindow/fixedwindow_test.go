@@ -22,8 +22,9 @@ func newStrategy(t *testing.T, rules ...strategy.Rule) (*engine.Strategy, []engi
 
 var minute = strategy.Rule{Limit: 60, Window: time.Minute}
 
-// TestWorkedValues: W=60 s, N=60. Windows are aligned on the minute: 1000 s lies in [960, 1020).
-func TestWorkedValues(t *testing.T) {
+// TestAnswersMatchWorkedValues: W=60 s, N=60. Windows are aligned on the minute: 1000 s lies in
+// [960, 1020).
+func TestAnswersMatchWorkedValues(t *testing.T) {
 	cases := []struct {
 		name    string
 		history map[float64]int
@@ -110,9 +111,9 @@ func TestAdmitCountsRefused(t *testing.T) {
 	}
 }
 
-// TestLayered: 2 per second and 3 per minute on one key; the minute rule refuses the fourth
-// attempt although its second has room, and all refused attempts count in both.
-func TestLayered(t *testing.T) {
+// TestLayeredRulesCountRefusedInBoth: 2 per second and 3 per minute on one key; the minute rule
+// refuses the fourth attempt although its second has room, and all refused attempts count in both.
+func TestLayeredRulesCountRefusedInBoth(t *testing.T) {
 	s, cs := newStrategy(t, strategy.Rule{Limit: 2, Window: time.Second}, strategy.Rule{Limit: 3, Window: time.Minute})
 	steps := []struct {
 		at      float64
@@ -138,10 +139,10 @@ func TestLayered(t *testing.T) {
 	}
 }
 
-// TestLateAndBackwards: a record from a window that has ended counts in the current window
-// (never dropped, DESIGN §4.3); a query dated before the latest instant seen is answered at
+// TestLateRecordsCountInCurrentWindow: a record from a window that has ended counts in the current
+// window (never dropped, DESIGN §4.3); a query dated before the latest instant seen is answered at
 // that instant.
-func TestLateAndBackwards(t *testing.T) {
+func TestLateRecordsCountInCurrentWindow(t *testing.T) {
 	c := NewCounter(time.Minute)
 	c.Add(sec(1030), 2)
 	c.Add(sec(1010), 5) // window [960, 1020) ended at the counter's time: counted at 1030
@@ -169,7 +170,9 @@ func TestLateAndBackwards(t *testing.T) {
 	}
 }
 
-func TestWindowStart(t *testing.T) {
+// TestWindowStartAlignedToUTC: WindowStart is the start of the aligned window holding the
+// instant, in UTC, before 1970 too.
+func TestWindowStartAlignedToUTC(t *testing.T) {
 	at := time.Date(2026, 11, 30, 17, 42, 13, 5, time.FixedZone("X", 5*3600))
 	cases := []struct {
 		w    time.Duration
@@ -190,7 +193,9 @@ func TestWindowStart(t *testing.T) {
 	}
 }
 
-func TestInvalid(t *testing.T) {
+// TestInvalidRulesAndBurstsRefused: no rules, a limit of 0, a burst over the limit or of 0 are
+// errors, and a refused burst counts nothing.
+func TestInvalidRulesAndBurstsRefused(t *testing.T) {
 	if _, err := New(); !errors.Is(err, engine.ErrNoRules) {
 		t.Errorf("no rules: %v", err)
 	}
@@ -209,7 +214,8 @@ func TestInvalid(t *testing.T) {
 	}
 }
 
-func TestStateRoundTrip(t *testing.T) {
+// TestStateRoundTripsExactly: State and SetState restore a counter that answers as the first.
+func TestStateRoundTripsExactly(t *testing.T) {
 	c := NewCounter(time.Minute)
 	c.Add(sec(1030), 7)
 	start, n := c.State()
@@ -223,8 +229,9 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 }
 
-// TestAnyWindow: the fixed window ignores granularity, so windows need not be whole seconds.
-func TestAnyWindow(t *testing.T) {
+// TestWindowNeedNotBeWholeSeconds: the fixed window ignores granularity, so windows need not be
+// whole seconds.
+func TestWindowNeedNotBeWholeSeconds(t *testing.T) {
 	s, err := New(strategy.Rule{Limit: 3, Window: 1500 * time.Millisecond}, strategy.Rule{Limit: 5, Window: 90 * time.Second, Margin: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +248,8 @@ func TestAnyWindow(t *testing.T) {
 	}
 }
 
-func TestIs(t *testing.T) {
+// TestIsTellsFixedWindowApart: Is holds for a fixed-window strategy alone.
+func TestIsTellsFixedWindowApart(t *testing.T) {
 	s, _ := New(minute)
 	tb, err := engine.New(otherAlgorithm{}, minute)
 	if err != nil {

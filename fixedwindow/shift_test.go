@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// TestShift: the count carries into the aligned window that holds the shifted latest instant;
-// it is never a fresh window.
-func TestShift(t *testing.T) {
+// TestShiftCarriesCountIntoAlignedWindow: the count carries into the aligned window that holds the
+// shifted latest instant; it is never a fresh window.
+func TestShiftCarriesCountIntoAlignedWindow(t *testing.T) {
 	c := NewCounter(time.Minute)
 	c.Add(time.Unix(36050, 0), 7) // window [36000, 36060)
 	c.Shift(-(time.Hour + 20*time.Second))

@@ -247,7 +247,7 @@ func ExampleGitHubSecondary() {
 func ExampleGitHubSecondaryWithin() {
 	resp := &http.Response{StatusCode: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}},
 		Body: io.NopCloser(strings.NewReader(`{"message":"You have exceeded a secondary rate limit."}`))}
-	fmt.Println(headers.GitHubSecondaryWithin(resp, 100*time.Millisecond))
+	fmt.Println(headers.GitHubSecondaryWithin(resp, 5*time.Second)) // returns once the body is read
 	resp.Body.Close()
 	// Output: true
 }

@@ -18,7 +18,7 @@ func hdr(kv ...string) http.Header {
 	return h
 }
 
-func TestRetryAfter(t *testing.T) {
+func TestRetryAfterReadsSecondsAndDates(t *testing.T) {
 	cases := []struct {
 		name string
 		h    http.Header
@@ -54,10 +54,10 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-// TestRetryAfterDateSkew: an HTTP-date is measured from the response's Date only while that
-// Date is within MaxDateSkew of now (the bounds included); further off either way, from now,
-// with DateIgnored set. Delay-seconds never look at Date.
-func TestRetryAfterDateSkew(t *testing.T) {
+// TestRetryAfterDateTrustedWithinMaxSkew: an HTTP-date is measured from the response's Date only
+// while that Date is within MaxDateSkew of now (the bounds included); further off either way, from
+// now, with DateIgnored set. Delay-seconds never look at Date.
+func TestRetryAfterDateTrustedWithinMaxSkew(t *testing.T) {
 	at := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
 	epoch := "Thu, 01 Jan 1970 00:00:00 GMT"
 	cases := []struct {
@@ -103,7 +103,7 @@ func TestRetryAfterDateSkew(t *testing.T) {
 	}
 }
 
-func TestParseXero(t *testing.T) {
+func TestParseXeroReadsRemainingAndProblem(t *testing.T) {
 	cases := []struct {
 		h    http.Header
 		want Xero
@@ -125,39 +125,42 @@ func TestParseXero(t *testing.T) {
 	}
 }
 
-func TestXeroReader(t *testing.T) {
+// TestXeroReaderSignalsEachWindow: the minute, day and app-minute figures are one signal each;
+// a problem field uses up the rule it names (a day problem the day rule, not the minute), and
+// an app-minute problem is the app key's, with the Retry-After of the app's minute.
+func TestXeroReaderSignalsEachWindow(t *testing.T) {
 	read := XeroReader(time.Minute, 24*time.Hour)
-	got := read.Read(hdr("X-MinLimit-Remaining", "12", "X-DayLimit-Remaining", "4000", "X-AppMinLimit-Remaining", "9000"), now)
-	want := Report{Signals: []Signal{
-		{Window: time.Minute, Remaining: 12, Limit: Unknown, Reset: Unknown},
-		{Window: 24 * time.Hour, Remaining: 4000, Limit: Unknown, Reset: Unknown},
-		{App: true, Window: time.Minute, Remaining: 9000, Limit: Unknown, Reset: Unknown},
-	}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %+v\nwant %+v", got, want)
-	}
-	// A day problem uses up the day rule, not the minute rule.
-	got = read.Read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "Daily"), now)
-	want = Report{Signals: []Signal{
-		{Window: time.Minute, Remaining: 40, Limit: Unknown, Reset: Unknown},
-		{Window: 24 * time.Hour, Remaining: 0, Limit: Unknown, Reset: Unknown},
-	}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("day problem: got %+v\nwant %+v", got, want)
-	}
-	// An app-minute problem is the app key's, and says so; its Retry-After is when the app's
-	// minute frees, not the tenant's.
-	got = read.Read(hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "appminute", "Retry-After", "9"), now)
-	want = Report{App: true, Signals: []Signal{
-		{Window: time.Minute, Remaining: 40, Limit: Unknown, Reset: Unknown},
-		{App: true, Window: time.Minute, Remaining: 0, Limit: Unknown, Reset: 9 * time.Second},
-	}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("app problem: got %+v\nwant %+v", got, want)
+	for _, c := range []struct {
+		name string
+		h    http.Header
+		want Report
+	}{
+		{"remaining of each window", hdr("X-MinLimit-Remaining", "12", "X-DayLimit-Remaining", "4000", "X-AppMinLimit-Remaining", "9000"),
+			Report{Signals: []Signal{
+				{Window: time.Minute, Remaining: 12, Limit: Unknown, Reset: Unknown},
+				{Window: 24 * time.Hour, Remaining: 4000, Limit: Unknown, Reset: Unknown},
+				{App: true, Window: time.Minute, Remaining: 9000, Limit: Unknown, Reset: Unknown},
+			}}},
+		{"day problem", hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "Daily"),
+			Report{Signals: []Signal{
+				{Window: time.Minute, Remaining: 40, Limit: Unknown, Reset: Unknown},
+				{Window: 24 * time.Hour, Remaining: 0, Limit: Unknown, Reset: Unknown},
+			}}},
+		{"app problem", hdr("X-MinLimit-Remaining", "40", "X-Rate-Limit-Problem", "appminute", "Retry-After", "9"),
+			Report{App: true, Signals: []Signal{
+				{Window: time.Minute, Remaining: 40, Limit: Unknown, Reset: Unknown},
+				{App: true, Window: time.Minute, Remaining: 0, Limit: Unknown, Reset: 9 * time.Second},
+			}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := read.Read(c.h, now); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("%s: got %+v\nwant %+v", c.name, got, c.want)
+			}
+		})
 	}
 }
 
-func TestParseIETF(t *testing.T) {
+func TestParseIETFReadsPolicies(t *testing.T) {
 	cases := []struct {
 		name string
 		h    http.Header
@@ -197,22 +200,28 @@ func TestParseIETF(t *testing.T) {
 	}
 }
 
-func TestIETFReader(t *testing.T) {
-	got := IETFReader(hdr(
-		"RateLimit-Policy", `"minute";q=60;w=60, "nowindow";q=5`,
-		"RateLimit", `"minute";r=7, "nowindow";r=1`), now)
-	want := Report{Signals: []Signal{{Window: time.Minute, Remaining: 7, Limit: 60, Reset: Unknown}}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
-	got = IETFReader(hdr("RateLimit-Policy", `"minute";q=60;w=60`, "RateLimit", `"minute";r=0;t=13`), now)
-	want = Report{Signals: []Signal{{Window: time.Minute, Remaining: 0, Limit: 60, Reset: 13 * time.Second}}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("with t: got %+v, want %+v", got, want)
+// TestIETFReaderSignalsWindowedPolicies: a policy with a window is a signal (with its reset when
+// t is given); one without a window is none.
+func TestIETFReaderSignalsWindowedPolicies(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		h    http.Header
+		want Report
+	}{
+		{"without t", hdr("RateLimit-Policy", `"minute";q=60;w=60, "nowindow";q=5`, "RateLimit", `"minute";r=7, "nowindow";r=1`),
+			Report{Signals: []Signal{{Window: time.Minute, Remaining: 7, Limit: 60, Reset: Unknown}}}},
+		{"with t", hdr("RateLimit-Policy", `"minute";q=60;w=60`, "RateLimit", `"minute";r=0;t=13`),
+			Report{Signals: []Signal{{Window: time.Minute, Remaining: 0, Limit: 60, Reset: 13 * time.Second}}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := IETFReader(c.h, now); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("%s: got %+v, want %+v", c.name, got, c.want)
+			}
+		})
 	}
 }
 
-func TestParseXRateLimit(t *testing.T) {
+func TestParseXRateLimitTellsEpochFromDelta(t *testing.T) {
 	epoch := now.Add(90 * time.Second).Unix()
 	cases := []struct {
 		name string
@@ -240,28 +249,37 @@ func TestParseXRateLimit(t *testing.T) {
 	}
 }
 
-func TestXRateLimitReader(t *testing.T) {
+// TestXRateLimitReaderNeedsRemaining: the remaining field makes a signal (with the limit and
+// the reset when given); without it there is none.
+func TestXRateLimitReaderNeedsRemaining(t *testing.T) {
 	read := XRateLimitReader(time.Hour, ResetEpoch)
-	got := read.Read(hdr("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "10"), now)
-	want := Report{Signals: []Signal{{Window: time.Hour, Remaining: 10, Limit: 5000, Reset: Unknown}}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
-	got = read.Read(hdr("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(now.Unix()+25, 10)), now)
-	want = Report{Signals: []Signal{{Window: time.Hour, Remaining: 0, Limit: Unknown, Reset: 25 * time.Second}}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("with reset: got %+v, want %+v", got, want)
-	}
-	if got := read.Read(hdr("X-RateLimit-Limit", "5000"), now); len(got.Signals) != 0 {
-		t.Fatalf("no remaining: got %+v, want no signal", got)
+	for _, c := range []struct {
+		name string
+		h    http.Header
+		want Report
+	}{
+		{"limit and remaining", hdr("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "10"),
+			Report{Signals: []Signal{{Window: time.Hour, Remaining: 10, Limit: 5000, Reset: Unknown}}}},
+		{"with reset", hdr("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(now.Unix()+25, 10)),
+			Report{Signals: []Signal{{Window: time.Hour, Remaining: 0, Limit: Unknown, Reset: 25 * time.Second}}}},
+		{"no remaining", hdr("X-RateLimit-Limit", "5000"), Report{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := read.Read(c.h, now); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("%s: got %+v, want %+v", c.name, got, c.want)
+			}
+		})
 	}
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
+// TestFieldNamesAreCanonical: every field name the readers look up is in canonical form, so that
+// http.Header.Get does not allocate to canonicalize it.
 func TestFieldNamesAreCanonical(t *testing.T) {
 	for _, f := range []string{fieldRetryAfter, fieldDate, fieldMinRemaining, fieldDayRemaining, fieldAppMinRemaining,
-		fieldProblem, fieldPolicy, fieldRateLimit, fieldXLimit, fieldXRemaining, fieldXReset} {
+		fieldProblem, fieldPolicy, fieldRateLimit, fieldXLimit, fieldXRemaining, fieldXReset,
+		fieldShopifyCallLimit, fieldHubSpotMax, fieldHubSpotRemaining, fieldHubSpotInterval, fieldHubSpotDaily, fieldHubSpotDailyRemaining} {
 		if c := http.CanonicalHeaderKey(f); c != f {
 			t.Errorf("%q is not canonical (%q): every lookup would allocate", f, c)
 		}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func TestRefused(t *testing.T) {
+func TestRefusedTellsLimitFromPermission(t *testing.T) {
 	cases := []struct {
 		status int
 		h      http.Header
@@ -28,7 +28,7 @@ func TestRefused(t *testing.T) {
 	}
 }
 
-func TestShopifyReader(t *testing.T) {
+func TestShopifyReaderReadsCallLimit(t *testing.T) {
 	read := ShopifyReader(20 * time.Second)
 	got := read.Read(hdr("X-Shopify-Shop-Api-Call-Limit", "32/40"), now)
 	want := Signal{Window: 20 * time.Second, Remaining: 8, Limit: 40, Reset: Unknown}
@@ -45,7 +45,7 @@ func TestShopifyReader(t *testing.T) {
 	}
 }
 
-func TestHubSpotReader(t *testing.T) {
+func TestHubSpotReaderReadsBothWindows(t *testing.T) {
 	read := HubSpotReader(10*time.Second, 24*time.Hour)
 	h := hdr("X-HubSpot-RateLimit-Max", "100", "X-HubSpot-RateLimit-Remaining", "97", "X-HubSpot-RateLimit-Interval-Milliseconds", "10000",
 		"X-HubSpot-RateLimit-Daily", "250000", "X-HubSpot-RateLimit-Daily-Remaining", "249000")
@@ -63,7 +63,7 @@ func TestHubSpotReader(t *testing.T) {
 	}
 }
 
-func TestDeclaredWindows(t *testing.T) {
+func TestReadersDeclareTheirWindows(t *testing.T) {
 	var _ Windowed = XeroReader(time.Minute, time.Hour)
 	var _ Reader = IETFReader
 	x := XeroReader(time.Minute, 24*time.Hour).Windows()
@@ -76,10 +76,5 @@ func TestDeclaredWindows(t *testing.T) {
 	}
 	if got := (Declared{}).Read(hdr("X-MinLimit-Remaining", "3"), now); len(got.Signals) != 0 {
 		t.Fatalf("zero Declared read %+v", got)
-	}
-	for _, f := range []string{fieldShopifyCallLimit, fieldHubSpotMax, fieldHubSpotRemaining, fieldHubSpotInterval, fieldHubSpotDaily, fieldHubSpotDailyRemaining} {
-		if http.CanonicalHeaderKey(f) != f {
-			t.Errorf("%q is not canonical", f)
-		}
 	}
 }

@@ -26,8 +26,8 @@ func newObserver(t *testing.T, opts Options) (*Observer, *prometheus.Registry) {
 	return o, reg
 }
 
-// TestCounters feeds one event of each kind and checks every metric's exact value.
-func TestCounters(t *testing.T) {
+// TestEveryMetricExactAfterOneEventOfEachKind feeds one event of each kind and checks every metric's exact value.
+func TestEveryMetricExactAfterOneEventOfEachKind(t *testing.T) {
 	o, reg := newObserver(t, Options{})
 	rules := func(used int) []observe.RuleUsage {
 		return []observe.RuleUsage{{Rule: "60/1m0s", Used: used, Limit: 60}}
@@ -112,9 +112,9 @@ ratemonitor_usage_ratio{rule="60/1m0s"} 1.0166666666666666
 	}
 }
 
-// TestCardinalityBound: with MaxKeys 3, 1000 distinct keys give 3 key labels and "other",
+// TestKeyLabelsBoundedByMaxKeys: with MaxKeys 3, 1000 distinct keys give 3 key labels and "other",
 // and every request is still counted.
-func TestCardinalityBound(t *testing.T) {
+func TestKeyLabelsBoundedByMaxKeys(t *testing.T) {
 	o, _ := newObserver(t, Options{MaxKeys: 3})
 	for i := range 1000 {
 		key := "203.0.113." + strconv.Itoa(i)
@@ -148,9 +148,9 @@ func TestCardinalityBound(t *testing.T) {
 	}
 }
 
-// TestStateLostAndDegraded checks the counters and the gauge of a store's lost state and of the
+// TestStateLostAndDegradedExact checks the counters and the gauge of a store's lost state and of the
 // Transport's degraded mode, by exact value.
-func TestStateLostAndDegraded(t *testing.T) {
+func TestStateLostAndDegradedExact(t *testing.T) {
 	o, _ := newObserver(t, Options{})
 	for _, e := range []observe.Event{
 		{Kind: observe.StateLost, Store: "redis", Op: "restart"},

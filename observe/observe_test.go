@@ -9,13 +9,13 @@ import (
 	"time"
 )
 
-func TestKindString(t *testing.T) {
+func TestKindStringNamesEachKind(t *testing.T) {
 	if got := fmt.Sprint(Recorded, StoreError, Rejected, SkewedDate, Kind(0), Kind(99)); got != "recorded store_error rejected skewed_date Kind(0) Kind(99)" {
 		t.Fatal(got)
 	}
 }
 
-func TestStoreFailed(t *testing.T) {
+func TestStoreFailedReportsOnlyStoreErrors(t *testing.T) {
 	rec := &Recorder{}
 	boom := errors.New("boom")
 	ctx := context.Background()

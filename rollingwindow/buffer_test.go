@@ -96,12 +96,12 @@ func TestInitBufferMatchesNewLog(t *testing.T) {
 	}
 }
 
-// TestInitBufferDifferential (from the review of InitBuffer): a log made with InitBuffer over a
+// TestInitBufferOverGarbageMatchesNewLog: a log made with InitBuffer over a
 // buffer full of garbage (a reused one) answers every query as NewLog's, through AddNanos with
 // counts that widen it, Remove, Shift before and after the first instant, UnmarshalBinary into
 // the buffered log and of its state into a new one, Init on it, and InitBuffer again on the same
 // buffer, for windows of 1 ns to 48 h; in the buffer, its Cost is the Log and the buffer.
-func TestInitBufferDifferential(t *testing.T) {
+func TestInitBufferOverGarbageMatchesNewLog(t *testing.T) {
 	for _, c := range []struct {
 		w, g time.Duration
 		buf  int

@@ -112,8 +112,8 @@ func (p *pair) same(after string) {
 
 func (l *Log) wide() bool { return l.base == wideBase }
 
-// TestLogSize: the Log is 80 bytes (a size class), as logBytes and Cost say.
-func TestLogSize(t *testing.T) {
+// TestLogIsOneSizeClass: the Log is 80 bytes (a size class), as logBytes and Cost say.
+func TestLogIsOneSizeClass(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("sizes are for 64-bit platforms")
 	}
@@ -125,9 +125,9 @@ func TestLogSize(t *testing.T) {
 	}
 }
 
-// TestWidenOnCount: a bucket holds up to 65 535 requests in a word; one more widens the log,
-// keeping every value exact, and the log stays wide.
-func TestWidenOnCount(t *testing.T) {
+// TestWidensPastCompactCountExactly: a bucket holds up to 65 535 requests in a word; one more
+// widens the log, keeping every value exact, and the log stays wide.
+func TestWidensPastCompactCountExactly(t *testing.T) {
 	p := newPair(t, time.Minute, time.Second)
 	t0 := int64(1_800_000_000) * int64(time.Second)
 	p.add(t0, 3)
@@ -169,9 +169,9 @@ func TestWidenOnCount(t *testing.T) {
 	}
 }
 
-// TestLongWindow: a window longer than 2^47 ns (39 h 5 min) keeps wide buckets from the start;
-// a day with margin is compact. Both answer as the reference.
-func TestLongWindow(t *testing.T) {
+// TestLongWindowsWideFromStart: a window longer than 2^47 ns (39 h 5 min) keeps wide buckets from
+// the start; a day with margin is compact. Both answer as the reference.
+func TestLongWindowsWideFromStart(t *testing.T) {
 	for _, c := range []struct {
 		w, g time.Duration
 		wide bool
@@ -201,9 +201,9 @@ func TestLongWindow(t *testing.T) {
 	}
 }
 
-// TestRebase: a minute log driven over 10 days of instants moves its base every 2^48 ns or so
-// (about three times), and answers as the reference throughout.
-func TestRebase(t *testing.T) {
+// TestBaseMovesOverTenDaysExactly: a minute log driven over 10 days of instants moves its base
+// every 2^48 ns or so (about three times), and answers as the reference throughout.
+func TestBaseMovesOverTenDaysExactly(t *testing.T) {
 	p := newPair(t, time.Minute, time.Second)
 	p.every = 97
 	rng := rand.New(rand.NewPCG(17, 2))
@@ -238,9 +238,9 @@ func TestRebase(t *testing.T) {
 	}
 }
 
-// TestShrink: a log that was busy (a bucket every granule) and went quiet gives its ring back;
-// one that keeps a steady number of buckets keeps its ring.
-func TestShrink(t *testing.T) {
+// TestQuietLogGivesRingBack: a log that was busy (a bucket every granule) and went quiet gives its
+// ring back; one that keeps a steady number of buckets keeps its ring.
+func TestQuietLogGivesRingBack(t *testing.T) {
 	l := NewLog(24*time.Hour, time.Second)
 	t0 := int64(1_800_000_000) * int64(time.Second)
 	for i := range int64(5000) {
@@ -273,9 +273,9 @@ func TestShrink(t *testing.T) {
 	}
 }
 
-// TestRingBound: the ring holds at most W/g + 1 buckets, rounded up to the allocation's size
-// class (Cost counts what is allocated), however the log is written.
-func TestRingBound(t *testing.T) {
+// TestRingBoundedByWindowInSizeClass: the ring holds at most W/g + 1 buckets, rounded up to the
+// allocation's size class (Cost counts what is allocated), however the log is written.
+func TestRingBoundedByWindowInSizeClass(t *testing.T) {
 	l := NewLog(10*time.Second, time.Second)
 	for i := 0; i < 100_000; i++ {
 		l.Add(time.Unix(0, int64(i)*int64(7*time.Millisecond)), 1)
@@ -322,10 +322,10 @@ func TestCostMatchesHeap(t *testing.T) {
 	}
 }
 
-// TestDifferential: the Log answers exactly as the int64-bucket log it replaced, over random
+// TestMatchesReferenceLog: the Log answers exactly as the int64-bucket log it replaced, over random
 // records (in and out of order, expired, huge counts), removals, queries, clock shifts, quiet
 // spells and encode/decode round trips, for short, odd, long (wide) windows.
-func TestDifferential(t *testing.T) {
+func TestMatchesReferenceLog(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		g := rapid.SampledFrom([]time.Duration{time.Nanosecond, 7 * time.Millisecond, time.Second, time.Hour}).Draw(rt, "g")
 		k := rapid.SampledFrom([]int64{1, 2, 3, 10, 60, 61, 1000}).Draw(rt, "k")
@@ -386,10 +386,11 @@ func TestDifferential(t *testing.T) {
 	})
 }
 
-// TestDecodedStale: a decoded state may hold buckets that no longer count at its latest instant
-// (the wire format allows it; no log writes it). The Log keeps them as the previous log did,
-// answers the same, and folds buckets the same way once the window's W/g + 1 are in use.
-func TestDecodedStale(t *testing.T) {
+// TestDecodedStaleBucketsMatchReference: a decoded state may hold buckets that no longer count at
+// its latest instant (the wire format allows it; no log writes it). The Log keeps them as the
+// previous log did, answers the same, and folds buckets the same way once the window's W/g + 1 are
+// in use.
+func TestDecodedStaleBucketsMatchReference(t *testing.T) {
 	s := int64(time.Second)
 	b := []byte{logFormat, 1}
 	b = binary.AppendVarint(b, 100*s)
@@ -419,45 +420,6 @@ func TestDecodedStale(t *testing.T) {
 	p.wait(100*s, 2, 6)
 	p.used(102 * s)
 	p.roundTrip()
-}
-
-// TestDecodingChecksGranule: decoding refuses a bucket whose granule is not that of its latest
-// instant, and buckets in a log that has seen no instant (neither is written by MarshalBinary;
-// the Log derives a bucket's granule from its latest instant), and keeps its state.
-func TestDecodingChecksGranule(t *testing.T) {
-	s := int64(time.Second)
-	bucket := func(b []byte, idx, latest, count int64) []byte {
-		return binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(b, idx), latest), count)
-	}
-	withHW := binary.AppendVarint([]byte{logFormat, 1}, 50*s)
-	for name, data := range map[string][]byte{
-		"granule of another instant": bucket(binary.AppendUvarint(withHW, 1), 49, 48*s, 1),
-		"granule one off":            bucket(bucket(binary.AppendUvarint(withHW, 2), 48, 48*s, 1), 48, 49*s, 1),
-		"unseen with buckets":        bucket([]byte{logFormat, 0, 1}, 48, 48*s, 1),
-		"count past the data":        {logFormat, 0, 3, 0, 0},
-	} {
-		l := NewLog(2*time.Second, time.Second)
-		l.Add(sec(50), 3)
-		if err := l.UnmarshalBinary(data); err == nil {
-			t.Errorf("%s: decoded without error", name)
-		}
-		if l.Used(sec(50)) != 3 || !l.Latest().Equal(sec(50)) {
-			t.Errorf("%s: the log's state changed", name)
-		}
-	}
-	// The same buckets with their own granules decode.
-	good := bucket(bucket(binary.AppendUvarint(withHW, 2), 48, 48*s, 1), 49, 49*s, 1)
-	p := newPair(t, 2*time.Second, time.Second)
-	if err := p.l.UnmarshalBinary(good); err != nil {
-		t.Fatalf("good data: %v", err)
-	}
-	if err := p.ref.UnmarshalBinary(good); err != nil {
-		t.Fatalf("good data, reference: %v", err)
-	}
-	p.used(50 * s) // 2: a decoded log drops what expired when its time next moves on
-	if p.used(50*s+1) != 1 {
-		t.Errorf("used just after 50 s = %d, want 1", p.l.Used(sec(50)))
-	}
 }
 
 // FuzzLog drives the Log and the previous log with operations decoded from the input (records

@@ -1,6 +1,8 @@
 package rollingwindow
 
 import (
+	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 )
@@ -66,5 +68,64 @@ func TestDecodingRefusesBadData(t *testing.T) {
 		if l.Used(sec(50)) != 3 || !l.Latest().Equal(sec(50)) {
 			t.Errorf("%s: the log's state changed", name)
 		}
+	}
+}
+
+// TestDecodingRefusesTotalOverflow: a stored state whose counts sum past MaxInt64 is refused;
+// decoded, its total would wrap negative and admit everything.
+func TestDecodingRefusesTotalOverflow(t *testing.T) {
+	w, g := time.Minute, time.Second
+	now := time.Unix(1_800_000_000, 0)
+	idx := now.UnixNano() / int64(g)
+	b := []byte{1, 1}
+	b = binary.AppendVarint(b, now.UnixNano())
+	b = binary.AppendUvarint(b, 2)
+	for i := int64(0); i < 2; i++ {
+		b = binary.AppendVarint(b, idx-1+i)
+		b = binary.AppendVarint(b, now.UnixNano()-int64(g)*(1-i))
+		b = binary.AppendVarint(b, math.MaxInt64/2+1)
+	}
+	l := NewLog(w, g)
+	if err := l.UnmarshalBinary(b); err == nil {
+		t.Errorf("decoded counts that overflow: used %d", l.Used(now))
+	}
+}
+
+// TestDecodingChecksGranule: decoding refuses a bucket whose granule is not that of its latest
+// instant, and buckets in a log that has seen no instant (neither is written by MarshalBinary;
+// the Log derives a bucket's granule from its latest instant), and keeps its state.
+func TestDecodingChecksGranule(t *testing.T) {
+	s := int64(time.Second)
+	bucket := func(b []byte, idx, latest, count int64) []byte {
+		return binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(b, idx), latest), count)
+	}
+	withHW := binary.AppendVarint([]byte{logFormat, 1}, 50*s)
+	for name, data := range map[string][]byte{
+		"granule of another instant": bucket(binary.AppendUvarint(withHW, 1), 49, 48*s, 1),
+		"granule one off":            bucket(bucket(binary.AppendUvarint(withHW, 2), 48, 48*s, 1), 48, 49*s, 1),
+		"unseen with buckets":        bucket([]byte{logFormat, 0, 1}, 48, 48*s, 1),
+		"count past the data":        {logFormat, 0, 3, 0, 0},
+	} {
+		l := NewLog(2*time.Second, time.Second)
+		l.Add(sec(50), 3)
+		if err := l.UnmarshalBinary(data); err == nil {
+			t.Errorf("%s: decoded without error", name)
+		}
+		if l.Used(sec(50)) != 3 || !l.Latest().Equal(sec(50)) {
+			t.Errorf("%s: the log's state changed", name)
+		}
+	}
+	// The same buckets with their own granules decode.
+	good := bucket(bucket(binary.AppendUvarint(withHW, 2), 48, 48*s, 1), 49, 49*s, 1)
+	p := newPair(t, 2*time.Second, time.Second)
+	if err := p.l.UnmarshalBinary(good); err != nil {
+		t.Fatalf("good data: %v", err)
+	}
+	if err := p.ref.UnmarshalBinary(good); err != nil {
+		t.Fatalf("good data, reference: %v", err)
+	}
+	p.used(50 * s) // 2: a decoded log drops what expired when its time next moves on
+	if p.used(50*s+1) != 1 {
+		t.Errorf("used just after 50 s = %d, want 1", p.l.Used(sec(50)))
 	}
 }

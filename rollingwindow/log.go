@@ -52,7 +52,8 @@ const (
 // one (Cost adds the ring's size-class rounding on top).
 const bucketBytes = 16
 
-// logBytes is unsafe.Sizeof(Log{}) on 64-bit platforms, a Go size class (TestLogSize checks it).
+// logBytes is unsafe.Sizeof(Log{}) on 64-bit platforms, a Go size class (TestLogIsOneSizeClass
+// checks it).
 const logBytes = 80
 
 // Log is the rolling-window Counter for one rule and one key: a deque of time buckets ordered

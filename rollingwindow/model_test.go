@@ -176,6 +176,14 @@ func checkModel(t *rapid.T, quantized bool) {
 	}
 }
 
-func TestModelQuantized(t *testing.T) { rapid.Check(t, func(t *rapid.T) { checkModel(t, true) }) }
+// TestQuantizedTimeMatchesModelExactly: with every instant a multiple of every granularity,
+// each answer equals the model's (checkModel).
+func TestQuantizedTimeMatchesModelExactly(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { checkModel(t, true) })
+}
 
-func TestModelNeverEarly(t *testing.T) { rapid.Check(t, func(t *rapid.T) { checkModel(t, false) }) }
+// TestAnyTimeWithinAGranuleOfModel: at any instants, each answer is never earlier than the
+// model's and at most one granule later (checkModel).
+func TestAnyTimeWithinAGranuleOfModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { checkModel(t, false) })
+}

@@ -54,8 +54,8 @@ func (k *key) wait(n int, at float64) time.Duration {
 
 var minute = strategy.Rule{Limit: 60, Window: time.Minute}
 
-// TestWorkedValues is DESIGN.md §4's table, row by row.
-func TestWorkedValues(t *testing.T) {
+// TestAnswersMatchWorkedValues is DESIGN.md §4's table, row by row.
+func TestAnswersMatchWorkedValues(t *testing.T) {
 	type query struct {
 		at   float64
 		used int // -1: not asked
@@ -114,7 +114,9 @@ func TestWorkedValues(t *testing.T) {
 	}
 }
 
-func TestBurstErrors(t *testing.T) {
+// TestBadBurstsRefusedWithoutRecording: a burst below 1 is ErrInvalidBurst, one over the limit
+// ErrBurstTooLarge with a message that says why, and neither records anything.
+func TestBadBurstsRefusedWithoutRecording(t *testing.T) {
 	k := newKey(t, minute)
 	if _, err := k.s.Peek(k.cs, sec(1000), -1); !errors.Is(err, strategy.ErrInvalidBurst) {
 		t.Errorf("peek burst -1: err = %v, want ErrInvalidBurst", err)
@@ -137,8 +139,8 @@ func TestBurstErrors(t *testing.T) {
 	}
 }
 
-// TestEdge checks s ≤ t < s+W at the nanosecond around s+W.
-func TestEdge(t *testing.T) {
+// TestWindowEdgeExactToTheNanosecond checks s ≤ t < s+W at the nanosecond around s+W.
+func TestWindowEdgeExactToTheNanosecond(t *testing.T) {
 	k := newKey(t, minute)
 	s := sec(1000)
 	k.s.Record(k.cs, s, 1)
@@ -188,11 +190,13 @@ func TestBucketKeepsLatest(t *testing.T) {
 	}
 }
 
-func TestOutOfOrder(t *testing.T) {
+// TestOutOfOrderRecordsCountFromOwnInstant: records that still count when they arrive give the
+// same answers in any order.
+func TestOutOfOrderRecordsCountFromOwnInstant(t *testing.T) {
 	times := []float64{1000, 1005, 1010, 1010.5, 1020, 1030, 1059}
 	// Every record arrives while it still counts in both windows (less than 30 s after the
 	// latest one so far): such records count from their own instant, whatever the order.
-	// (One that arrives later counts at the latest instant: TestLateWriteAlreadyExpired.)
+	// (One that arrives later counts at the latest instant: TestLateWriteAlreadyExpiredCountsAtLatest.)
 	orders := [][]int{{0, 1, 2, 3, 4, 5, 6}, {2, 1, 0, 3, 5, 4, 6}, {3, 0, 1, 2, 5, 4, 6}}
 	var want []int
 	var wantWait []time.Duration
@@ -232,7 +236,9 @@ func TestOutOfOrder(t *testing.T) {
 	}
 }
 
-func TestOverAllocation(t *testing.T) {
+// TestOverAllocationWaitsUntilEnoughExpire: 12 recorded against 5: a burst waits until enough of
+// the buckets have gone for it to fit.
+func TestOverAllocationWaitsUntilEnoughExpire(t *testing.T) {
 	k := newKey(t, strategy.Rule{Limit: 5, Window: 10 * time.Second})
 	k.record(1000, 4)
 	k.record(1002, 4)
@@ -249,8 +255,9 @@ func TestOverAllocation(t *testing.T) {
 	}
 }
 
-// TestLayered: one request counts once in each rule; the wait is the maximum over the rules.
-func TestLayered(t *testing.T) {
+// TestLayeredRulesCountOnceWaitForLongest: one request counts once in each rule; the wait is the
+// maximum over the rules.
+func TestLayeredRulesCountOnceWaitForLongest(t *testing.T) {
 	k := newKey(t,
 		strategy.Rule{Limit: 60, Window: time.Minute},
 		// 1 s buckets, asked for: the hour's default, 1 min, would put the 40 at 0 in one bucket
@@ -285,7 +292,9 @@ func TestLayered(t *testing.T) {
 	}
 }
 
-func TestReserve(t *testing.T) {
+// TestReserveRefusalRecordsNothing: Reserve grants up to the limit, refuses the next with the
+// exact wait and records nothing for it, and grants again once the window has passed.
+func TestReserveRefusalRecordsNothing(t *testing.T) {
 	k := newKey(t, strategy.Rule{Limit: 3, Window: 10 * time.Second})
 	for i := 0; i < 3; i++ {
 		if res, err := k.s.Reserve(k.cs, sec(100), 1); err != nil || !res.Allowed {
@@ -304,9 +313,9 @@ func TestReserve(t *testing.T) {
 	}
 }
 
-// TestBoundedState: state stays within W/g + 1 buckets at any rate, and in-order writes at a
-// steady rate reuse the ring without growing it.
-func TestBoundedState(t *testing.T) {
+// TestStateBoundedAtAnyRate: state stays within W/g + 1 buckets at any rate, and in-order writes at
+// a steady rate reuse the ring without growing it.
+func TestStateBoundedAtAnyRate(t *testing.T) {
 	l := NewLog(10*time.Second, time.Second)
 	for i := 0; i < 100_000; i++ {
 		l.Add(time.Unix(0, int64(i)*int64(7*time.Millisecond)), 1)
@@ -329,7 +338,9 @@ func TestBoundedState(t *testing.T) {
 	}
 }
 
-func TestRuleValidation(t *testing.T) {
+// TestInvalidRulesRefused: every invalid rule is ErrInvalidRule with a message that says why,
+// and New refuses it (and no rules at all).
+func TestInvalidRulesRefused(t *testing.T) {
 	cases := []struct {
 		r    strategy.Rule
 		want string
@@ -359,7 +370,9 @@ func TestRuleValidation(t *testing.T) {
 	}
 }
 
-func TestMarginAndHeadroom(t *testing.T) {
+// TestMarginLengthensWindowHeadroomLowersLimit: a margin adds to the window, a headroom takes
+// from the limit, for the wait and for the largest burst.
+func TestMarginLengthensWindowHeadroomLowersLimit(t *testing.T) {
 	k := newKey(t, strategy.Rule{Limit: 5, Window: 10 * time.Second, Margin: 2 * time.Second, Headroom: 1})
 	k.record(100, 4)
 	if got := k.wait(1, 100); got != 12*time.Second {
@@ -374,7 +387,9 @@ func TestMarginAndHeadroom(t *testing.T) {
 	}
 }
 
-func TestParseRule(t *testing.T) {
+// TestParseRuleReadsLimitAndWindow: "5000/24h" reads as such and prints back; malformed rules
+// are ErrInvalidRule.
+func TestParseRuleReadsLimitAndWindow(t *testing.T) {
 	r, err := strategy.ParseRule("5000/24h")
 	if err != nil || r.Limit != 5000 || r.Window != 24*time.Hour {
 		t.Fatalf("ParseRule = %+v, %v", r, err)
@@ -433,9 +448,9 @@ func TestTimeNeverGoesBack(t *testing.T) {
 	}
 }
 
-// TestLateWriteAlreadyExpired: a record that no longer counts when it arrives counts at the
-// latest instant instead (DESIGN §4.3: never dropped), even with the ring full.
-func TestLateWriteAlreadyExpired(t *testing.T) {
+// TestLateWriteAlreadyExpiredCountsAtLatest: a record that no longer counts when it arrives counts
+// at the latest instant instead (DESIGN §4.3: never dropped), even with the ring full.
+func TestLateWriteAlreadyExpiredCountsAtLatest(t *testing.T) {
 	k := newKey(t, strategy.Rule{Limit: 10, Window: 2 * time.Second})
 	k.record(10.5, 1)
 	k.record(11.0, 1)
@@ -453,7 +468,9 @@ func TestLateWriteAlreadyExpired(t *testing.T) {
 	}
 }
 
-func TestRuleOverflow(t *testing.T) {
+// TestOverflowingRulesRefused: a window+margin past MaxWindow is refused, MaxWindow itself
+// accepted.
+func TestOverflowingRulesRefused(t *testing.T) {
 	for _, r := range []strategy.Rule{
 		{Limit: 1, Window: 1 << 62, Margin: 1 << 62, Granularity: 1 << 20},
 		{Limit: 1, Window: 250 * 365 * 24 * time.Hour},

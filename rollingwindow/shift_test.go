@@ -7,9 +7,10 @@ import (
 
 func ms(v int64) time.Time { return time.UnixMilli(v) }
 
-// TestShift: a clock step of −3600.5 s moves every bucket by exactly that; two buckets that
-// land in one granule merge, holding the earlier one's requests 0.2 s longer (never early).
-func TestShift(t *testing.T) {
+// TestShiftMovesBucketsNeverEarly: a clock step of −3600.5 s moves every bucket by exactly that;
+// two buckets that land in one granule merge, holding the earlier one's requests 0.2 s longer
+// (never early).
+func TestShiftMovesBucketsNeverEarly(t *testing.T) {
 	l := NewLog(time.Minute, time.Second)
 	l.Add(ms(5_000_900), 10)
 	l.Add(ms(5_001_100), 20)

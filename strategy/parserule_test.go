@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// TestParseRuleAccepts: the --rule syntax of cmd/ratemonitor, options in any order, spaces
+// TestParseRuleAcceptsOptionsInAnyOrder: the --rule syntax of cmd/ratemonitor, options in any order, spaces
 // around the parts; an option left out is zero.
-func TestParseRuleAccepts(t *testing.T) {
+func TestParseRuleAcceptsOptionsInAnyOrder(t *testing.T) {
 	for _, c := range []struct {
 		in   string
 		want Rule
@@ -28,8 +28,8 @@ func TestParseRuleAccepts(t *testing.T) {
 	}
 }
 
-// TestParseRuleRefuses: each refusal wraps ErrInvalidRule and says exactly what was wrong.
-func TestParseRuleRefuses(t *testing.T) {
+// TestParseRuleRefusesSayingWhy: each refusal wraps ErrInvalidRule and says exactly what was wrong.
+func TestParseRuleRefusesSayingWhy(t *testing.T) {
 	const syntax = "want LIMIT/WINDOW[,granularity=D][,margin=D][,headroom=N], e.g. 60/1m or 5000/24h,granularity=10s"
 	for _, c := range []struct{ in, want string }{
 		{"", `invalid rule "": ` + syntax},
@@ -57,9 +57,9 @@ func TestParseRuleRefuses(t *testing.T) {
 	}
 }
 
-// TestParseRuleGranularityFit: ParseRule leaves the bucket fit to New, which checks it for
+// TestParseRuleLeavesGranularityFitToNew: ParseRule leaves the bucket fit to New, which checks it for
 // the algorithms with buckets only.
-func TestParseRuleGranularityFit(t *testing.T) {
+func TestParseRuleLeavesGranularityFitToNew(t *testing.T) {
 	r, err := ParseRule("60/1m,margin=500ms")
 	if err != nil {
 		t.Fatal(err)

@@ -97,9 +97,9 @@ type Rule struct {
 	// A request recorded at s is never released before s+Window+Margin (never early), and
 	// less than g late: its bucket counts until its latest request + Window + Margin, which is
 	// before s+Window+Margin+g. With the default that is less than 1 s for every window up to
-	// a minute, where the answers are exact to the second (the worked values of
-	// rollingwindow's TestWorkedValues hold as they stand), and less than (Window+Margin)/60,
-	// 1.7 % of the window, beyond. Finer buckets cost memory: a key keeps up to
+	// a minute, where the answers are exact to the second (the worked values of rollingwindow's
+	// TestAnswersMatchWorkedValues hold as they stand), and less than (Window+Margin)/60, 1.7 %
+	// of the window, beyond. Finer buckets cost memory: a key keeps up to
 	// (Window+Margin)/g + 1 of them per rule. Set time.Second
 	// to count a day in exact 1 s buckets: a key of 5000 requests a day in steady traffic then
 	// keeps about 5 000 buckets, some 50 KB in the memory store, instead of 61 and under 1 KiB

@@ -8,9 +8,9 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestGranularityAdvice: a window+margin the granularity does not divide is refused with the
+// TestUndividedWindowRefusedWithAdvice: a window+margin the granularity does not divide is refused with the
 // coarsest granularity that would do (README: Margin 500 ms needs Granularity 500 ms).
-func TestGranularityAdvice(t *testing.T) {
+func TestUndividedWindowRefusedWithAdvice(t *testing.T) {
 	for _, c := range []struct {
 		r    Rule
 		want string
@@ -26,11 +26,11 @@ func TestGranularityAdvice(t *testing.T) {
 	}
 }
 
-// TestDefaultGranularity: with Granularity unset, Bucket is the largest whole number of seconds
+// TestDefaultGranularityLargestWholeSecondDivisor: with Granularity unset, Bucket is the largest whole number of seconds
 // that divides Window+Margin and is at most max(1 s, (Window+Margin)/60): 1 s up to a minute
 // (DESIGN §4's table is at 1 s), a sixtieth of a window of whole minutes, and 1 s, refused by
 // Validate, when Window+Margin is not a whole number of seconds.
-func TestDefaultGranularity(t *testing.T) {
+func TestDefaultGranularityLargestWholeSecondDivisor(t *testing.T) {
 	const day = 24 * time.Hour
 	for _, c := range []struct {
 		window, margin, gran time.Duration
@@ -94,11 +94,11 @@ func largestDivisor(e time.Duration) time.Duration {
 	}
 }
 
-// TestDefaultGranularityForExhaustive: DefaultGranularityFor agrees with the obvious search for
+// TestDefaultGranularityForMatchesSearchUpTo6h: DefaultGranularityFor agrees with the obvious search for
 // every whole number of seconds up to 6 hours (squares, primes and their products among them),
 // and its answer divides the window, is at most max(1 s, e/60), and lets a rule of that window
 // validate.
-func TestDefaultGranularityForExhaustive(t *testing.T) {
+func TestDefaultGranularityForMatchesSearchUpTo6h(t *testing.T) {
 	for n := int64(1); n <= 6*3600; n++ {
 		e := time.Duration(n) * time.Second
 		g := DefaultGranularityFor(e)
@@ -114,9 +114,9 @@ func TestDefaultGranularityForExhaustive(t *testing.T) {
 	}
 }
 
-// TestDefaultGranularityForRandom: the same over random windows up to MaxWindow, whole seconds
+// TestDefaultGranularityForMatchesSearchAtRandom: the same over random windows up to MaxWindow, whole seconds
 // and not, and random margins.
-func TestDefaultGranularityForRandom(t *testing.T) {
+func TestDefaultGranularityForMatchesSearchAtRandom(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var e time.Duration
 		switch rapid.IntRange(0, 2).Draw(t, "kind") {

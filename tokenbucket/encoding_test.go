@@ -5,7 +5,9 @@ import (
 	"time"
 )
 
-func TestEncoding(t *testing.T) {
+// TestEncodingRoundTripsAndRefusesBadData: a decoded bucket answers as the one encoded, a fresh
+// one decodes fresh, and malformed data is an error that leaves the bucket as it was.
+func TestEncodingRoundTripsAndRefusesBadData(t *testing.T) {
 	b := NewBucket(10, 10*time.Second)
 	b.Add(sec(100.5), 7)
 	data, _ := b.MarshalBinary()

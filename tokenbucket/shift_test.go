@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// TestShift: the tokens are kept and the refill runs from the shifted instant.
-func TestShift(t *testing.T) {
+// TestShiftKeepsTokensAndMovesRefill: the tokens are kept and the refill runs from the shifted
+// instant.
+func TestShiftKeepsTokensAndMovesRefill(t *testing.T) {
 	b := NewBucket(10, 10*time.Second)
 	b.Add(time.Unix(100, 0), 10)
 	b.Shift(-50 * time.Second)

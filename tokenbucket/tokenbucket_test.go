@@ -3,8 +3,12 @@ package tokenbucket
 import (
 	"errors"
 	"math"
+	"math/big"
+	"math/rand"
 	"testing"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -14,7 +18,9 @@ func sec(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
 // ten is a bucket of 10 tokens refilled at 1 per second.
 var ten = strategy.Rule{Limit: 10, Window: 10 * time.Second}
 
-func TestWorkedValues(t *testing.T) {
+// TestAnswersMatchWorkedValues: used and wait of a bucket of 10 tokens refilled at 1 a second,
+// after each history, at each instant asked.
+func TestAnswersMatchWorkedValues(t *testing.T) {
 	type q struct {
 		at   float64
 		n    int
@@ -71,39 +77,9 @@ func TestWorkedValues(t *testing.T) {
 	}
 }
 
-// TestFractionalRate: 5 tokens at 3 per second. The window is 5/3 s rounded up to the
-// nanosecond, and a token takes a fifth of it, rounded up: never early.
-func TestFractionalRate(t *testing.T) {
-	r, err := Rule(5, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Window != 1666666667 || r.Limit != 5 {
-		t.Fatalf("Rule(5, 3) = %+v, want window 1666666667ns", r)
-	}
-	s, _ := New(r)
-	cs := s.NewCounters()
-	for i := range 5 {
-		if res, _ := s.Reserve(cs, sec(10), 1); !res.Allowed {
-			t.Fatalf("token %d refused", i+1)
-		}
-	}
-	res, _ := s.Reserve(cs, sec(10), 1)
-	if res.Allowed || res.Wait != 333333334 {
-		t.Fatalf("sixth: %+v, want a wait of 333333334ns", res)
-	}
-	at := sec(10).Add(res.Wait)
-	if res, _ := s.Reserve(cs, at.Add(-1), 1); res.Allowed || res.Wait != 1 {
-		t.Errorf("1 ns early: %+v, want a wait of 1ns", res)
-	}
-	if res, _ := s.Reserve(cs, at, 1); !res.Allowed {
-		t.Errorf("at the wait's end: %+v, want allowed", res)
-	}
-}
-
-// TestAdmit: a refused attempt spends nothing, and each rule reports its remaining tokens and
-// the time until the bucket is full.
-func TestAdmit(t *testing.T) {
+// TestAdmitRefusalSpendsNothing: a refused attempt spends nothing, and each rule reports its
+// remaining tokens and the time until the bucket is full.
+func TestAdmitRefusalSpendsNothing(t *testing.T) {
 	s, _ := New(strategy.Rule{Limit: 2, Window: 2 * time.Second}, strategy.Rule{Limit: 10, Window: 100 * time.Second})
 	cs := s.NewCounters()
 	want := []struct {
@@ -132,7 +108,9 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
-func TestHeadroom(t *testing.T) {
+// TestHeadroomHoldsTokensBack: with a headroom of 2, 8 of 10 tokens are granted and the ninth
+// waits for a refill.
+func TestHeadroomHoldsTokensBack(t *testing.T) {
 	s, _ := New(strategy.Rule{Limit: 10, Window: 10 * time.Second, Headroom: 2})
 	cs := s.NewCounters()
 	for i := range 8 {
@@ -145,7 +123,9 @@ func TestHeadroom(t *testing.T) {
 	}
 }
 
-func TestReleaseAndExpiry(t *testing.T) {
+// TestRemoveRefundsTokensAndStateRestores: a new bucket has no expiry; Remove gives tokens back
+// (never more than spent), and State/SetState restore a bucket exactly.
+func TestRemoveRefundsTokensAndStateRestores(t *testing.T) {
 	b := NewBucket(10, 10*time.Second)
 	if !b.Expiry().IsZero() || !b.Latest().IsZero() {
 		t.Error("a new bucket has an expiry or a latest instant")
@@ -171,9 +151,9 @@ func TestReleaseAndExpiry(t *testing.T) {
 	}
 }
 
-// TestMonitoringOverflow: recording far more than the bucket holds keeps the expiry within
-// strategy.MaxWindow instead of overflowing.
-func TestMonitoringOverflow(t *testing.T) {
+// TestOverRecordingCapsExpiryAtMaxWindow: recording far more than the bucket holds keeps the expiry
+// within strategy.MaxWindow instead of overflowing.
+func TestOverRecordingCapsExpiryAtMaxWindow(t *testing.T) {
 	b := NewBucket(1, time.Hour)
 	for range 4 {
 		b.Add(sec(0), math.MaxInt32)
@@ -186,7 +166,9 @@ func TestMonitoringOverflow(t *testing.T) {
 	}
 }
 
-func TestInvalid(t *testing.T) {
+// TestInvalidRulesAndBurstsRefused: Rule and New refuse what no bucket can be, and a burst over
+// the capacity is ErrBurstTooLarge.
+func TestInvalidRulesAndBurstsRefused(t *testing.T) {
 	for _, c := range []struct {
 		capacity int
 		rate     float64
@@ -204,8 +186,9 @@ func TestInvalid(t *testing.T) {
 	}
 }
 
-// TestAnyWindow: the token bucket ignores granularity, so windows need not be whole seconds.
-func TestAnyWindow(t *testing.T) {
+// TestWindowNeedNotBeWholeSeconds: the token bucket ignores granularity, so windows need not be
+// whole seconds.
+func TestWindowNeedNotBeWholeSeconds(t *testing.T) {
 	s, err := New(strategy.Rule{Limit: 3, Window: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -217,5 +200,78 @@ func TestAnyWindow(t *testing.T) {
 	}
 	if r, err := Rule(5, 3); err != nil || r.Granularity != 0 {
 		t.Errorf("Rule(5, 3) = %+v, %v; want no granularity", r, err)
+	}
+}
+
+// TestMaxProductCapacityDrainsAndRefills: at the boundary, capacity × window = 2^62 exactly (one
+// more token is refused), a full bucket drains, monitors far beyond its capacity and refills.
+func TestMaxProductCapacityDrainsAndRefills(t *testing.T) {
+	w := time.Duration(1 << 32)
+	capacity := 1 << 30
+	r := strategy.Rule{Limit: capacity, Window: w, Granularity: w}
+	s, err := New(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(strategy.Rule{Limit: capacity + 1, Window: w, Granularity: w}); err == nil {
+		t.Error("capacity+1 accepted")
+	}
+	b := NewBucket(capacity, w)
+	t0 := time.Unix(1_800_000_000, 0)
+	cs := []engine.Counter{b}
+	if res, _ := s.Reserve(cs, t0, capacity); !res.Allowed {
+		t.Fatal("full bucket refused its capacity")
+	}
+	if d := b.WaitTime(t0, capacity, capacity); d != w {
+		t.Errorf("wait for a full refill %v, want %v", d, w)
+	}
+	b.Add(t0, math.MaxInt32) // monitoring overshoot
+	b.Add(t0, math.MaxInt32)
+	if u := b.Used(t0); u < capacity {
+		t.Errorf("used %d", u)
+	}
+	if e := b.Expiry(); e.Before(t0) {
+		t.Errorf("expiry %v before now", e)
+	}
+	st := s.States(cs, t0)
+	if st[0].Reset <= 0 || st[0].Remaining != 0 {
+		t.Errorf("states %+v", st)
+	}
+}
+
+// TestRefillNeverEarly: after spending k tokens at t0, a burst of n fits at t0+WaitTime and not
+// one nanosecond before (exact rational arithmetic over random buckets).
+func TestRefillNeverEarly(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for i := 0; i < 20000; i++ {
+		capacity := 1 + rng.Intn(50)
+		w := time.Duration(1 + rng.Int63n(int64(time.Hour)))
+		headroom := rng.Intn(capacity)
+		lim := capacity - headroom
+		b := NewBucket(capacity, w)
+		t0 := time.Unix(0, rng.Int63n(1<<62)-1<<61)
+		b.Add(t0, 1+rng.Intn(3*capacity))
+		b.Add(t0.Add(time.Duration(rng.Int63n(int64(w)))), 1+rng.Intn(capacity))
+		now := b.Latest()
+		n := 1 + rng.Intn(lim)
+		d := b.WaitTime(now, n, lim)
+		if d == 0 {
+			continue
+		}
+		// the exact number of tokens at now+d-1 must be short
+		debt, last := b.State()
+		e := now.Add(d - 1).Sub(last)
+		missing := new(big.Rat).SetFrac(big.NewInt(debt), big.NewInt(int64(w)))
+		missing.Sub(missing, new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(int64(e)), big.NewInt(int64(capacity))), big.NewInt(int64(w))))
+		tokens := new(big.Rat).Sub(new(big.Rat).SetInt64(int64(capacity)), missing)
+		need := new(big.Rat).SetInt64(int64(n + headroom))
+		if tokens.Cmp(need) >= 0 {
+			t.Fatalf("cap %d w %v headroom %d: burst %d fits at now+%v-1ns already (tokens %s)", capacity, w, headroom, n, d, tokens.FloatString(6))
+		}
+		c := NewBucket(capacity, w)
+		c.SetState(debt, last)
+		if c.WaitTime(now.Add(d), n, lim) != 0 {
+			t.Fatalf("not fitting at now+d")
+		}
 	}
 }

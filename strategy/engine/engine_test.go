@@ -15,7 +15,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestLayering(t *testing.T) {
+// TestSameWindowRulesShareOneCounter: two rules of one window share a counter (slot); MaxBurst,
+// Longest, Rules (a copy) and Expiry follow the layered rules.
+func TestSameWindowRulesShareOneCounter(t *testing.T) {
 	s, err := engine.New(rollingwindow.Algorithm{},
 		strategy.Rule{Limit: 60, Window: time.Minute},
 		strategy.Rule{Limit: 5000, Window: 24 * time.Hour},
@@ -55,11 +57,11 @@ func TestLayering(t *testing.T) {
 	}
 }
 
-// TestNewWithoutGranularity: for an algorithm that uses no buckets (the fixed window), New
-// skips only the granularity checks of Rule.Validate: a window that is not a multiple of 1 s is
-// accepted, and every other check gives Rule.Validate's own message (both come from
+// TestBucketlessAlgorithmSkipsGranularityChecks: for an algorithm that uses no buckets (the fixed
+// window), New skips only the granularity checks of Rule.Validate: a window that is not a multiple
+// of 1 s is accepted, and every other check gives Rule.Validate's own message (both come from
 // internal/rulecheck), wrapping strategy.ErrInvalidRule.
-func TestNewWithoutGranularity(t *testing.T) {
+func TestBucketlessAlgorithmSkipsGranularityChecks(t *testing.T) {
 	odd := strategy.Rule{Limit: 10, Window: 1500 * time.Millisecond}
 	if _, err := engine.New(fixedwindow.Algorithm{}, odd); err != nil {
 		t.Errorf("fixed window, 10/1.5s: %v, want accepted", err)

@@ -11,10 +11,10 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// TestRebase: a key whose latest instant is more than StepTolerance ahead of the store's clock
-// is shifted so that its latest instant is now, under every algorithm, with the pause and the
-// report instants; within the tolerance nothing moves.
-func TestRebase(t *testing.T) {
+// TestRebaseShiftsKeyAheadOfClock: a key whose latest instant is more than StepTolerance ahead of
+// the store's clock is shifted so that its latest instant is now, under every algorithm, with the
+// pause and the report instants; within the tolerance nothing moves.
+func TestRebaseShiftsKeyAheadOfClock(t *testing.T) {
 	t0 := time.Unix(102_000, 0) // a whole number of minutes
 	minute := strategy.Rule{Limit: 10, Window: time.Minute}
 	for _, alg := range []engine.Algorithm{rollingwindow.Algorithm{}, fixedwindow.Algorithm{}, tokenbucket.Algorithm{}} {
@@ -59,10 +59,10 @@ func TestRebase(t *testing.T) {
 	}
 }
 
-// TestWaitFromCallersInstant: within StepTolerance a key is answered at its latest instant, and
-// every wait is measured from the caller's instant, so that sleeping it on the caller's clock
+// TestWaitMeasuredFromCallersInstant: within StepTolerance a key is answered at its latest instant,
+// and every wait is measured from the caller's instant, so that sleeping it on the caller's clock
 // is enough: Reserve, ReserveWith under a pause, Peek and Admit (RetryAfter and Reset).
-func TestWaitFromCallersInstant(t *testing.T) {
+func TestWaitMeasuredFromCallersInstant(t *testing.T) {
 	t0 := time.Unix(100_000, 0)
 	s, err := rollingwindow.New(strategy.Rule{Limit: 10, Window: time.Minute})
 	if err != nil {
@@ -96,11 +96,11 @@ func TestWaitFromCallersInstant(t *testing.T) {
 	}
 }
 
-// TestRebaseLayeredFixedWindows: one shift for all of a key's counters. 10 per minute and 100
-// per hour under the fixed window, the minute full at 10:30:10, the clock stepped back 59 min
-// (to 09:31:10): both counts carry into the new clock's current windows, so the minute rule
-// waits the 50 s to its window's end, not the hour a rounding to whole hours would keep it.
-func TestRebaseLayeredFixedWindows(t *testing.T) {
+// TestRebaseShiftsLayeredWindowsTogether: one shift for all of a key's counters. 10 per minute and
+// 100 per hour under the fixed window, the minute full at 10:30:10, the clock stepped back 59 min
+// (to 09:31:10): both counts carry into the new clock's current windows, so the minute rule waits
+// the 50 s to its window's end, not the hour a rounding to whole hours would keep it.
+func TestRebaseShiftsLayeredWindowsTogether(t *testing.T) {
 	s, err := fixedwindow.New(strategy.Rule{Limit: 10, Window: time.Minute}, strategy.Rule{Limit: 100, Window: time.Hour})
 	if err != nil {
 		t.Fatal(err)

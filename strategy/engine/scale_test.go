@@ -8,7 +8,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-func TestScaled(t *testing.T) {
+// TestScaledFloorsLimitsAtLeastOne: a share of a strategy floors each effective limit (at least
+// 1, headroom dropped); a share of 1 or outside (0, 1) is the strategy itself.
+func TestScaledFloorsLimitsAtLeastOne(t *testing.T) {
 	s, err := rollingwindow.New(
 		strategy.Rule{Limit: 60, Window: time.Minute, Headroom: 10, Margin: time.Second},
 		strategy.Rule{Limit: 3, Window: time.Hour},

@@ -11,7 +11,8 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-func TestSmoothParameters(t *testing.T) {
+// TestSmoothBurstAndIntervalExact: the burst and interval of the GCRA that smooths a rule.
+func TestSmoothBurstAndIntervalExact(t *testing.T) {
 	for _, tc := range []struct {
 		r     strategy.Rule
 		burst int
@@ -31,7 +32,9 @@ func TestSmoothParameters(t *testing.T) {
 	}
 }
 
-func TestGCRA(t *testing.T) {
+// TestGCRAWaitsRefundsAndDecodesExactly: the GCRA's waits, refunds (none for a charge older
+// than b·T), saturation past the burst, encoding round trip, shift, and refusal of bad data.
+func TestGCRAWaitsRefundsAndDecodesExactly(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	T := 20 * time.Second
 	g := engine.NewGCRA(T, 3)
@@ -93,7 +96,9 @@ func TestGCRA(t *testing.T) {
 	}
 }
 
-func TestSmoothed(t *testing.T) {
+// TestSmoothedAddsOneGCRAPerLog: Smoothed adds a GCRA slot per log (rules sharing a log share
+// it), caps bursts at the GCRA's, and is refused for a fixed window.
+func TestSmoothedAddsOneGCRAPerLog(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	minute := strategy.Rule{Limit: 60, Window: time.Minute}
 	day := strategy.Rule{Limit: 5000, Window: 24 * time.Hour}

@@ -113,9 +113,10 @@ func heapPerKey(t testing.TB, sh heapShape, keys int, cfg MemoryConfig) (float64
 	return perKey(before, after, keys), m.Stats()
 }
 
-// TestBytesPerKey holds the memory store to issue 17's byte budgets per key, measured from the
-// heap over 10 000 keys (enough that ristretto's 256 shard maps are near their average fill).
-func TestBytesPerKey(t *testing.T) {
+// TestBytesPerKeyWithinBudget holds the memory store to issue 17's byte budgets per key, measured
+// from the heap over 10 000 keys (enough that ristretto's 256 shard maps are near their average
+// fill).
+func TestBytesPerKeyWithinBudget(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		// The race detector changes no object's size, only the time: CI's plain run holds it.
 		t.Skip("plays about 1 300 000 operations; run without -short and -race")
@@ -143,9 +144,9 @@ func TestBytesPerKey(t *testing.T) {
 	}
 }
 
-// TestXeroSteadyDayShape checks the shortcut of xeroSteadyDay: its 64 records leave every
-// counter of a key byte for byte as the 5000 requests of a steady day leave them.
-func TestXeroSteadyDayShape(t *testing.T) {
+// TestXeroSteadyDayShortcutMatchesPlayedDay checks the shortcut of xeroSteadyDay: its 64 records
+// leave every counter of a key byte for byte as the 5000 requests of a steady day leave them.
+func TestXeroSteadyDayShortcutMatchesPlayedDay(t *testing.T) {
 	sh := xeroSteadyDay()
 	if len(sh.recs) > 70 {
 		t.Fatalf("%d records, want about 64", len(sh.recs))
