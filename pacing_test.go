@@ -97,7 +97,8 @@ func TestPacingNeverOvershoots(t *testing.T) {
 		a := active.Load()
 		return a > 0 && int64(tr.Queued("tenant")) == a && clk.Sleepers() == 1
 	}
-	limit := time.Now().Add(2 * time.Minute)
+	// It takes 2-3 s idle and 13 s at a load of 10 on 2 cores: the bound only ends a hang.
+	limit := time.Now().Add(5 * time.Minute)
 	for active.Load() > 0 && time.Now().Before(limit) {
 		if quiet() {
 			time.Sleep(50 * time.Microsecond)
@@ -111,7 +112,7 @@ func TestPacingNeverOvershoots(t *testing.T) {
 	}
 	wg.Wait()
 	if active.Load() > 0 {
-		t.Fatal("did not finish in 2 minutes of real time")
+		t.Fatal("did not finish in 5 minutes of real time")
 	}
 	arrivals, _, violations := up.Seen()
 	if violations != 0 || tooMany.Load() != 0 {
