@@ -164,6 +164,7 @@ func TestSyncLogHidesQueryToken(t *testing.T) {
 	}
 }
 
+// syncBuffer is a bytes.Buffer that the logger may write to from any goroutine.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
