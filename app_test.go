@@ -11,7 +11,6 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -64,9 +63,15 @@ func appSetup(t *testing.T, key, app strategy.Rule, opts ...Option) (*Transport,
 	return newTransport(t, b, opts...), b, clk
 }
 
+// waitLimit bounds, in real time, how long a test waits for goroutines to reach a state (asleep
+// on the manual clock, queued): they get there in milliseconds; the bound only ends a test that
+// would otherwise hang, and is generous so that a loaded machine does not fail it.
+const waitLimit = 30 * time.Second
+
+// waitSleepers waits until at least n goroutines sleep on clk.
 func waitSleepers(t *testing.T, clk *clock.Manual, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); clk.Sleepers() < n; {
+	for deadline := time.Now().Add(waitLimit); clk.Sleepers() < n; {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d goroutines sleep on the clock, want %d", clk.Sleepers(), n)
 		}
@@ -74,6 +79,17 @@ func waitSleepers(t *testing.T, clk *clock.Manual, n int) {
 	}
 }
 
+// waitFor polls cond, as waitSleepers does, and fails the test after waitLimit.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after %v", what, waitLimit)
+		}
+	}
+}
+
+// doKey sends one GET on key through tr with ctx and closes the body.
 func doKey(tr *Transport, ctx context.Context, key string) error {
 	req, _ := http.NewRequestWithContext(WithKey(ctx, key), http.MethodGet, "http://example.invalid/", nil)
 	resp, err := tr.RoundTrip(req)
@@ -184,8 +200,9 @@ func TestPausedKeyHoldsWhileWaitingForApp(t *testing.T) {
 	}
 }
 
-// TestAppDeadlineAtOnce: the deadline check takes the app key's wait into account at once.
-func TestAppDeadlineAtOnce(t *testing.T) {
+// TestAppWaitPastTheDeadlineRefusedAtOnce: the deadline check takes the app key's wait into account
+// at once.
+func TestAppWaitPastTheDeadlineRefusedAtOnce(t *testing.T) {
 	tr, up, clk := appSetup(t, strategy.Rule{Limit: 1, Window: time.Minute}, strategy.Rule{Limit: 10, Window: time.Minute})
 	ctx := context.Background()
 	if err := tr.store.Record(ctx, tr.strat, "k", 1); err != nil {
@@ -219,76 +236,28 @@ func b2i(b bool) int {
 	return 0
 }
 
-// failOn is a memory store whose operations on one key fail, as another Redis Cluster shard
-// that is down would.
-type failOn struct {
-	*cache.Memory
-	key string
-}
-
-var errShardDown = errors.New("shard down")
-
-func (f failOn) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
-	if key == f.key {
-		return errShardDown
+// A request queued behind a head that waits for the app key is refused at once when the app's
+// wait passes its deadline.
+func TestQueuedBehindAnAppWaitRefusedAtOncePastTheDeadline(t *testing.T) {
+	tr, up, clk := appSetup(t, strategy.Rule{Limit: 60, Window: time.Minute}, strategy.Rule{Limit: 10, Window: time.Minute})
+	ctx := context.Background()
+	if err := tr.store.Record(ctx, tr.app.strat, "app", 10); err != nil { // app full for 60 s
+		t.Fatal(err)
 	}
-	return f.Memory.Record(ctx, s, key, n)
-}
-
-func (f failOn) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
-	if key == f.key {
-		return engine.Result{}, errShardDown
+	head := make(chan error, 1)
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	go func() { head <- doKey(tr, hctx, "k") }()
+	waitSleepers(t, clk, 1) // the head sleeps on the app's 60 s
+	// At once: before the 30 s deadline (the manual clock never moves here, so a request that
+	// queued would wait until the context ends).
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := doKey(tr, dctx, "k") // needs ≥ 60 s of the manual clock: must fail at once
+	var de *DeadlineError
+	if !errors.As(err, &de) || dctx.Err() != nil || up.count() != 0 {
+		t.Errorf("queued request behind an app wait of 60s with a 30s deadline: err %v (DeadlineError %v), context %v, %d sent; want a *DeadlineError at once, before the deadline", err, de != nil, dctx.Err(), up.count())
 	}
-	return f.Memory.Reserve(ctx, s, key, n)
-}
-
-// TestAppStoreFailure: when the app key's store fails, SendNothing sends nothing and leaves no
-// count on the request's key; SendUncounted sends and counts the request's key.
-func TestAppStoreFailure(t *testing.T) {
-	for _, policy := range []StoreErrorPolicy{SendNothing, SendUncounted} {
-		for _, paced := range []bool{false, true} {
-			clk := clock.NewManual(t0)
-			m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			b := &clockBase{clk: clk}
-			var reported []string
-			opts := []Option{WithStore(failOn{m, "app"}), WithRules(minute), WithAppRules("app", minute), WithStoreErrorPolicy(policy),
-				WithLogger(discard), WithErrorHandler(func(_ *http.Request, key string, _ error) { reported = append(reported, key) })}
-			if paced {
-				opts = append(opts, WithPacing())
-			}
-			tr := newTransport(t, b, opts...)
-			err = doKey(tr, context.Background(), "k")
-			used := usedOf(t, tr, "k")[0]
-			var se *StoreError
-			switch policy {
-			case SendNothing:
-				if !errors.As(err, &se) || se.Key != "app" || b.count() != 0 || used != 0 {
-					t.Errorf("fail closed, paced %v: %v, sent %d, k counts %d; want a StoreError on app, nothing sent or counted", paced, err, b.count(), used)
-				}
-			case SendUncounted:
-				if err != nil || b.count() != 1 || used != 1 || len(reported) != 1 || reported[0] != "app" {
-					t.Errorf("fail open, paced %v: %v, sent %d, k counts %d, reported %v", paced, err, b.count(), used, reported)
-				}
-			}
-		}
-	}
-}
-
-// TestHugeRetryAfter: a Retry-After far in the future pauses for MaxPause, and MaxPause cannot
-// exceed what stores keep.
-func TestHugeRetryAfter(t *testing.T) {
-	c, tr, a, _, _ := syncSetup(t, SyncConfig{})
-	srv, _ := upstreamtest.Counting(t, a.Serve)
-	a.Set(429, "Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT")
-	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
-	if s := status(t, tr, "t1"); !s.PausedUntil.Equal(t0.Add(DefaultMaxPause)) {
-		t.Fatalf("paused until %v, want t0 + %v", s.PausedUntil, DefaultMaxPause)
-	}
-	if _, err := New(nil, WithRules(minute), WithSync(SyncConfig{MaxPause: strategy.MaxWindow + 1})); err == nil {
-		t.Fatal("a MaxPause above strategy.MaxWindow was accepted")
-	}
+	hcancel()
+	<-head
 }

@@ -34,16 +34,6 @@ func (l *keyLog) at(i int) (string, time.Duration) {
 	return l.keys[i], l.b.sent[i].Sub(t0)
 }
 
-// waitFor polls cond, as waitSleepers does, and fails the test after 5 s of real time.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after 5s", what)
-		}
-	}
-}
-
 // TestAppFIFOServesBurstFirst: a burst of key A waiting for room at the app key is served
 // before single requests of other keys that arrive after it, although each single would fit
 // earlier (the app frees one slot a second); then the singles go in arrival order, one per

@@ -19,9 +19,9 @@ func (n noop) RoundTrip(*http.Request) (*http.Response, error) { return n.resp, 
 
 // noopStore is a store that keeps nothing and grants everything, allocating nothing: under it a
 // Transport's figures are its own work, the store's share taken out (BenchmarkTransport's
-// store=noop rows, TestRoundTripAllocs). In process, like the memory store, so that a paced
-// Transport over it has no degraded mode either; a Syncer, for WithSync. Use a pointer, one per
-// Transport: each is a store of its own (cache.SameStore).
+// store=noop rows, TestRoundTripAllocatesNothingOnTheCommonPath). In process, like the memory
+// store, so that a paced Transport over it has no degraded mode either; a Syncer, for WithSync. Use
+// a pointer, one per Transport: each is a store of its own (cache.SameStore).
 type noopStore struct{ _ byte }
 
 func (*noopStore) Record(context.Context, *engine.Strategy, string, int) error { return nil }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/costcheck"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
@@ -53,5 +54,15 @@ func TestTokenBucketGiveBackLessRefill(t *testing.T) {
 	}
 	if u := used(t, tr, "shop"); u != 4 {
 		t.Errorf("used %d after the give-back, want 4", u)
+	}
+}
+
+// TestTokenBucketNoGiveBackAfterRefill: see costcheck.TokenBucketGiveBack (memory store, virtual
+// time: a bucket refilled 1 a second, a mutation of 11 s): used stays 10, nothing given back.
+// The Redis store's case is in the Redis module's transporttest.
+func TestTokenBucketNoGiveBackAfterRefill(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	if u := costcheck.TokenBucketGiveBack(t, 1, func() { clk.Advance(11 * time.Second) }, ratemonitor.WithClock(clk)); u != 10 {
+		t.Errorf("used %d after the give-back, want 10 (the upstream's bucket is empty)", u)
 	}
 }

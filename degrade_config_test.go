@@ -75,7 +75,11 @@ func (o outageStore) Release(ctx context.Context, s *engine.Strategy, key string
 	return o.Store.Release(ctx, s, key, at, n)
 }
 
-func TestDegradeConfig(t *testing.T) {
+// TestDegradedConfigRefusedOrDefaulted: New refuses a DegradedConfig it cannot follow and a
+// policy that contradicts WithDegraded; the policy defaults to Degrade for a paced Transport
+// over a shared store (with a degrader) and to SendUncounted for a monitoring one; an explicit
+// policy stays; over an in-process store there is nothing to degrade from.
+func TestDegradedConfigRefusedOrDefaulted(t *testing.T) {
 	bad := map[string][]Option{
 		"share above 1":         {WithDegraded(DegradedConfig{Share: 1.5})},
 		"share negative":        {WithDegraded(DegradedConfig{Share: -0.25})},
@@ -89,10 +93,12 @@ func TestDegradeConfig(t *testing.T) {
 	}
 	st := newOutageStore(t, clock.Real())
 	for name, opts := range bad {
-		if tr, err := New(nil, append([]Option{WithRules(minute), WithStore(st), WithPacing()}, opts...)...); err == nil {
-			tr.Close()
-			t.Errorf("%s: New accepted it", name)
-		}
+		t.Run(name, func(t *testing.T) {
+			if tr, err := New(nil, append([]Option{WithRules(minute), WithStore(st), WithPacing()}, opts...)...); err == nil {
+				tr.Close()
+				t.Errorf("%s: New accepted it", name)
+			}
+		})
 	}
 	// Defaults: Degrade for paced Transports, SendUncounted for monitoring ones; WithDegraded
 	// chooses Degrade; explicit policies stay. (degradetest's TestDegradePolicies: what each
@@ -109,10 +115,12 @@ func TestDegradeConfig(t *testing.T) {
 		{"paced, fail open", []Option{WithPacing(), WithStoreErrorPolicy(SendUncounted)}, SendUncounted, false},
 		{"paced, fail closed", []Option{WithPacing(), WithStoreErrorPolicy(SendNothing)}, SendNothing, false},
 	} {
-		tr := newTransport(t, nil, append([]Option{WithRules(minute), WithStore(st)}, c.opts...)...)
-		if tr.policy != c.want || (tr.deg != nil) != c.deg {
-			t.Errorf("%s: policy %v, degrader %v; want %v, %v", c.name, tr.policy, tr.deg != nil, c.want, c.deg)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			tr := newTransport(t, nil, append([]Option{WithRules(minute), WithStore(st)}, c.opts...)...)
+			if tr.policy != c.want || (tr.deg != nil) != c.deg {
+				t.Errorf("%s: policy %v, degrader %v; want %v, %v", c.name, tr.policy, tr.deg != nil, c.want, c.deg)
+			}
+		})
 	}
 	// Over an in-process store there is nothing to degrade from.
 	if tr := newTransport(t, nil, WithRules(minute), WithPacing()); tr.policy != Degrade || tr.deg != nil {
@@ -120,10 +128,10 @@ func TestDegradeConfig(t *testing.T) {
 	}
 }
 
-// TestDegradeMasterChangedError: the Degraded event of a master change carries a
+// TestDegradeMasterChangeReportsBothMasters: the Degraded event of a master change carries a
 // masterChangedError naming both masters (degradetest's TestDegradeMasterChange checks the
 // behaviour over Redis, and the error's words).
-func TestDegradeMasterChangedError(t *testing.T) {
+func TestDegradeMasterChangeReportsBothMasters(t *testing.T) {
 	clk := clock.NewManual(t0)
 	st := newOutageStore(t, clk)
 	st.master.Store("127.0.0.1:1")
@@ -145,16 +153,17 @@ func TestDegradeMasterChangedError(t *testing.T) {
 	}
 }
 
-// TestDegradeCancelSettling: Transport.Reserve's slots reserved while degraded and cancelled
-// once the store answers again are cancelled while the degraded mode is settling, in another
-// generation, so the shared store keeps the carried-over count (degradetest's
-// TestDegradeCancelAcrossSwitch checks the count in Redis and sees the return only as the
-// Recovered event).
-func TestDegradeCancelSettling(t *testing.T) {
-	st := newOutageStore(t, clock.Real())
+// TestDegradeCancelWhileSettlingKeepsTheCarriedCount: Transport.Reserve's slots reserved while
+// degraded and cancelled once the store answers again are cancelled while the degraded mode is
+// settling, in another generation, so the shared store keeps the carried-over count (degradetest's
+// TestDegradeCancelAcrossSwitch checks the count in Redis and sees the return only as the Recovered
+// event).
+func TestDegradeCancelWhileSettlingKeepsTheCarriedCount(t *testing.T) {
+	clk := clock.NewManual(t0)
+	st := newOutageStore(t, clk)
 	const probe = 20 * time.Millisecond
 	rule := strategy.Rule{Limit: 20, Window: time.Minute}
-	tr := newTransport(t, nil, WithRules(rule), WithStore(st), WithPacing(),
+	tr := newTransport(t, nil, WithRules(rule), WithStore(st), WithPacing(), WithClock(clk),
 		WithDegraded(DegradedConfig{NoHoldBack: true, ProbeInterval: probe}), WithLogger(discard))
 	ctx := context.Background()
 	st.down.Store(true)
@@ -163,8 +172,9 @@ func TestDegradeCancelSettling(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.down.Store(false)
-	time.Sleep(probe)
-	if _, err := tr.AllocationUsed(ctx, "k"); err != nil { // probes: back, 3 carried over
+	clk.Advance(probe)
+	// A probe is due: this call probes, finds the store back and carries the 3 over.
+	if _, err := tr.AllocationUsed(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
 	tr.deg.mu.Lock()

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,9 +20,16 @@ import (
 // notLeaser is a store without cache.Leaser (as the SQLite and DynamoDB stores are).
 type notLeaser struct{ cache.Store }
 
-// TestInFlightOptions: bad n, the app option without app rules, a too short lease, a lease
-// without a limit and a store that holds no leases are errors at New naming the option.
-func TestInFlightOptions(t *testing.T) {
+// send sends a GET through tr with ctx and returns the response (body open) or error.
+func send(tr *Transport, ctx context.Context, url string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return (&http.Client{Transport: tr}).Do(req)
+}
+
+// TestInFlightOptionsRefusedNamingTheOption: bad n, the app option without app rules, a too short
+// lease, a lease without a limit and a store that holds no leases are errors at New naming the
+// option.
+func TestInFlightOptionsRefusedNamingTheOption(t *testing.T) {
 	m, err := cache.NewMemory(cache.MemoryConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -40,10 +47,12 @@ func TestInFlightOptions(t *testing.T) {
 		{[]Option{WithInFlightLease(time.Second)}, "WithInFlightLease: without WithInFlight"},
 		{[]Option{WithInFlight(5), WithStore(notLeaser{m})}, "WithInFlight(5): the store (ratemonitor.notLeaser) holds no in-flight leases (cache.Leaser); use the memory store (cache.Memory) or the Redis store (redisstore)"},
 	} {
-		_, err := New(nil, append([]Option{WithRules(minute)}, c.opts...)...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("New: %v, want an error containing %q", err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_, err := New(nil, append([]Option{WithRules(minute)}, c.opts...)...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New: %v, want an error containing %q", err, c.want)
+			}
+		})
 	}
 	// The whole message, over a store that holds no leases (the SQLite store's refusal is
 	// checked in cache/sqlitestore/internal/transporttest).
@@ -53,16 +62,10 @@ func TestInFlightOptions(t *testing.T) {
 	}
 }
 
-// send sends a GET through tr with ctx and returns the response (body open) or error.
-func send(tr *Transport, ctx context.Context, url string) (*http.Response, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	return (&http.Client{Transport: tr}).Do(req)
-}
-
-// TestInFlightBody: a slot is held until the body is closed or read to EOF; a waiter, in
-// monitoring mode, is woken by a local release without the clock moving; a body-less
+// TestInFlightSlotHeldUntilTheBodyEnds: a slot is held until the body is closed or read to EOF; a
+// waiter, in monitoring mode, is woken by a local release without the clock moving; a body-less
 // response frees at once; a request error frees; a cancelled waiter holds nothing.
-func TestInFlightBody(t *testing.T) {
+func TestInFlightSlotHeldUntilTheBodyEnds(t *testing.T) {
 	clk := clock.NewManual(t0)
 	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
@@ -147,49 +150,59 @@ func TestInFlightBody(t *testing.T) {
 	}
 }
 
-// TestInFlightPacedDeadline: under pacing, a request whose in-flight slot is taken and whose
-// rate needs a wait past its deadline fails at once with a *DeadlineError; one whose rate has
-// room waits for the slot and ends with the context's error; neither holds anything after.
-func TestInFlightPacedDeadline(t *testing.T) {
+// TestInFlightPacedDeadlineRefusesAtOnceOrWaitsForTheSlot: under pacing, a request whose in-flight
+// slot is taken and whose rate needs a wait past its deadline fails at once with a *DeadlineError;
+// one whose rate has room waits for the slot and ends with the context's error; neither holds
+// anything after.
+func TestInFlightPacedDeadlineRefusesAtOnceOrWaitsForTheSlot(t *testing.T) {
 	clk := clock.NewManual(t0)
 	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
 	for _, c := range []struct {
-		limit int
-		want  func(error) bool
+		name    string
+		limit   int
+		timeout time.Duration
+		want    func(error) bool
 	}{
-		{1, func(err error) bool { var de *DeadlineError; return errors.As(err, &de) && de.Wait == time.Minute }},
-		{10, func(err error) bool {
+		// The rate's next slot is a minute away (the manual clock never moves here), past the
+		// 30 s deadline: refused at once, while the context still runs.
+		{"rate past the deadline", 1, 30 * time.Second, func(err error) bool {
+			var de *DeadlineError
+			return errors.As(err, &de) && de.Wait == time.Minute
+		}},
+		// The rate has room: the request waits for the slot until its context ends.
+		{"rate with room", 10, 100 * time.Millisecond, func(err error) bool {
 			var de *DeadlineError
 			return errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &de)
 		}},
 	} {
-		tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: c.limit, Window: time.Minute}), WithClock(clk), WithPacing(), WithInFlight(1))
-		a, err := send(tr, context.Background(), up.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		start := time.Now()
-		_, err = send(tr, ctx, up.URL)
-		took := time.Since(start)
-		cancel()
-		if !c.want(err) {
-			t.Errorf("limit %d: %v, want the other kind of error", c.limit, err)
-		}
-		if c.limit == 1 && took > 50*time.Millisecond {
-			t.Errorf("limit 1: the DeadlineError took %v, want it at once", took)
-		}
-		if n, q, used := tr.InFlight(key), tr.Queued(inflightQueue+key), usedOf(t, tr, key)[0]; n != 1 || q != 0 || used != 1 {
-			t.Errorf("limit %d: InFlight %d, Queued %d, used %d, want 1, 0, 1 (only a's)", c.limit, n, q, used)
-		}
-		a.Body.Close()
-		tr.Close()
+		t.Run(c.name, func(t *testing.T) {
+			tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: c.limit, Window: time.Minute}), WithClock(clk), WithPacing(), WithInFlight(1))
+			a, err := send(tr, context.Background(), up.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Body.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+			_, err = send(tr, ctx, up.URL)
+			ended := ctx.Err()
+			cancel()
+			if !c.want(err) {
+				t.Errorf("limit %d: %v, want the other kind of error", c.limit, err)
+			}
+			if c.limit == 1 && ended != nil {
+				t.Errorf("limit 1: the DeadlineError came once the context had ended (%v), want it at once", ended)
+			}
+			if n, q, used := tr.InFlight(key), tr.Queued(inflightQueue+key), usedOf(t, tr, key)[0]; n != 1 || q != 0 || used != 1 {
+				t.Errorf("limit %d: InFlight %d, Queued %d, used %d, want 1, 0, 1 (only a's)", c.limit, n, q, used)
+			}
+		})
 	}
 }
 
-// TestInFlightApp: the app key's slots are shared by every key; InFlight reports them.
-func TestInFlightApp(t *testing.T) {
+// TestInFlightAppSlotsSharedByEveryKey: the app key's slots are shared by every key; InFlight
+// reports them.
+func TestInFlightAppSlotsSharedByEveryKey(t *testing.T) {
 	clk := clock.NewManual(t0)
 	up, _, _ := upstreamtest.InFlight(t)
 	tr := newTransport(t, nil, WithRules(minute), WithClock(clk), WithPacing(), WithKeyFunc(KeyByHeader("Tenant", nil)),
@@ -227,121 +240,63 @@ func TestInFlightApp(t *testing.T) {
 	}
 }
 
-// TestInFlightRenewal: while a body is open its lease is renewed (here every 250 ms of a 1 s
-// lease, on the manual clock), so after 3 s no other holder can take its slot; after Close
-// nothing is renewed and the slot frees at its lease's expiry, as a crashed process's would.
-func TestInFlightRenewal(t *testing.T) {
-	clk := clock.NewManual(t0)
-	store, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+// TestQueuedCountsInFlightWaiters: Queued(key) ("how many requests are waiting for a slot on
+// key", the only figure a dashboard has for waiters) counts the requests waiting for an
+// in-flight slot too: with WithInFlight(1) and one request holding the slot, three more wait,
+// and Queued says 3 (it said 0 before issue 15's fix).
+func TestQueuedCountsInFlightWaiters(t *testing.T) {
 	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
-	tr, err := New(nil, WithRules(minute), WithStore(store), WithInFlight(1), WithInFlightLease(time.Second))
+	tr := newTransport(t, nil, WithRules(minute), WithPacing(), WithInFlight(1))
+	first, err := send(tr, context.Background(), up.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := send(tr, context.Background(), up.URL)
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if resp, err := send(tr, ctx, up.URL); err == nil {
+				resp.Body.Close()
+			}
+		}()
 	}
-	defer a.Body.Close()
-	other := func() bool {
-		l, err := store.AcquireLease(context.Background(), key, 1, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.Acquired() {
-			store.ReleaseLease(context.Background(), key, l.ID)
-		}
-		return l.Acquired()
-	}
-	for i := 1; i <= 12; i++ {
-		waitFor(t, "the renewer to sleep", func() bool { n, ok := clk.Next(); return ok && n.Equal(clk.Now().Add(250*time.Millisecond)) })
-		clk.Advance(250 * time.Millisecond)
-		// The renewer has renewed when it sleeps again.
-		waitFor(t, "the renewal", func() bool { n, ok := clk.Next(); return ok && n.Equal(clk.Now().Add(250*time.Millisecond)) })
-		if other() {
-			t.Fatalf("at +%v: another holder took the slot of a request in flight", time.Duration(i)*250*time.Millisecond)
-		}
-	}
-	tr.Close()
-	if clk.Sleepers() != 0 {
-		t.Fatalf("after Close: %d sleepers, want the renewer gone", clk.Sleepers())
-	}
-	clk.Advance(time.Second - time.Microsecond)
-	if other() {
-		t.Fatal("the slot freed before its lease's expiry")
-	}
-	clk.Advance(time.Microsecond)
-	if !other() {
-		t.Fatal("the slot did not free at its lease's expiry after Close")
+	waitFor(t, "3 requests to wait for the in-flight slot", func() bool { return tr.Queued(inflightQueue+key) == 3 })
+	got := tr.Queued(key)
+	cancel()
+	wg.Wait()
+	first.Body.Close()
+	if got != 3 {
+		t.Errorf("Queued(%q) = %d with 3 requests waiting for its in-flight slot, want 3", key, got)
 	}
 }
 
-// TestInFlightConcurrent: 24 goroutines × 5 requests through one Transport with
-// WithInFlight(3) (paced and not): the upstream never sees more than 3 at once, and every
+// TestInFlightNeverAboveTheLimitUnderConcurrency: 24 goroutines × 5 requests through one Transport
+// with WithInFlight(3) (paced and not): the upstream never sees more than 3 at once, and every
 // request succeeds.
-func TestInFlightConcurrent(t *testing.T) {
+func TestInFlightNeverAboveTheLimitUnderConcurrency(t *testing.T) {
 	for _, paced := range []bool{false, true} {
-		up, _, most := upstreamtest.InFlight(t)
-		opts := []Option{WithRules(strategy.Rule{Limit: 1000, Window: time.Minute}), WithInFlight(3)}
-		if paced {
-			opts = append(opts, WithPacing())
-		}
-		tr := newTransport(t, nil, opts...)
-		upstreamtest.ConcurrentRun(t, []*Transport{tr}, up.URL, 24, 5)
-		if most.Load() > 3 || most.Load() < 1 {
-			t.Errorf("paced %v: the upstream saw %d in flight at most, want 1..3", paced, most.Load())
-		}
+		t.Run(map[bool]string{false: "monitoring", true: "paced"}[paced], func(t *testing.T) {
+			up, _, most := upstreamtest.InFlight(t)
+			opts := []Option{WithRules(strategy.Rule{Limit: 1000, Window: time.Minute}), WithInFlight(3)}
+			if paced {
+				opts = append(opts, WithPacing())
+			}
+			tr := newTransport(t, nil, opts...)
+			upstreamtest.ConcurrentRun(t, []*Transport{tr}, up.URL, 24, 5)
+			if most.Load() > 3 || most.Load() < 1 {
+				t.Errorf("paced %v: the upstream saw %d in flight at most, want 1..3", paced, most.Load())
+			}
+		})
 	}
 }
 
-// TestInFlightStoreError: when the store cannot take a lease (here: closed), SendUncounted sends
-// without a slot and reports the error (lease and record: 2), SendNothing sends nothing and
-// returns a *StoreError, reported once.
-func TestInFlightStoreError(t *testing.T) {
-	for _, policy := range []StoreErrorPolicy{SendUncounted, SendNothing} {
-		m, err := cache.NewMemory(cache.MemoryConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		up, hits := upstreamtest.Counting(t, nil)
-		var reported atomic.Int64
-		tr := newTransport(t, nil, WithRules(minute), WithStore(m), WithInFlight(1), WithStoreErrorPolicy(policy), WithLogger(discard),
-			WithErrorHandler(func(_ *http.Request, _ string, err error) {
-				if errors.Is(err, cache.ErrClosed) {
-					reported.Add(1)
-				}
-			}))
-		m.Close()
-		r, err := send(tr, context.Background(), up.URL)
-		var se *StoreError
-		switch policy {
-		case SendUncounted:
-			if err != nil || hits.Load() != 1 || reported.Load() != 2 {
-				t.Errorf("fail open: %v, hits %d, reported %d, want sent, 1, 2", err, hits.Load(), reported.Load())
-			}
-			if err == nil {
-				r.Body.Close()
-			}
-		case SendNothing:
-			if !errors.As(err, &se) || hits.Load() != 0 || reported.Load() != 1 {
-				t.Errorf("fail closed: %v, hits %d, reported %d, want a *StoreError, 0, 1", err, hits.Load(), reported.Load())
-			}
-		}
-		if n := tr.InFlight(strings.TrimPrefix(up.URL, "http://")); n != 0 {
-			t.Errorf("%v: InFlight %d, want 0", policy, n)
-		}
-	}
-}
-
-// TestInFlightStacked: two Transports stacked over one store, both WithInFlight(2) on the same
-// key, hold one slot per request (the outer's), not one per layer: two bodies open at once,
-// the inner holding none; a third waits.
-func TestInFlightStacked(t *testing.T) {
+// TestInFlightStackedHoldsOneSlotPerRequest: two Transports stacked over one store, both
+// WithInFlight(2) on the same key, hold one slot per request (the outer's), not one per layer: two
+// bodies open at once, the inner holding none; a third waits.
+func TestInFlightStackedHoldsOneSlotPerRequest(t *testing.T) {
 	clk := clock.NewManual(t0)
 	m, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
@@ -352,8 +307,8 @@ func TestInFlightStacked(t *testing.T) {
 	key := strings.TrimPrefix(up.URL, "http://")
 	inner := newTransport(t, nil, WithRules(strategy.Rule{Limit: 100, Window: time.Hour}), WithStore(m), WithInFlight(2))
 	outer := newTransport(t, inner, WithRules(minute), WithStore(m), WithInFlight(2))
-	// With a slot per layer, b would wait for ever: 5 s bounds it.
-	bounded, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	// With a slot per layer, b would wait for ever: waitLimit bounds it.
+	bounded, stop := context.WithTimeout(context.Background(), waitLimit)
 	defer stop()
 	a, err := send(outer, bounded, up.URL)
 	if err != nil {

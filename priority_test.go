@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,7 +58,7 @@ func (h *prioQueue) add(ctx context.Context, name string, p Priority) {
 
 func (h *prioQueue) waitFor(cond func() bool) {
 	h.t.Helper()
-	limit := time.Now().Add(10 * time.Second)
+	limit := time.Now().Add(waitLimit)
 	for !cond() {
 		if time.Now().After(limit) {
 			h.t.Fatal("timed out waiting for the queue")
@@ -93,9 +96,9 @@ func paced1per10s(t *testing.T) (*Transport, *clock.Manual) {
 
 func onK(string) string { return "k" }
 
-// TestPriorityOrder: the head keeps its turn; then interactive, normal and batch waiters are
-// served in that order, each priority in arrival order, one per 10 s.
-func TestPriorityOrder(t *testing.T) {
+// TestPriorityServesInteractiveThenNormalThenBatch: the head keeps its turn; then interactive,
+// normal and batch waiters are served in that order, each priority in arrival order, one per 10 s.
+func TestPriorityServesInteractiveThenNormalThenBatch(t *testing.T) {
 	tr, clk := paced1per10s(t)
 	h := newPrioQueue(t, tr, clk, "k", onK)
 	ctx := context.Background()
@@ -115,25 +118,27 @@ func TestPriorityOrder(t *testing.T) {
 	}
 }
 
-// TestPriorityFIFOWithin: waiters of one priority, whatever it is, are served in arrival
-// order, as waiters without a priority always were.
-func TestPriorityFIFOWithin(t *testing.T) {
+// TestPriorityKeepsArrivalOrderWithinAPriority: waiters of one priority, whatever it is, are served
+// in arrival order, as waiters without a priority always were.
+func TestPriorityKeepsArrivalOrderWithinAPriority(t *testing.T) {
 	for _, p := range []Priority{PriorityBatch, PriorityNormal, PriorityInteractive} {
-		tr, clk := paced1per10s(t)
-		h := newPrioQueue(t, tr, clk, "k", onK)
-		for i := range 6 {
-			h.add(context.Background(), fmt.Sprint(i), p)
-		}
-		if got := h.run(); got != "0 1 2 3 4 5" {
-			t.Errorf("%v: served %s, want 0 1 2 3 4 5", p, got)
-		}
+		t.Run(p.String(), func(t *testing.T) {
+			tr, clk := paced1per10s(t)
+			h := newPrioQueue(t, tr, clk, "k", onK)
+			for i := range 6 {
+				h.add(context.Background(), fmt.Sprint(i), p)
+			}
+			if got := h.run(); got != "0 1 2 3 4 5" {
+				t.Errorf("%v: served %s, want 0 1 2 3 4 5", p, got)
+			}
+		})
 	}
 }
 
-// TestPriorityStarvationBound: batch waiters are passed by exactly MaxOvertakes interactive
-// waiters that arrived after them, then served; the younger batch waiter is not passed beyond
-// the bound either, and the rest of the interactive waiters follow.
-func TestPriorityStarvationBound(t *testing.T) {
+// TestPriorityPassesABatchWaiterAtMostMaxOvertakesTimes: batch waiters are passed by exactly
+// MaxOvertakes interactive waiters that arrived after them, then served; the younger batch waiter
+// is not passed beyond the bound either, and the rest of the interactive waiters follow.
+func TestPriorityPassesABatchWaiterAtMostMaxOvertakesTimes(t *testing.T) {
 	if MaxOvertakes != 8 {
 		t.Fatalf("MaxOvertakes %d: the documented bound is 8", MaxOvertakes)
 	}
@@ -152,10 +157,10 @@ func TestPriorityStarvationBound(t *testing.T) {
 	}
 }
 
-// TestPriorityCancel: waiters of each priority, and the head, that give up leave the queue
-// consistent: the count drops by one each time, the others keep their order, the next head
-// takes the turn, and nothing is left queued or asleep.
-func TestPriorityCancel(t *testing.T) {
+// TestPriorityCancelLeavesTheQueueConsistent: waiters of each priority, and the head, that give up
+// leave the queue consistent: the count drops by one each time, the others keep their order, the
+// next head takes the turn, and nothing is left queued or asleep.
+func TestPriorityCancelLeavesTheQueueConsistent(t *testing.T) {
 	tr, clk := paced1per10s(t)
 	h := newPrioQueue(t, tr, clk, "k", onK)
 	ctx := context.Background()
@@ -195,82 +200,9 @@ func TestPriorityCancel(t *testing.T) {
 	}
 }
 
-// TestPriorityDeadline: the deadline check counts the waiters that would get their turn first:
-// an interactive newcomer only waits for the head, so it fits a deadline a FIFO place would
-// miss, and a batch newcomer waits for everyone.
-func TestPriorityDeadline(t *testing.T) {
-	clk := clock.NewManual(t0)
-	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 4, Window: time.Minute}), WithPacing(), WithClock(clk))
-	ctx := context.Background()
-	for i := range 4 { // slots free at t0+60s, +70s, +80s, +90s
-		if i > 0 {
-			clk.Advance(10 * time.Second)
-		}
-		if _, err := tr.Reserve(ctx, "k", 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Now t0+30s: 1 slot takes 30 s, 2 take 40 s, 3 take 50 s, 4 take 60 s.
-	h := newPrioQueue(t, tr, clk, "k", onK)
-	h.add(ctx, "H", PriorityNormal)
-	h.add(ctx, "B1", PriorityBatch)
-	h.add(ctx, "B2", PriorityBatch)
-	dl := func(d time.Duration) context.Context {
-		c, cancel := context.WithTimeout(ctx, d)
-		t.Cleanup(cancel)
-		return c
-	}
-	// Behind H alone: 2 slots, 40 s. In arrival order it would be 4 slots, 60 s.
-	h.add(dl(45*time.Second), "I", PriorityInteractive)
-	var de *DeadlineError
-	// A normal newcomer goes after H and I: 3 slots, 50 s.
-	if _, err := tr.Reserve(WithPriority(dl(45*time.Second), PriorityNormal), "k", 1); !errors.As(err, &de) || de.Wait != 50*time.Second {
-		t.Errorf("normal newcomer: %v, want a DeadlineError with a wait of 50s", err)
-	}
-	// A batch newcomer goes after all four: 5 slots, more than the limit of 4: the first goes in
-	// 30 s and the fifth a window after it, 90 s (pacing_bound.go).
-	if _, err := tr.Reserve(WithPriority(dl(55*time.Second), PriorityBatch), "k", 1); !errors.As(err, &de) || de.Wait != 90*time.Second {
-		t.Errorf("batch newcomer: %v, want a DeadlineError with a wait of 90s", err)
-	}
-	if n := tr.Queued("k"); n != 4 {
-		t.Errorf("%d queued, want 4: the refused newcomers must leave", n)
-	}
-	if got, want := h.run(), "H I B1 B2"; got != want {
-		t.Errorf("served %s, want %s", got, want)
-	}
-}
-
-// TestServedBeforeAging: the deadline check's count follows the aging rule too: a batch waiter
-// passed MaxOvertakes-1 times goes before a normal newcomer once one more interactive waiter has
-// passed it.
-func TestServedBeforeAging(t *testing.T) {
-	mk := func(n int, p Priority, overtaken int) *waiter {
-		return &waiter{n: n, prio: p, overtaken: overtaken, turn: make(chan struct{})}
-	}
-	head := mk(1, PriorityNormal, 0)
-	b := mk(2, PriorityBatch, MaxOvertakes-1)
-	i := mk(4, PriorityInteractive, 0)
-	n := mk(8, PriorityNormal, 0)
-	if got := servedBefore([]*waiter{head, b, i, n}, head, n); got != 7 {
-		t.Errorf("served before the newcomer: %d requests, want 7 (head 1, interactive 4, aged batch 2)", got)
-	}
-	b.overtaken = MaxOvertakes - 2
-	if got := servedBefore([]*waiter{head, b, i, n}, head, n); got != 5 {
-		t.Errorf("served before the newcomer: %d requests, want 5 (head 1, interactive 4)", got)
-	}
-	if b.overtaken != MaxOvertakes-2 || i.overtaken != 0 {
-		t.Error("servedBefore changed the queue")
-	}
-	// One priority behind a head of another: arrival order, everyone before the newcomer.
-	b2, b3 := mk(2, PriorityBatch, 0), mk(16, PriorityBatch, 0)
-	if got := servedBefore([]*waiter{head, b, b2, b3}, head, b3); got != 5 {
-		t.Errorf("one priority: %d requests before the newcomer, want 5 (head 1, batch 2 and 2)", got)
-	}
-}
-
-// TestPriorityAppQueue: at the app key (WithAppRules), waiters of different keys take turns by
-// priority too, each priority in the order it reached the app key.
-func TestPriorityAppQueue(t *testing.T) {
+// TestPriorityOrdersTheAppKeysQueue: at the app key (WithAppRules), waiters of different keys take
+// turns by priority too, each priority in the order it reached the app key.
+func TestPriorityOrdersTheAppKeysQueue(t *testing.T) {
 	clk := clock.NewManual(t0)
 	tr := newTransport(t, nil, WithRules(minute), WithAppRules("app", strategy.Rule{Limit: 1, Window: 10 * time.Second}),
 		WithPacing(), WithClock(clk))
@@ -291,10 +223,10 @@ func TestPriorityAppQueue(t *testing.T) {
 	}
 }
 
-// TestPriorityRace: many goroutines of three priorities reserve on one key, some giving up
-// midway; every one that does not give up is served, no waiter is ever passed beyond
-// MaxOvertakes, and the queue ends empty.
-func TestPriorityRace(t *testing.T) {
+// TestPriorityUnderRaceServesEveryoneWithinTheBound: many goroutines of three priorities reserve on
+// one key, some giving up midway; every one that does not give up is served, no waiter is ever
+// passed beyond MaxOvertakes, and the queue ends empty.
+func TestPriorityUnderRaceServesEveryoneWithinTheBound(t *testing.T) {
 	const goroutines, each = 48, 5
 	clk := clock.NewManual(t0)
 	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 5, Window: time.Second, Granularity: 10 * time.Millisecond}),
@@ -374,4 +306,101 @@ func (t *Transport) mostOvertaken(key string) int {
 		}
 	}
 	return most
+}
+
+// TestPriorityOvertakesBoundAcrossInFlightQueue: Priority's doc promises "under a steady stream
+// of interactive requests a batch waiter at the front of the queue gets the turn after at most
+// MaxOvertakes of them". With WithInFlight a paced request waits in two queues of its key, the
+// in-flight one and then the rate one: the bound holds over both (the passes of the first
+// queue are carried into the second), so a batch request B, queued right behind one normal
+// request, is sent after at most MaxOvertakes interactive requests that arrived after it (2 ·
+// MaxOvertakes before issue 15's fix, the bound counted afresh in each queue). Virtual time: 1
+// request per second, WithInFlight(3).
+func TestPriorityOvertakesBoundAcrossInFlightQueue(t *testing.T) {
+	clk := clock.NewManual(t0)
+	var mu sync.Mutex
+	var order []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		order = append(order, r.Header.Get("X-Name"))
+		mu.Unlock()
+	}))
+	defer up.Close()
+	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 1, Window: time.Second}), WithPacing(), WithClock(clk),
+		WithInFlight(3), WithKeyFunc(func(*http.Request) string { return "k" }))
+	if _, err := tr.Reserve(context.Background(), "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	const iq = inflightQueue + "k"
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	total := 0
+	start := func(name string, p Priority, cond func() bool) {
+		total++
+		wg.Go(func() {
+			defer done.Add(1)
+			req, _ := http.NewRequestWithContext(WithPriority(context.Background(), p), http.MethodGet, up.URL, nil)
+			req.Header.Set("X-Name", name)
+			resp, err := (&http.Client{Transport: tr}).Do(req)
+			if err != nil {
+				t.Error(name, err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+		limit := time.Now().Add(waitLimit)
+		for !cond() {
+			if time.Now().After(limit) {
+				t.Fatalf("%s never queued (rate %d, in-flight %d)", name, tr.queued("k"), tr.Queued(iq))
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	start("H1", PriorityNormal, func() bool { return tr.queued("k") == 1 })
+	start("H2", PriorityNormal, func() bool { return tr.queued("k") == 2 })
+	start("H3", PriorityNormal, func() bool { return tr.queued("k") == 3 })
+	start("X", PriorityNormal, func() bool { return tr.Queued(iq) == 1 })
+	start("B", PriorityBatch, func() bool { return tr.Queued(iq) == 2 })
+	for i := 1; i <= 20; i++ {
+		start(fmt.Sprintf("I%d", i), PriorityInteractive, func() bool { return tr.Queued(iq) == 2+i })
+	}
+	limit := time.Now().Add(time.Minute) // it takes a fraction of a second: this only ends a hang
+	for done.Load() < int64(total) && time.Now().Before(limit) {
+		want := 0
+		if tr.queued("k") > 0 {
+			want++
+		}
+		if tr.Queued(iq) > 0 {
+			want++
+		}
+		if tr.InFlight("k") > 0 {
+			want++ // the lease renewal loop
+		}
+		if int(done.Load())+tr.queued("k")+tr.Queued(iq) == total && clk.Sleepers() == want && want > 0 {
+			if at, ok := clk.Next(); ok {
+				clk.Set(at)
+			}
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	if done.Load() < int64(total) {
+		t.Fatalf("not done: %d of %d", done.Load(), total)
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	passed := 0
+	for _, n := range order {
+		if n == "B" {
+			break
+		}
+		if strings.HasPrefix(n, "I") {
+			passed++
+		}
+	}
+	t.Logf("order: %s (passed %d)", strings.Join(order, " "), passed)
+	if passed > MaxOvertakes {
+		t.Errorf("B (batch) was sent after %d interactive requests that arrived after it, want at most MaxOvertakes (%d): %s", passed, MaxOvertakes, strings.Join(order, " "))
+	}
 }

@@ -2,18 +2,22 @@ package ratemonitor
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // sendNow sends one paced request on key with ctx and fails the test if it does not go at
 // once: if it sleeps on the clock (the manual clock never moves here, so a wait never ends) or
-// stays queued on its key for 200 ms (a request passes through its key's queue on the way
-// when there are app rules, so a moment in it is no wait). It is then cancelled, so the test
-// cannot hang.
+// stays queued on its key for 5 s of real time (a request passes through its key's queue on
+// the way when there are app rules, so a moment in it is no wait; 5 s is generous so that a
+// loaded machine does not fail it). It is then cancelled, so the test cannot hang.
 func sendNow(t *testing.T, tr *Transport, clk *clock.Manual, ctx context.Context, key string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
@@ -22,7 +26,7 @@ func sendNow(t *testing.T, tr *Transport, clk *clock.Manual, ctx context.Context
 	done := make(chan error, 1)
 	go func() { done <- doKey(tr, ctx, key) }()
 	var queuedSince time.Time
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(time.Millisecond) {
 		select {
 		case err := <-done:
 			if err != nil {
@@ -37,11 +41,71 @@ func sendNow(t *testing.T, tr *Transport, clk *clock.Manual, ctx context.Context
 		} else if queuedSince.IsZero() {
 			queuedSince = time.Now()
 		}
-		if (q > 0 && time.Since(queuedSince) > 200*time.Millisecond) || s > sleepers || time.Now().After(deadline) {
+		if (q > 0 && time.Since(queuedSince) > 5*time.Second) || s > sleepers || time.Now().After(deadline) {
 			cancel()
 			<-done
 			t.Fatalf("the request on %q does not go at once: %d queued on its key, %d asleep on the clock (%d before)", key, q, s, sleepers)
 		}
+	}
+}
+
+// TestReservationSpendsItsSlotsAndCancelReturnsTheRest: requests sent with a Reservation's
+// context spend its slots instead of being counted again; Cancel gives back the slots not
+// spent (once: a second Cancel changes nothing); a request on a spent reservation, or on one
+// for another key, is counted as usual; a reservation above the limit, or of 0, is refused.
+func TestReservationSpendsItsSlotsAndCancelReturnsTheRest(t *testing.T) {
+	clk := clock.NewManual(t0)
+	srv, hits := upstreamtest.Counting(t, nil)
+	key := strings.TrimPrefix(srv.URL, "http://")
+	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 10, Window: time.Minute}), WithPacing(), WithClock(clk))
+	ctx := context.Background()
+	r, err := tr.Reserve(ctx, key, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: tr}
+	for range 2 {
+		req, _ := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if u := usedOf(t, tr, key)[0]; u != 5 || r.Remaining() != 3 || hits.Load() != 2 {
+		t.Fatalf("after 2 sends on a reservation of 5: used %d, remaining %d, hits %d", u, r.Remaining(), hits.Load())
+	}
+	if err := r.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if u := usedOf(t, tr, key)[0]; u != 2 {
+		t.Errorf("after Cancel: used %d, want 2 (spent slots stay counted)", u)
+	}
+	if err := r.Cancel(ctx); err != nil || usedOf(t, tr, key)[0] != 2 {
+		t.Errorf("second Cancel changed the count")
+	}
+	req, _ := http.NewRequestWithContext(r.Context(ctx), http.MethodGet, srv.URL, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if u := usedOf(t, tr, key)[0]; u != 3 {
+		t.Errorf("a request on a spent reservation must be counted as usual: used %d, want 3", u)
+	}
+	// A reservation for another key is ignored.
+	r2, _ := tr.Reserve(ctx, "other", 1)
+	req, _ = http.NewRequestWithContext(r2.Context(ctx), http.MethodGet, srv.URL, nil)
+	resp, _ = c.Do(req)
+	resp.Body.Close()
+	if u := usedOf(t, tr, key)[0]; u != 4 || r2.Remaining() != 1 {
+		t.Errorf("used %d, other reservation remaining %d", u, r2.Remaining())
+	}
+	if _, err := tr.Reserve(ctx, key, 11); !errors.Is(err, strategy.ErrBurstTooLarge) {
+		t.Errorf("reserve 11 of 10: %v", err)
+	}
+	if _, err := tr.Reserve(ctx, key, 0); !errors.Is(err, strategy.ErrInvalidBurst) {
+		t.Errorf("reserve 0: %v", err)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
-	"github.com/ratemonitor/ratemonitor/observe"
 )
 
 // passRT is a user's base RoundTripper around net/http (logging, tracing): not an
@@ -54,49 +53,51 @@ func TestReusedResponseContextCounted(t *testing.T) {
 	defer http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	key := srv.Listener.Addr().String()
 	for _, shared := range []bool{false, true} {
-		mem, err := cache.NewMemory(cache.MemoryConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := New(passRT{http.DefaultTransport}, WithRules(minute), WithStore(mem))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var other *Transport
-		if shared {
-			if other, err = New(nil, WithRules(minute), WithStore(mem)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c := &http.Client{Transport: tr}
-		if sent, got := paginate(t, c, srv.URL+"/page", 10), usedOf(t, tr, key)[0]; got != 10 || sent != 10 {
-			t.Errorf("shared=%v: %d requests reached the upstream, %d counted, want 10 and 10", shared, sent, got)
-		}
-		if shared {
-			// The first client's response context, through the other client over the store.
-			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/once", nil)
-			resp, err := c.Do(req)
+		t.Run(map[bool]string{false: "alone", true: "shared"}[shared], func(t *testing.T) {
+			mem, err := cache.NewMemory(cache.MemoryConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp.Body.Close()
-			if m := markFrom(resp.Request.Context()); m == nil || !m.done.Load() {
-				t.Errorf("shared store: the response's request carries mark %v, want one marked done", m)
-			}
-			req2, _ := http.NewRequestWithContext(resp.Request.Context(), http.MethodGet, srv.URL+"/other", nil)
-			resp2, err := (&http.Client{Transport: other}).Do(req2)
+			tr, err := New(passRT{http.DefaultTransport}, WithRules(minute), WithStore(mem))
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp2.Body.Close()
-			if got := usedOf(t, tr, key)[0]; got != 12 {
-				t.Errorf("after 11 through the first client and 1 through the other on its response's context: used %d, want 12", got)
+			var other *Transport
+			if shared {
+				if other, err = New(nil, WithRules(minute), WithStore(mem)); err != nil {
+					t.Fatal(err)
+				}
 			}
-			other.Close()
-		}
-		runtime.KeepAlive(other)
-		tr.Close()
-		mem.Close()
+			c := &http.Client{Transport: tr}
+			if sent, got := paginate(t, c, srv.URL+"/page", 10), usedOf(t, tr, key)[0]; got != 10 || sent != 10 {
+				t.Errorf("shared=%v: %d requests reached the upstream, %d counted, want 10 and 10", shared, sent, got)
+			}
+			if shared {
+				// The first client's response context, through the other client over the store.
+				req, _ := http.NewRequest(http.MethodGet, srv.URL+"/once", nil)
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if m := markFrom(resp.Request.Context()); m == nil || !m.done.Load() {
+					t.Errorf("shared store: the response's request carries mark %v, want one marked done", m)
+				}
+				req2, _ := http.NewRequestWithContext(resp.Request.Context(), http.MethodGet, srv.URL+"/other", nil)
+				resp2, err := (&http.Client{Transport: other}).Do(req2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp2.Body.Close()
+				if got := usedOf(t, tr, key)[0]; got != 12 {
+					t.Errorf("after 11 through the first client and 1 through the other on its response's context: used %d, want 12", got)
+				}
+				other.Close()
+			}
+			runtime.KeepAlive(other)
+			tr.Close()
+			mem.Close()
+		})
 	}
 }
 
@@ -125,7 +126,7 @@ func (g *heldRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // Guards the in-flight mark's lifetime (inflightMark.done, inflight_stack.go): requests built
 // on an earlier response's request context do not skip their slot as "held further out".
 // Before the fix, with another Transport over the store, WithInFlight(1) let all 3 go at once.
-func TestReusedResponseContextInFlight(t *testing.T) {
+func TestReusedResponseContextTakesItsOwnInFlightSlot(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(map[bool]string{false: "alone", true: "shared"}[shared], func(t *testing.T) {
 			mem, err := cache.NewMemory(cache.MemoryConfig{})
@@ -159,7 +160,7 @@ func TestReusedResponseContextInFlight(t *testing.T) {
 			var failed atomic.Int32
 			for range 3 {
 				wg.Go(func() {
-					c, cancel := context.WithTimeout(ctx, 10*time.Second)
+					c, cancel := context.WithTimeout(ctx, waitLimit)
 					defer cancel()
 					r, _ := http.NewRequestWithContext(c, http.MethodGet, "https://api.example.com/", nil)
 					resp, err := tr.RoundTrip(r)
@@ -176,72 +177,5 @@ func TestReusedResponseContextInFlight(t *testing.T) {
 			}
 			runtime.KeepAlive(other)
 		})
-	}
-}
-
-// selfObserver is an observer that keeps its Transport (to read its Status on a refusal, say).
-type selfObserver struct{ t *Transport }
-
-func (*selfObserver) Observe(observe.Event) {}
-
-// Guards storeuse.go's count holding no strong reference to a store: the memory store New makes
-// holds the observer, and an observer holding its Transport closed a loop from the count's
-// global map, so that a closed, unreferenced Transport was never collected (its cleanups never
-// ran, its count never left).
-func TestClosedTransportCollectedWithSelfObserver(t *testing.T) {
-	var collected atomic.Int32
-	func() {
-		o := &selfObserver{}
-		tr, err := New(nil, WithRules(minute), WithObserver(o))
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.t = tr
-		runtime.AddCleanup(tr, func(c *atomic.Int32) { c.Add(1) }, &collected)
-		tr.Close()
-	}()
-	for range 200 {
-		runtime.GC()
-		if collected.Load() == 1 {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Error("a closed, unreferenced Transport whose observer refers to it was not collected")
-}
-
-// byValue is a user's store wrapper passed by value: its type is comparable, its value is not
-// when the store it wraps is not (unnamed has a func field).
-type byValue struct{ cache.Store }
-
-// Guards the value-level comparability check (cache.storeIdentity, storeIdentity): a type that
-// says comparable can hold a value whose comparison panics. Before the fix New panicked, in
-// cache.ClaimCounters and then joinStoreUse.
-func TestStoreWrapperOfUncomparableStore(t *testing.T) {
-	st := byValue{unnamed{noopStore: &noopStore{}, f: func() {}}}
-	if cache.SameStore(st, st) {
-		t.Error("cache.SameStore of a store that cannot be compared: true, want false")
-	}
-	tr, err := New(noop{resp: &http.Response{StatusCode: 200}}, WithRules(minute), WithStore(st))
-	if err != nil {
-		t.Fatalf("New over a by-value wrapper of a store that cannot be compared: %v", err)
-	}
-	defer tr.Close()
-	if tr.alwaysMark || tr.use != nil {
-		t.Errorf("a store that is the same as no other: alwaysMark %v, counted %v; want neither", tr.alwaysMark, tr.use != nil)
-	}
-	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
-	if _, err := tr.RoundTrip(req); err != nil {
-		t.Fatal(err)
-	}
-	// A by-value wrapper of a comparable store has no key in the count (it holds no pointer
-	// of its own to key a weak reference by): its Transports mark every attempt.
-	tr2, err := New(noop{resp: &http.Response{StatusCode: 200}}, WithRules(minute), WithStore(byValue{&noopStore{}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr2.Close()
-	if !tr2.alwaysMark {
-		t.Error("a comparable store passed by value: alwaysMark false, want true")
 	}
 }

@@ -114,14 +114,14 @@ func runBatchOn(tb testing.TB, clk *clock.Manual, st cache.Store, rule strategy.
 	return f
 }
 
-// TestSmoothedPacer asserts the smoothed pacer's four figures for 60 per minute (b = 30, T =
-// 60 s / 31 rounded up to 1.935484 s) against a strict rolling-window upstream, and the plain
-// pacer's beside them, for a batch of 1000 (the README's table): from idle 30 go at once;
-// once settled every window holds exactly 31 (about half the limit); no window ever holds
-// more than 60 and the upstream refuses nothing; the batch ends exactly (1000 − 30)·T =
-// 1877.41948 s after its first send, against the plain pacer's 960 s: 2.02 × its time after
-// the first window (half the throughput is the price of half the window left free).
-func TestSmoothedPacer(t *testing.T) {
+// TestSmoothedPacerLeavesHalfTheWindowFree asserts the smoothed pacer's four figures for 60 per
+// minute (b = 30, T = 60 s / 31 rounded up to 1.935484 s) against a strict rolling-window upstream,
+// and the plain pacer's beside them, for a batch of 1000 (the README's table): from idle 30 go at
+// once; once settled every window holds exactly 31 (about half the limit); no window ever holds
+// more than 60 and the upstream refuses nothing; the batch ends exactly (1000 − 30)·T = 1877.41948
+// s after its first send, against the plain pacer's 960 s: 2.02 × its time after the first window
+// (half the throughput is the price of half the window left free).
+func TestSmoothedPacerLeavesHalfTheWindowFree(t *testing.T) {
 	const n = 1000
 	T := engine.SmoothInterval(minute)
 	if T != 1935484*time.Microsecond || engine.SmoothBurst(minute) != 30 {
@@ -149,9 +149,9 @@ func TestSmoothedPacer(t *testing.T) {
 	}
 }
 
-// TestSmoothedBurstAndCancel: a burst above b is refused at once; a cancelled reservation gives
-// the GCRA's slots back, so the next burst goes without waiting.
-func TestSmoothedBurstAndCancel(t *testing.T) {
+// TestSmoothedBurstAboveBRefusedAndCancelGivesBack: a burst above b is refused at once; a cancelled
+// reservation gives the GCRA's slots back, so the next burst goes without waiting.
+func TestSmoothedBurstAboveBRefusedAndCancelGivesBack(t *testing.T) {
 	clk := clock.NewManual(t0)
 	mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
@@ -225,9 +225,10 @@ func TestSmoothingNeedsRollingWindow(t *testing.T) {
 	}
 }
 
-// TestSmoothingDegraded: in degraded mode a smoothed strategy and a plain one of the same rules
-// are scaled apart, and the scaled smoothed one is still smoothed (15 of a halved 60 at once).
-func TestSmoothingDegraded(t *testing.T) {
+// TestSmoothingKeptWhenScaledForDegradedMode: in degraded mode a smoothed strategy and a plain one
+// of the same rules are scaled apart, and the scaled smoothed one is still smoothed (15 of a halved
+// 60 at once).
+func TestSmoothingKeptWhenScaledForDegradedMode(t *testing.T) {
 	plain, err := rollingwindow.New(minute)
 	if err != nil {
 		t.Fatal(err)

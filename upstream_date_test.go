@@ -2,6 +2,7 @@ package ratemonitor
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -11,14 +12,15 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestSyncImplausibleDate: a 429 whose Retry-After is now + 5 s as an HTTP-date, in a response
-// dated 1970 (an upstream whose clock was never set), pauses for 5 s measured from our clock,
-// not for MaxPause; the Date is reported once per response (one warning, rate-limited, and one
-// SkewedDate event). A Date 30 s off is a plausible skew: the wait is still measured from it,
-// and nothing is reported.
-func TestSyncImplausibleDate(t *testing.T) {
+// TestSyncImplausibleDateMeasuredFromOurClock: a 429 whose Retry-After is now + 5 s as an
+// HTTP-date, in a response dated 1970 (an upstream whose clock was never set), pauses for 5 s
+// measured from our clock, not for MaxPause; the Date is reported once per response (one warning,
+// rate-limited, and one SkewedDate event). A Date 30 s off is a plausible skew: the wait is still
+// measured from it, and nothing is reported.
+func TestSyncImplausibleDateMeasuredFromOurClock(t *testing.T) {
 	var logs bytes.Buffer
 	rec := &observe.Recorder{}
 	c, tr, a, clk, _ := syncSetup(t, SyncConfig{}, WithObserver(rec),
@@ -81,5 +83,37 @@ func TestSyncImplausibleDate(t *testing.T) {
 		"recorded key=app n=1", "recorded key=t3 n=1", "too_many_requests key=t3", "skewed_date key=t3 wait=24h0m0s", "paused key=t3 until=" + now.Add(7*time.Second).UTC().Format(time.RFC3339Nano)}
 	if got := rec.Strings(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("events %q, want %q", got, want)
+	}
+}
+
+// TestRetryAfterDateReadAgainstTheWallClockAfterAStep: a Transport on clock.Real (the default)
+// in a process whose wall clock was stepped 10 min forward after it started (NTP setting a clock
+// that booted wrong): clock.Real reads 10 min behind the wall clock for the rest of the process.
+// A 429 with a correct Date and Retry-After = Date + 5 s pauses the key 5 s. Before the fix the
+// correct Date was measured against clock.Real, found 10 min off (past MaxDateSkew), ignored,
+// and the HTTP-date measured from clock.Real instead: a pause of 10 min 5 s. (The wall step is
+// simulated through wallNow, pinned to a whole second so that the HTTP-dates are exact.)
+//
+// The pause starts when the response arrives, on the real clock: the wait left when WaitTime
+// asks is 5 s less the real time since, which the test measures instead of assuming it short.
+func TestRetryAfterDateReadAgainstTheWallClockAfterAStep(t *testing.T) {
+	wall := time.Now().Add(10 * time.Minute).Truncate(time.Second)
+	wallNow = func() time.Time { return wall }
+	t.Cleanup(func() { wallNow = time.Now })
+	srv, _ := upstreamtest.Counting(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Date", wall.UTC().Format(http.TimeFormat))
+		w.Header().Set("Retry-After", wall.Add(5*time.Second).UTC().Format(http.TimeFormat))
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 100, Window: time.Minute}), WithSync(SyncConfig{}))
+	start := time.Now()
+	if _, err := upstreamtest.Get(t, &http.Client{Transport: tr}, srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	key := srv.Listener.Addr().String()
+	wait, err := tr.WaitTime(context.Background(), key, 1)
+	elapsed := time.Since(start)
+	if err != nil || wait > 5*time.Second || wait < 5*time.Second-elapsed {
+		t.Fatalf("wait after the 429: %v, %v, %v after the request was sent; want 5 s less at most that (Retry-After = Date + 5 s)", wait, err, elapsed)
 	}
 }

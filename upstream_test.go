@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,7 +34,23 @@ func syncSetup(t *testing.T, cfg SyncConfig, opts ...Option) (*http.Client, *Tra
 	return &http.Client{Transport: tr}, tr, a, clk, st
 }
 
-func TestSyncRaisesUsage(t *testing.T) {
+// syncOn returns a client of a monitoring Transport over rules with a manual clock at t0.
+func syncOn(t *testing.T, rules []strategy.Rule, opts ...Option) (*http.Client, *Transport, *clock.Manual) {
+	clk := clock.NewManual(t0)
+	st, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	tr := newTransport(t, nil, append([]Option{WithStore(st), WithRules(rules...)}, opts...)...)
+	return &http.Client{Transport: tr}, tr, clk
+}
+
+// TestSyncRaisesUsageToTheUpstreamsCount: a response saying fewer remain than the Transport
+// counts (another client of the tenant, another tenant of the app) raises the key's and the
+// app key's usage to the upstream's figure, dated by the response; a later one saying more
+// remain lowers nothing; other keys are untouched.
+func TestSyncRaisesUsageToTheUpstreamsCount(t *testing.T) {
 	c, tr, a, _, _ := syncSetup(t, SyncConfig{})
 	srv, _ := upstreamtest.Counting(t, a.Serve)
 	// Another client of this tenant has used 39 of the minute and 989 of the day; another
@@ -57,7 +76,36 @@ func TestSyncRaisesUsage(t *testing.T) {
 	}
 }
 
-func TestSyncPausesOn429(t *testing.T) {
+// TestSmallerReportedLimitLeavesUpstreamRemaining: an upstream that reports a limit of 10 with
+// 4 remaining, against a rule of 100, leaves exactly 4: used is raised to 96.
+func TestSmallerReportedLimitLeavesUpstreamRemaining(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "10")
+		w.Header().Set("X-RateLimit-Remaining", "4")
+	}))
+	defer srv.Close()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	tr, err := New(srv.Client().Transport, WithClock(clk),
+		WithRules(strategy.Rule{Limit: 100, Window: time.Minute}),
+		WithKeyFunc(func(*http.Request) string { return "k" }),
+		WithSync(SyncConfig{Readers: []headers.Reader{headers.XRateLimitReader(time.Minute, headers.ResetDelta)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := upstreamtest.SendWithin(tr, srv.URL, waitLimit); err != nil {
+		t.Fatal(err)
+	}
+	if u := usedOf(t, tr, "k")[0]; u != 96 {
+		t.Errorf("used %d after remaining 4 of a reported 10, want 96 (100 − 4)", u)
+	}
+}
+
+// TestSyncPausesForRetryAfter: a 429 pauses its key until its Retry-After, for every Transport
+// over the store, and uses up the rule its problem names until then (not for a whole window);
+// a 429 without a readable Retry-After pauses for the fallback; a 503's HTTP-date is measured
+// from its Date; a 503 without Retry-After and a 500 pause nothing; a pause ends on time.
+func TestSyncPausesForRetryAfter(t *testing.T) {
 	c, tr, a, clk, st := syncSetup(t, SyncConfig{Fallback: 5 * time.Second})
 	srv, hits := upstreamtest.Counting(t, a.Serve)
 	// A second Transport over the same store, as another part of the program would have.
@@ -110,7 +158,34 @@ func TestSyncPausesOn429(t *testing.T) {
 	}
 }
 
-func TestSyncDayAndAppProblems(t *testing.T) {
+// TestSync403PrimaryLimitPauses: GitHub's primary limit answers 403 with
+// X-RateLimit-Remaining: 0; without a reset the key pauses for the fallback, as a 429 would;
+// a secondary limit's 403 with Retry-After pauses that long. A 403 without either field
+// (permissions) pauses nothing.
+func TestSync403PrimaryLimitPauses(t *testing.T) {
+	c, tr, a, _, _ := syncSetup(t, SyncConfig{Fallback: 30 * time.Second})
+	srv, _ := upstreamtest.Counting(t, a.Serve)
+	a.Set(403)
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "plain")
+	if s := status(t, tr, "plain"); !s.PausedUntil.IsZero() {
+		t.Fatalf("a 403 about permissions paused the key until %v", s.PausedUntil)
+	}
+	a.Set(403, "X-RateLimit-Remaining", "0")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	if s := status(t, tr, "t1"); !s.PausedUntil.Equal(t0.Add(30 * time.Second)) {
+		t.Fatalf("403 with remaining 0 and no reset: paused until %v, want the fallback, %v", s.PausedUntil, t0.Add(30*time.Second))
+	}
+	a.Set(403, "Retry-After", "7")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t2")
+	if s := status(t, tr, "t2"); !s.PausedUntil.Equal(t0.Add(7 * time.Second)) {
+		t.Fatalf("403 with Retry-After 7: paused until %v", s.PausedUntil)
+	}
+}
+
+// TestSyncXeroDayAndAppProblemsUseUpTheirRule: Xero's day problem uses up the day rule (not
+// the minute one) and pauses the tenant; an app-minute problem pauses the app key, so every
+// tenant waits, and not the tenant key.
+func TestSyncXeroDayAndAppProblemsUseUpTheirRule(t *testing.T) {
 	c, tr, a, _, _ := syncSetup(t, SyncConfig{})
 	srv, _ := upstreamtest.Counting(t, a.Serve)
 	// A day problem uses up the day rule, not the minute rule.
@@ -138,7 +213,11 @@ func TestSyncDayAndAppProblems(t *testing.T) {
 	}
 }
 
-func TestSyncIETFAndXRateLimit(t *testing.T) {
+// TestSyncReadsIETFAndXRateLimitFields: the IETF RateLimit fields and the X-RateLimit-* ones
+// raise usage to the upstream's figure (its own limit when it says one), pause until their
+// reset when used up, and raise nothing when the quota is already restored; malformed fields
+// change nothing but the request's own count.
+func TestSyncReadsIETFAndXRateLimitFields(t *testing.T) {
 	c, tr, a, _, _ := syncSetup(t, SyncConfig{Readers: []headers.Reader{headers.IETFReader, headers.XRateLimitReader(24*time.Hour, headers.ResetEpoch)}})
 	srv, _ := upstreamtest.Counting(t, a.Serve)
 	a.Set(200, "RateLimit-Policy", `"burst";q=60;w=60, "daily";q=5000;w=86400`, "RateLimit", `"burst";r=15, "daily";r=4900`)
@@ -184,6 +263,29 @@ func TestSyncIETFAndXRateLimit(t *testing.T) {
 	}
 }
 
+// TestSyncXRateLimitWindowAddsItsReader: XRateLimitWindow adds the X-RateLimit-* reader to the
+// defaults: a 403 whose remaining is 0 pauses until its epoch reset, and a remaining count raises
+// usage.
+func TestSyncXRateLimitWindowAddsItsReader(t *testing.T) {
+	hour := strategy.Rule{Limit: 5000, Window: time.Hour}
+	c, tr, _ := syncOn(t, []strategy.Rule{hour}, WithSync(SyncConfig{XRateLimitWindow: time.Hour, XRateLimitReset: headers.ResetEpoch}))
+	a := &upstreamtest.Answer{}
+	srv, _ := upstreamtest.Counting(t, a.Serve)
+	a.Set(200, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4000", "X-RateLimit-Reset", strconv.FormatInt(t0.Unix()+1200, 10))
+	upstreamtest.Get(t, c, srv.URL)
+	key := strings.TrimPrefix(srv.URL, "http://")
+	if u := status(t, tr, key).Rules[0]; u.Used != 1000 || u.Reported != 4000 {
+		t.Fatalf("after remaining 4000 of 5000: %+v, want used 1000", u)
+	}
+	a.Set(403, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(t0.Unix()+1200, 10))
+	upstreamtest.Get(t, c, srv.URL)
+	if s := status(t, tr, key); !s.PausedUntil.Equal(t0.Add(1200 * time.Second)) {
+		t.Fatalf("403 with remaining 0: paused until %v, want the reset %v", s.PausedUntil, t0.Add(1200*time.Second))
+	}
+}
+
+// TestSyncPacedWaitsOutThePause: a paced request after a 429 sleeps until the pause ends and
+// is not sent before; a deadline inside the pause fails at once.
 func TestSyncPacedWaitsOutThePause(t *testing.T) {
 	c, tr, a, clk, _ := syncSetup(t, SyncConfig{}, WithPacing())
 	srv, hits := upstreamtest.Counting(t, a.Serve)
@@ -218,6 +320,9 @@ func TestSyncPacedWaitsOutThePause(t *testing.T) {
 	_ = tr
 }
 
+// TestSyncStoreErrorKeepsResponse: when the store cannot take what the response says, the
+// caller still gets the response as it was, and the error handler hears of the record's and
+// the sync's failures.
 func TestSyncStoreErrorKeepsResponse(t *testing.T) {
 	var failures atomic.Int64
 	c, tr, a, _, st := syncSetup(t, SyncConfig{}, WithLogger(discard), WithErrorHandler(func(*http.Request, string, error) { failures.Add(1) }))
@@ -251,23 +356,17 @@ func TestMaxPauseKeepsReset(t *testing.T) {
 	}
 }
 
-func TestSyncNeedsSyncer(t *testing.T) {
-	_, err := New(nil, WithRules(minute), WithStore(plainStore{}), WithSync(SyncConfig{}))
-	if err == nil || !errors.Is(err, errNoSyncer) {
-		t.Fatalf("New over a store without Sync: %v", err)
+// TestHugeRetryAfterPausesForMaxPause: a Retry-After far in the future pauses for MaxPause, and
+// MaxPause cannot exceed what stores keep.
+func TestHugeRetryAfterPausesForMaxPause(t *testing.T) {
+	c, tr, a, _, _ := syncSetup(t, SyncConfig{})
+	srv, _ := upstreamtest.Counting(t, a.Serve)
+	a.Set(429, "Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT")
+	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
+	if s := status(t, tr, "t1"); !s.PausedUntil.Equal(t0.Add(DefaultMaxPause)) {
+		t.Fatalf("paused until %v, want t0 + %v", s.PausedUntil, DefaultMaxPause)
 	}
-	for _, cfg := range []SyncConfig{{Fallback: -1}, {MaxPause: -time.Second}, {Readers: []headers.Reader{nil}}} {
-		if _, err := New(nil, WithRules(minute), WithSync(cfg)); err == nil {
-			t.Fatalf("WithSync(%+v) accepted", cfg)
-		}
-	}
-	if _, err := New(nil, WithRules(minute), WithAppRules("")); err == nil {
-		t.Fatal("WithAppRules with an empty key accepted")
-	}
-	if _, err := New(nil, WithRules(minute), WithAppRules("app", strategy.Rule{Limit: 0, Window: time.Minute})); !errors.Is(err, strategy.ErrInvalidRule) {
-		t.Fatalf("WithAppRules with an invalid rule: %v", err)
+	if _, err := New(nil, WithRules(minute), WithSync(SyncConfig{MaxPause: strategy.MaxWindow + 1})); err == nil {
+		t.Fatal("a MaxPause above strategy.MaxWindow was accepted")
 	}
 }
-
-// plainStore is a Store without Sync.
-type plainStore struct{ cache.Store }

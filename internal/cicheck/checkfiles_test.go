@@ -79,9 +79,9 @@ func sized(head string, n int) []byte {
 	return append([]byte(head), bytes.Repeat([]byte("a"), n-len(head))...)
 }
 
-// TestCheckFilesRefuses: each kind of build output is named on its own line, with what to do,
+// TestCheckFilesNamesEachBuildOutput: each kind of build output is named on its own line, with what to do,
 // and the status is 1; a script with the exec bit, a 1 MB file and a 199 KB docs image pass.
-func TestCheckFilesRefuses(t *testing.T) {
+func TestCheckFilesNamesEachBuildOutput(t *testing.T) {
 	dir := repo(t, map[string][]byte{
 		"run*":               []byte("#!/usr/bin/env bash\necho ok\n"),
 		"bin/tool":           sized("\x7fELF\x02\x01\x01", 4096), // no exec bit: the bytes count
@@ -107,22 +107,25 @@ func TestCheckFilesRefuses(t *testing.T) {
 	}
 }
 
-// TestCheckFilesOneEach: each failure alone fails the check (no failure hides behind another).
-func TestCheckFilesOneEach(t *testing.T) {
+// TestCheckFilesFailsOnEachFaultAlone: each failure alone fails the check (no failure hides
+// behind another).
+func TestCheckFilesFailsOnEachFaultAlone(t *testing.T) {
 	for name, files := range map[string]map[string][]byte{
 		"elf":       {"a.out": sized("\x7fELF", 64)},
 		"size":      {"blob.bin": sized("x", 1_100_000)},
 		"docsimage": {"docs/a.svg": sized("<svg", 250_000)},
 	} {
-		if code, _, errs := run(t, repo(t, files)); code != 1 || strings.Count(errs, "\n") != 1 {
-			t.Errorf("%s: check-files = %d, stderr %q; want 1 and one line", name, code, errs)
-		}
+		t.Run(name, func(t *testing.T) {
+			if code, _, errs := run(t, repo(t, files)); code != 1 || strings.Count(errs, "\n") != 1 {
+				t.Errorf("%s: check-files = %d, stderr %q; want 1 and one line", name, code, errs)
+			}
+		})
 	}
 }
 
-// TestCheckFilesRepository: the real repository passes (.ci/run, an executable script, among
+// TestCheckFilesPassesTheRepository: the real repository passes (.ci/run, an executable script, among
 // its files).
-func TestCheckFilesRepository(t *testing.T) {
+func TestCheckFilesPassesTheRepository(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -137,9 +140,9 @@ func TestCheckFilesRepository(t *testing.T) {
 	}
 }
 
-// TestGitignore: the build outputs of the programs, test binaries, coverage and profiles are
+// TestGitignoreIgnoresBuildOutputsNotSources: the build outputs of the programs, test binaries, coverage and profiles are
 // ignored; sources next to them are not.
-func TestGitignore(t *testing.T) {
+func TestGitignoreIgnoresBuildOutputsNotSources(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,10 @@ import (
 	"time"
 )
 
-func TestLimiter(t *testing.T) {
+// TestLimiterAllowsOneLinePerIntervalAndCountsTheRest: the first occurrence is logged, those
+// within Every (1 s by default) of the last line logged are held back and counted, and the next
+// line logged says how many were held back.
+func TestLimiterAllowsOneLinePerIntervalAndCountsTheRest(t *testing.T) {
 	var l Limiter
 	t0 := time.Unix(1000, 0)
 	steps := []struct {

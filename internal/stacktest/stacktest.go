@@ -224,7 +224,9 @@ func StackedPacedTransports(t *testing.T, newStore func() cache.Store) {
 	outer := newTransport(t, inner, ratemonitor.WithRules(two), ratemonitor.WithStore(st), ratemonitor.WithPacing())
 	client := &http.Client{Transport: outer}
 	for i := range 3 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		// The third's wait (a minute) is past the deadline: refused at once. The first two go
+		// at once too; the deadline is generous so that a loaded machine does not fail them.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL, nil)
 		resp, err := client.Do(req)
 		cancel()
@@ -285,7 +287,9 @@ func SameWindowSharesOneCount(t *testing.T, newStore func() cache.Store) {
 	b := newTransport(t, nil, ratemonitor.WithRules(strict), ratemonitor.WithStore(st), ratemonitor.WithPacing())
 	granted := 0
 	for _, tr := range []*ratemonitor.Transport{a, b, a, b, a, b, a, b} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// A refused reserve's wait (up to a minute) is past the deadline: refused at once. The
+		// deadline is generous so that a loaded machine does not fail a grant.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		r, err := tr.Reserve(ctx, "k", 1)
 		cancel()
 		if err == nil {

@@ -1,8 +1,10 @@
 package ratemonitor
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,63 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
+
+// TestNewRefusesBadOptions: New returns an error, and no Transport, for options it cannot
+// follow (TestNewErrorsNameTheOption: what the error says).
+func TestNewRefusesBadOptions(t *testing.T) {
+	cases := map[string][]Option{
+		"no rules":             nil,
+		"invalid rule":         {WithRules(strategy.Rule{Limit: 0, Window: time.Minute})},
+		"nil store":            {WithRules(minute), WithStore(nil)},
+		"nil key func":         {WithRules(minute), WithKeyFunc(nil)},
+		"nil clock":            {WithRules(minute), WithClock(nil)},
+		"bad policy":           {WithRules(minute), WithStoreErrorPolicy(7)},
+		"rules twice":          {WithRules(minute), WithRules(minute)},
+		"rules and a strategy": {WithRules(minute), WithStrategy(mustFixed(minute))},
+	}
+	for name, opts := range cases {
+		t.Run(name, func(t *testing.T) {
+			if tr, err := New(nil, opts...); err == nil {
+				tr.Close()
+				t.Errorf("%s: accepted", name)
+			}
+		})
+	}
+}
+
+// TestNewRefusesNilsAndTakesTheStoresClock: a nil option, a typed nil store and a Transport
+// clock other than its store's are refused; a Transport over a store that has a clock
+// (cache.Clocked) runs on that clock.
+func TestNewRefusesNilsAndTakesTheStoresClock(t *testing.T) {
+	if _, err := New(nil, WithRules(minute), nil); err == nil || !strings.Contains(err.Error(), "option 1 is nil") {
+		t.Errorf("nil option: %v", err)
+	}
+	var m *cache.Memory
+	if _, err := New(nil, WithRules(minute), WithStore(m)); err == nil {
+		t.Error("typed nil store accepted")
+	}
+	store, err := cache.NewMemory(cache.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := New(nil, WithRules(minute), WithStore(store), WithClock(clock.NewManual(t0))); err == nil {
+		t.Error("a manual Transport clock over a real-clock store was accepted")
+	}
+	// A store's clock is the Transport's clock.
+	clk := clock.NewManual(t0)
+	shared, _ := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	defer shared.Close()
+	tr := newTransport(t, &recorder{resp: &http.Response{}}, WithRules(minute), WithStore(shared))
+	for range 60 {
+		req, _ := http.NewRequest(http.MethodGet, "https://a.example/", nil)
+		tr.RoundTrip(req)
+	}
+	clk.Advance(15 * time.Second)
+	if d, _ := tr.WaitTime(context.Background(), "a.example", 1); d != 45*time.Second {
+		t.Errorf("wait on the store's clock = %v, want 45s", d)
+	}
+}
 
 // TestNewErrorsNameTheOption: every error New can return starts with "ratemonitor: " and the
 // option at fault, followed by ":" or "(" (New's doc promises it); "New" itself for a nil option
@@ -75,7 +134,7 @@ func TestNewErrorsNameTheOption(t *testing.T) {
 		{"WithSync", []Option{WithRules(minute), WithSync(SyncConfig{XRateLimitWindow: -time.Second})}, nil},
 		{"WithSync", []Option{WithRules(minute), WithSync(SyncConfig{Readers: []headers.Reader{nil}})}, nil},
 		{"WithSync", []Option{WithRules(minute), WithSync(SyncConfig{Readers: []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour)}})}, nil},
-		{"WithSync", []Option{WithRules(minute), WithSync(SyncConfig{}), WithStore(plainStore{mem()} /* upstream_test.go: the Store methods only, no Syncer or Leaser */)}, errNoSyncer},
+		{"WithSync", []Option{WithRules(minute), WithSync(SyncConfig{}), WithStore(plainStore{mem()} /* sync_config_test.go: the Store methods only, no Syncer or Leaser */)}, errNoSyncer},
 		{"WithAppRules", []Option{WithRules(minute), WithAppRules("", minute)}, nil},
 		{"WithAppRules", []Option{WithRules(minute), WithAppRules("app", strategy.Rule{Limit: 1})}, strategy.ErrInvalidRule},
 		{"WithAppRules", []Option{WithRules(strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}), WithAppRules("app", minute), WithStore(claimed)}, cache.ErrCounterConflict},
@@ -92,20 +151,22 @@ func TestNewErrorsNameTheOption(t *testing.T) {
 		{"WithInFlightLease", []Option{WithRules(minute), WithInFlight(1), WithInFlightLease(time.Millisecond)}, nil},
 		{"WithInFlightLease", []Option{WithRules(minute), WithInFlightLease(time.Second)}, nil},
 	} {
-		tr, err := New(nil, c.opts...)
-		if err == nil {
-			tr.Close()
-			t.Errorf("%s: New succeeded, want an error", c.opt)
-			continue
-		}
-		msg := err.Error()
-		rest, ok := strings.CutPrefix(msg, "ratemonitor: "+c.opt)
-		if !ok || rest == "" || (rest[0] != ':' && rest[0] != '(') || strings.Contains(rest, "ratemonitor: ") {
-			t.Errorf("%s: error %q, want it to start with %q then ':' or '(' (and say ratemonitor once)", c.opt, msg, "ratemonitor: "+c.opt)
-		}
-		if c.is != nil && !errors.Is(err, c.is) {
-			t.Errorf("%s: error %q does not wrap %v", c.opt, msg, c.is)
-		}
+		t.Run(c.opt, func(t *testing.T) {
+			tr, err := New(nil, c.opts...)
+			if err == nil {
+				tr.Close()
+				t.Errorf("%s: New succeeded, want an error", c.opt)
+				return
+			}
+			msg := err.Error()
+			rest, ok := strings.CutPrefix(msg, "ratemonitor: "+c.opt)
+			if !ok || rest == "" || (rest[0] != ':' && rest[0] != '(') || strings.Contains(rest, "ratemonitor: ") {
+				t.Errorf("%s: error %q, want it to start with %q then ':' or '(' (and say ratemonitor once)", c.opt, msg, "ratemonitor: "+c.opt)
+			}
+			if c.is != nil && !errors.Is(err, c.is) {
+				t.Errorf("%s: error %q does not wrap %v", c.opt, msg, c.is)
+			}
+		})
 	}
 }
 
