@@ -59,8 +59,8 @@ var storeUses struct {
 // storeIdentity returns the key of st's count: by namespace for a cache.Namespacer (as
 // cache.SameStore compares them), by type and pointer for a store that is a pointer. Any other
 // store (a struct passed by value, comparable or not) has none: a Transport over it marks
-// every attempt (alwaysMark), which is safe and only slower. TestStoreIdentity holds the
-// identity to cache.SameStore where there is one.
+// every attempt (alwaysMark), which is safe and only slower.
+// TestStoreIdentityAgreesWithSameStore holds the identity to cache.SameStore where there is one.
 func storeIdentity(st cache.Store) (storeKey, bool) {
 	if n, ok := st.(cache.Namespacer); ok {
 		return storeKey{ns: n.Namespace()}, true
