@@ -18,7 +18,6 @@ import (
 // conformance suite, the lost-reply case on a key of each master, MaxInFlight per master, and
 // a slot migration during a run (last: it moves a slot).
 func TestCluster(t *testing.T) {
-	redis.SetLogger(quiet{})
 	if w := conformance.Where(); w != "" { // a worker of the suite's processes case
 		conformance.Run(t, clusterTarget(nil, strings.Split(w, ",")))
 		return

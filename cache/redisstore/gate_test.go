@@ -46,9 +46,10 @@ func TestGateWithinTimeout(t *testing.T) {
 	}()
 	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1})
 	defer c.Close()
-	// 500 ms, so that a loaded machine's scheduling delay (150 ms seen) stays well inside the
-	// margin between one timeout (right) and two (the defect: the check, then the operation).
-	const timeout = 500 * time.Millisecond
+	// 1 s, so that a loaded machine's scheduling delay (150 ms seen at 500 ms) stays well
+	// inside the margin of half a second between one timeout (right) and two (the defect: the
+	// check, then the operation).
+	const timeout = time.Second
 	st, err := New(c, Options{Timeout: timeout, CheckInterval: -1})
 	if err != nil {
 		t.Fatal(err)
