@@ -146,7 +146,7 @@ const steadyFor = 500 * time.Millisecond
 // failed, where from is recoverWithin after the first success (took after healthy; healthy
 // itself when that was earlier), and logs when each key's last failure after healthy ended:
 // callers have recovered, not only once. (After a kill -9, go-redis's pool may refuse to dial
-// for a second after a first success: see TestSentinel.)
+// for a second after a first success: see TestSentinelKeepsEveryPromise.)
 func steady(t *testing.T, sm *stream, keys []string, healthy time.Time, took time.Duration, what string) {
 	t.Helper()
 	from := healthy.Add(max(took, 0) + recoverWithin)
@@ -163,14 +163,14 @@ func steady(t *testing.T, sm *stream, keys []string, healthy time.Time, took tim
 	}
 }
 
-// TestClusterFailover (issue 14, defect 2): on a cluster of its own, with a Cluster client's
+// TestClusterFailoverCallersRecover (issue 14, defect 2): on a cluster of its own, with a Cluster client's
 // default options (slot map reloaded every 60 s by go-redis), a stream of Records on a key of
 // each master goes on across (1) a graceful CLUSTER FAILOVER of one master: at most
 // failoverErrors failures on its key, a success within recoverWithin of the failover's end, no
 // failure on the other keys; and (2) a kill -9 of another master: a success on its key within
 // recoverBound of the cluster's healthy instant (its replica promoted, every node agreeing),
 // and no failure on any key from recoverWithin after it on (steady).
-func TestClusterFailover(t *testing.T) {
+func TestClusterFailoverCallersRecover(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	// Runs after c.Close: go-redis's pool keeps dialing a dead node in a goroutine of its own
 	// that sleeps 1 s between dials and sees the pool closed only when it wakes

@@ -10,14 +10,14 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 )
 
-// TestCheckIntervalMinimum (regression, issue 14): Options.CheckInterval used to accept any
+// TestCheckIntervalBelowMinimumRefused (regression, issue 14): Options.CheckInterval used to accept any
 // positive duration, so CheckInterval: 1 (a nanosecond: "1" meant as a second, say) ran the
 // loss check and the heartbeat back to back, and each heartbeat lasted 1 ms, so two Stores
 // on one server rarely saw each other. New now refuses 0 < CheckInterval < MinCheckInterval
 // with an error that says what to give; at MinCheckInterval, two Stores make at most 66 INFO
 // calls a second (each: at most 11 checks of 3 INFO in 1 s; counted over the time that
 // really passed, which a loaded machine stretches) and see each other (within 30 s).
-func TestCheckIntervalMinimum(t *testing.T) {
+func TestCheckIntervalBelowMinimumRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	for _, d := range []time.Duration{1, time.Millisecond, MinCheckInterval - 1} {

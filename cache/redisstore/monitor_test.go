@@ -175,9 +175,9 @@ func TestRestartReported(t *testing.T) {
 	}
 }
 
-// TestProcesses: three stores over one server and prefix count 3, and 2 once one is closed;
+// TestProcessesCountedByHeartbeat: three stores over one server and prefix count 3, and 2 once one is closed;
 // a store whose server never answered counts 0; another prefix is another fleet.
-func TestProcesses(t *testing.T) {
+func TestProcessesCountedByHeartbeat(t *testing.T) {
 	srv := redistest.Start(t)
 	const interval = MinCheckInterval
 	var sts []*Store

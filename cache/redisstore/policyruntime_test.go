@@ -31,13 +31,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestEvictionPolicyRuntime (regression, issue 14): a server accepted at New that turns
+// TestEvictingPolicySetAtRunTimeFailsOperations (regression, issue 14): a server accepted at New that turns
 // evicting at run time (CONFIG SET maxmemory-policy allkeys-lru) fails operations with New's
 // exact refusal within 2 check intervals, logs one warning, and once it is set back to
 // noeviction operations succeed again within 2 intervals (on an idle machine; asserted
 // within 20, as the checks run on the real clock). Before, the policy was checked at New
 // only: operations went on succeeding. With AllowEviction, they never fail.
-func TestEvictionPolicyRuntime(t *testing.T) {
+func TestEvictingPolicySetAtRunTimeFailsOperations(t *testing.T) {
 	var logs syncBuffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))

@@ -15,14 +15,14 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 )
 
-// TestFourProcesses: four OS processes pace 60 requests each for the same two tenants through
+// TestFourProcessesDrawNo429: four OS processes pace 60 requests each for the same two tenants through
 // their own Transports, sharing one Redis, against one upstream that strictly enforces 60 per
 // 5 s per tenant. The upstream sees no 429 (safety) and accepts every request, once (the
 // workers finish within two minutes: liveness). The margin, a second (20 % of the window), is
 // sized so that a loaded CI machine, where a request can take hundreds of milliseconds from
 // being granted to reaching the upstream, cannot push one over. The throughput, what share of
 // the limit's the fleet reached, is logged: a loaded machine gives any figure.
-func TestFourProcesses(t *testing.T) {
+func TestFourProcessesDrawNo429(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// TestDegradePolicies: what each choice of policy does when the Redis store cannot be
+// TestOutageHandledAsPolicySays: what each choice of policy does when the Redis store cannot be
 // reached (a real store, its server stopped). Paced, by default: Degrade, so degraded mode
 // (a Degraded event, the hold-back: nothing sent for the window, a *DeadlineError for a
 // context of 5 s, and the error handler not called: an outage is not a store error under
@@ -30,7 +30,7 @@ import (
 // Degrade (sent, recorded on the memory store at the share, 60 ÷ 3). Paced with SendUncounted: sent,
 // not degraded. Paced with SendNothing: a *StoreError, nothing sent, not degraded. The root
 // package's TestDegradeConfig checks the same choices on the Transport's fields.
-func TestDegradePolicies(t *testing.T) {
+func TestOutageHandledAsPolicySays(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	srv.Stop()
@@ -86,9 +86,9 @@ func TestDegradePolicies(t *testing.T) {
 	waitRedisRedialed(t)
 }
 
-// TestDegradeMath walks one Transport through an outage of a real Redis on a manual clock:
+// TestDegradedShareHoldBackAndCarryOver walks one Transport through an outage of a real Redis on a manual clock:
 // 20 per minute, a fleet of 4 (cache.Fleet), so 5 per minute locally.
-func TestDegradeMath(t *testing.T) {
+func TestDegradedShareHoldBackAndCarryOver(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	clk := clock.NewManual(t0)
@@ -201,7 +201,7 @@ func (b grantBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	return b.up.RoundTrip(req)
 }
 
-// TestDegradeFleetOutage: four Transports, each with its own Redis store (four processes),
+// TestFleetOutageNeverOverLimit: four Transports, each with its own Redis store (four processes),
 // pace 20 per second on one key with two senders each (out of phase, see below), and Redis
 // is killed, then restarted empty. Across all of them, no window of 1 s holds more than 20
 // grants, judged at the grants' instants (grantspan_test.go): before, during (each at its
@@ -211,7 +211,7 @@ func (b grantBase) RoundTrip(req *http.Request) (*http.Response, error) {
 // and after the restart every Transport sends on a grant of Redis again within 30 s. Each
 // Transport reports Degraded, then Recovered, once. How many each is granted, and when, is
 // TestDegradedFleetSharesTheLimit's, on a manual clock.
-func TestDegradeFleetOutage(t *testing.T) {
+func TestFleetOutageNeverOverLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	rule := strategy.Rule{Limit: 20, Window: time.Second}
 	up := &okBase{}
@@ -429,13 +429,13 @@ func TestDegradedPacesTheWholeLimit(t *testing.T) {
 	waitRedisRedialed(t)
 }
 
-// TestDegradeOutageFigure is issue 14's measurement, on the real clock: one paced Transport,
+// TestOutageKeepsWithinLimitAndSending is issue 14's measurement, on the real clock: one paced Transport,
 // 20 per second, eight senders, Redis down for 2 s. Under the default (Degrade; no fleet size
 // known, so the whole limit) it reports the outage and sends at most 40 in the 2 s (the
 // limit; how many, and when, is TestDegradedPacesTheWholeLimit's), and a request with time to
 // wait out the hold-back is sent while Redis is still down (liveness: within 30 s). Under
 // SendUncounted (the default before) every request goes, uncounted: thousands, logged only.
-func TestDegradeOutageFigure(t *testing.T) {
+func TestOutageKeepsWithinLimitAndSending(t *testing.T) {
 	srv := redistest.Start(t)
 	rule := strategy.Rule{Limit: 20, Window: time.Second}
 	for i, opts := range [][]ratemonitor.Option{nil, {ratemonitor.WithStoreErrorPolicy(ratemonitor.SendUncounted)}} {
@@ -474,13 +474,13 @@ func TestDegradeOutageFigure(t *testing.T) {
 	waitRedisRedialed(t)
 }
 
-// TestDegradeAppAndStacked: an outer paced Transport (5 per minute, app rules 3 per minute)
+// TestDegradedCountsEachCounterOnce: an outer paced Transport (5 per minute, app rules 3 per minute)
 // wrapping an inner one (100 per hour), both over one Redis store, keep pacing with Redis
 // down (no hold-back, whole limit): 3 requests go, the 4th is refused at once for its
 // deadline (the app key is full), and each counter holds each request once: the degraded
 // counts (AllocationUsed), the app key's wait, and, once Redis is back (restarted empty), what
 // the carry-over put in each of its counters.
-func TestDegradeAppAndStacked(t *testing.T) {
+func TestDegradedCountsEachCounterOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	base := &okBase{}
@@ -540,9 +540,9 @@ func TestDegradeAppAndStacked(t *testing.T) {
 	waitRedisRedialed(t)
 }
 
-// TestDegradeClosedStore: a closed store is not an outage: under Degrade nothing is sent, the
+// TestClosedStoreIsNotAnOutage: a closed store is not an outage: under Degrade nothing is sent, the
 // error is a *StoreError, and the Transport does not degrade.
-func TestDegradeClosedStore(t *testing.T) {
+func TestClosedStoreIsNotAnOutage(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	st.Close()
@@ -559,10 +559,10 @@ func TestDegradeClosedStore(t *testing.T) {
 	}
 }
 
-// TestDegradeShareAndClose: an explicit share applies (Share 0.5 of 20: 10), a burst above
+// TestDegradedShareAppliesCloseStopsMemory: an explicit share applies (Share 0.5 of 20: 10), a burst above
 // the share is refused as too large while degraded, and Close stops the memory store the
 // outage started: no goroutine is left.
-func TestDegradeShareAndClose(t *testing.T) {
+func TestDegradedShareAppliesCloseStopsMemory(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	before := goleak.IgnoreCurrent()
@@ -596,13 +596,13 @@ func TestDegradeShareAndClose(t *testing.T) {
 	goleak.VerifyNone(t, before)
 }
 
-// TestDegradeSettling: two processes (Transports with their own Redis stores, a fleet of 2:
+// TestSettlingHoldsShareUntilFleetReturns: two processes (Transports with their own Redis stores, a fleet of 2:
 // 10 of 20 per minute each while degraded) both use their share during an outage. Redis comes
 // back; A sees it first and carries its 10 grants into Redis, which then counts 10 of 20. B,
 // still degraded, holds 10 more that Redis does not know of: were A to go by Redis alone it
 // would be granted 10 more, 30 in the window. Settling holds A to its share until B has had
 // time to return too; B's return carries its 10, and Redis is full.
-func TestDegradeSettling(t *testing.T) {
+func TestSettlingHoldsShareUntilFleetReturns(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
 	rule := strategy.Rule{Limit: 20, Window: time.Minute}
@@ -649,11 +649,11 @@ func TestDegradeSettling(t *testing.T) {
 	}
 }
 
-// TestDegradeBlip: a store that is back after a moment costs a paced request about one
+// TestBlipCostsOneProbeInterval: a store that is back after a moment costs a paced request about one
 // ProbeInterval, not the hold-back's whole window: while degraded a caller sleeps at most
 // ProbeInterval between asks, and once the store answers, the shared store (and the share)
 // decide, without the hold-back.
-func TestDegradeBlip(t *testing.T) {
+func TestBlipCostsOneProbeInterval(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
 	rec := &observe.Recorder{}
@@ -685,12 +685,12 @@ func TestDegradeBlip(t *testing.T) {
 	}
 }
 
-// TestDegradeCancelAcrossSwitch: slots reserved on the memory store while degraded, and
+// TestCancelAfterReturnKeepsCarriedSlots: slots reserved on the memory store while degraded, and
 // given back once the Transport is on the shared store again, are not given back there: their
 // instant is the memory store's, and releasing it in Redis would take back the grants carried
 // over at about that instant (on the real clock, the same bucket). They stay counted until
 // they expire.
-func TestDegradeCancelAcrossSwitch(t *testing.T) {
+func TestCancelAfterReturnKeepsCarriedSlots(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	rule := strategy.Rule{Limit: 20, Window: time.Minute}
@@ -722,10 +722,10 @@ func TestDegradeCancelAcrossSwitch(t *testing.T) {
 	}
 }
 
-// TestDegradeMonitoring: a monitoring Transport that chooses the policy (WithDegraded) records
+// TestDegradedMonitoringRecordsAndCarries: a monitoring Transport that chooses the policy (WithDegraded) records
 // on the memory store while Redis is down (monitoring sends every request), and carries the
 // records into Redis when it is back.
-func TestDegradeMonitoring(t *testing.T) {
+func TestDegradedMonitoringRecordsAndCarries(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	clk := clock.NewManual(t0)
@@ -765,9 +765,9 @@ func (h hookStore) Record(ctx context.Context, s *engine.Strategy, key string, n
 	return h.Store.Record(ctx, s, key, n)
 }
 
-// TestDegradeCarryInFlight: a local grant made by another caller while the probing caller
+// TestGrantDuringCarryIsCarried: a local grant made by another caller while the probing caller
 // carries the earlier ones into Redis is carried too (the carry after the switch).
-func TestDegradeCarryInFlight(t *testing.T) {
+func TestGrantDuringCarryIsCarried(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	rule := strategy.Rule{Limit: 20, Window: time.Minute}

@@ -91,7 +91,7 @@ type fleetEvent struct {
 	kind observe.Kind
 	wall time.Time
 	// moved: a Degraded event for a new Sentinel master (its error, of a type the root
-	// package keeps unexported, says so; TestDegradeMasterChange checks the words).
+	// package keeps unexported, says so; TestNewMasterGrantUnusedUntilHoldBack checks the words).
 	moved bool
 }
 
@@ -171,7 +171,7 @@ func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []str
 			}
 		})
 		// The default policy of a paced Transport over Redis: Degrade, with a degraded mode
-		// (TestDegradePolicies). The real clock, noting each pacing sleep's end (grantedIn).
+		// (TestOutageHandledAsPolicySays). The real clock, noting each pacing sleep's end (grantedIn).
 		tr := newTransport(t, base, ratemonitor.WithRules(fleetRule), ratemonitor.WithStore(fleetShared{grantLog{Store: st}, f.log, i}),
 			ratemonitor.WithPacing(), ratemonitor.WithObserver(obs), ratemonitor.WithLogger(discard), ratemonitor.WithClock(wakeClock{}))
 		f.trs, f.stores = append(f.trs, tr), append(f.stores, st)
@@ -486,11 +486,11 @@ func fleetKey(t *testing.T, cl *redistest.Cluster, st *redisstore.Store, s *engi
 	return "", ""
 }
 
-// TestFleetFailoverCluster: the fleet on two keys, each on a master of its own, across a
+// TestFleetFailoverClusterNeverOverLimit: the fleet on two keys, each on a master of its own, across a
 // graceful CLUSTER FAILOVER of the first key's master, then (on the same cluster: the old
 // master is the new one's replica) a kill -9 of the first key's master, another one.
-func TestFleetFailoverCluster(t *testing.T) {
-	t.Parallel() // with TestFleetFailoverSentinel: servers of their own, mostly asleep
+func TestFleetFailoverClusterNeverOverLimit(t *testing.T) {
+	t.Parallel() // with TestFleetFailoverSentinelNeverOverLimit: servers of their own, mostly asleep
 	cl := redistest.StartCluster(t)
 	// Runs last: go-redis's pools redial a dead node in a goroutine that sleeps 1 s between
 	// dials and sees its pool closed only when it wakes (internal/pool/pool.go tryDial).
@@ -526,11 +526,11 @@ func TestFleetFailoverCluster(t *testing.T) {
 	})
 }
 
-// TestFleetFailoverSentinel: the fleet on one key across a SENTINEL FAILOVER, and across a
+// TestFleetFailoverSentinelNeverOverLimit: the fleet on one key across a SENTINEL FAILOVER, and across a
 // kill -9 of the master, each on a Sentinel set of its own.
-func TestFleetFailoverSentinel(t *testing.T) {
+func TestFleetFailoverSentinelNeverOverLimit(t *testing.T) {
 	t.Parallel()
-	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) }) // as in TestFleetFailoverCluster
+	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) }) // as in TestFleetFailoverClusterNeverOverLimit
 	t.Run("SENTINEL FAILOVER", func(t *testing.T) {
 		sn := redistest.StartSentinel(t)
 		fleetFault(t, func() redis.UniversalClient { return sn.FailoverClient(nil) }, []string{"sentinel-graceful"}, "SENTINEL FAILOVER", true, func() time.Time {

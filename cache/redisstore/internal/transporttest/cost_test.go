@@ -18,11 +18,11 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestCostCorrectionRaceRedis: two Transports (two processes) over one Redis store, 40
+// TestCostCorrectionRaceCountsOnceOverRedis: two Transports (two processes) over one Redis store, 40
 // goroutines, each request charged 5 and reported at 1, on a rule of 10 a minute: the
 // upstream never receives more than 10 in the minute, and after all the store counts exactly
 // what reached the upstream (every give-back took the request's own slots, none twice).
-func TestCostCorrectionRaceRedis(t *testing.T) {
+func TestCostCorrectionRaceCountsOnceOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newStore(t, srv, redisstore.Options{Prefix: "review-cost-race:"})
 	var hits atomic.Int64

@@ -19,10 +19,10 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestInFlightRedisShared: two Transports over their own Store values on one Redis server, as
+// TestInFlightSharedAcrossProcessesOverRedis: two Transports over their own Store values on one Redis server, as
 // two processes would be, share WithInFlight(3): 16 goroutines × 5 paced requests, and the
 // upstream never sees more than 3 at once.
-func TestInFlightRedisShared(t *testing.T) {
+func TestInFlightSharedAcrossProcessesOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	up, _, most := upstreamtest.InFlight(t)
 	rules := ratemonitor.WithRules(strategy.Rule{Limit: 1000, Window: time.Minute})
@@ -34,12 +34,12 @@ func TestInFlightRedisShared(t *testing.T) {
 	}
 }
 
-// TestInFlightRedisLease: on Redis TIME with a 1 s lease, an open body keeps its slot for
+// TestCrashedInFlightLeaseFreesAfterTTL: on Redis TIME with a 1 s lease, an open body keeps its slot for
 // 4 s (renewed); a Transport closed with a body still open (its process crashed) frees the
 // slot once the lease expires, and a waiting Transport of another process then gets it: within
 // the lease and a poll on an idle machine, asserted within ten times that. (A lease of a
 // second, renewed every third of it, outlasts a loaded machine's scheduling delays.)
-func TestInFlightRedisLease(t *testing.T) {
+func TestCrashedInFlightLeaseFreesAfterTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	up, _, _ := upstreamtest.InFlight(t)
 	key := strings.TrimPrefix(up.URL, "http://")
@@ -87,10 +87,10 @@ func TestInFlightRedisLease(t *testing.T) {
 	}
 }
 
-// TestInFlightDegraded: with the shared store down, under Degrade, slots are counted in this
+// TestInFlightDegradedHeldToShare: with the shared store down, under Degrade, slots are counted in this
 // process at its share (0.5 of WithInFlight(4): 2): 12 concurrent requests to an upstream
 // that takes 20 ms each all succeed, never more than 2 at once; InFlight is 0 after.
-func TestInFlightDegraded(t *testing.T) {
+func TestInFlightDegradedHeldToShare(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newStore(t, srv, redisstore.Options{Prefix: "inflight-degraded"})
 	var now, most atomic.Int64

@@ -18,12 +18,12 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// TestRedisDownAndBack stops the test's own redis-server in the middle of a run: under
+// TestPoliciesRecoverWhenRedisReturns stops the test's own redis-server in the middle of a run: under
 // SendUncounted requests still go and each error is reported; under SendNothing RoundTrip fails fast
 // with a clear error (a refused dial: at once; 5 s leaves room for a loaded machine, and is far
 // below the minute a paced request would wait); once Redis is back both recover without a
 // restart.
-func TestRedisDownAndBack(t *testing.T) {
+func TestPoliciesRecoverWhenRedisReturns(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newStore(t, srv, redisstore.Options{})
 	up, hits := upstreamtest.Counting(t, nil)
@@ -73,10 +73,10 @@ func TestRedisDownAndBack(t *testing.T) {
 	}
 }
 
-// TestRedisHangsSendNothing: a Redis that does not answer makes a fail-closed RoundTrip return
+// TestSendNothingFailsWithinTimeoutWhenRedisHangs: a Redis that does not answer makes a fail-closed RoundTrip return
 // within the store's timeout (100 ms by default), with an error wrapping DeadlineExceeded: well
 // before the 3 s pause ends (2 s, twenty timeouts, leaves room for a loaded machine).
-func TestRedisHangsSendNothing(t *testing.T) {
+func TestSendNothingFailsWithinTimeoutWhenRedisHangs(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
 	store, err := redisstore.New(client, redisstore.Options{}) // the default timeout, under test
