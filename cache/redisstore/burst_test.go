@@ -12,12 +12,12 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// TestBurstLargerThanPool: 1 024 admissions at once, far more than the client's 20 connections:
+// TestBurstBeyondPoolAnswersEveryAdmission: 1 024 admissions at once, far more than the client's 20 connections:
 // every one is answered, and every token spent went to an admitted call. Before MaxInFlight,
 // waiting for a connection used up the timeout and the connections of scripts cut off were
 // thrown away: with a timeout of 250 ms all 1 024 failed. The timeout here is 1 s, as one round
 // trip alone has taken over 250 ms on a loaded CI machine.
-func TestBurstLargerThanPool(t *testing.T) {
+func TestBurstBeyondPoolAnswersEveryAdmission(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
 	st := newStore(t, client, Options{Timeout: time.Second})

@@ -15,11 +15,11 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// TestClockStep: issue 13, defect 4, on Redis with a stepped Options.Clock (the now override
+// TestSteppedClockLocksNoKeyOut: issue 13, defect 4, on Redis with a stepped Options.Clock (the now override
 // the scripts take in place of TIME): the shared suite, all three strategies. Before the
 // scripts kept a clock offset per key, a key stepped back 1 h was answered at its latest
 // instant and locked out for the hour (every "a full limit stays full" part failed).
-func TestClockStep(t *testing.T) {
+func TestSteppedClockLocksNoKeyOut(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
 	storetest.ClockStep(t, newStore(t, srv.Client(), Options{Clock: clk}), clk)

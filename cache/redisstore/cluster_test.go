@@ -14,11 +14,10 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest/conformance"
 )
 
-// TestCluster runs, on one Redis Cluster (3 masters, 3 replicas) shared by its cases, the
+// TestClusterKeepsEveryPromise runs, on one Redis Cluster (3 masters, 3 replicas) shared by its cases, the
 // conformance suite, the lost-reply case on a key of each master, MaxInFlight per master, and
 // a slot migration during a run (last: it moves a slot).
-func TestCluster(t *testing.T) {
-	redis.SetLogger(quiet{})
+func TestClusterKeepsEveryPromise(t *testing.T) {
 	if w := conformance.Where(); w != "" { // a worker of the suite's processes case
 		conformance.Run(t, clusterTarget(nil, strings.Split(w, ",")))
 		return

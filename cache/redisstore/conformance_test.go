@@ -22,7 +22,6 @@ const conformanceTimeout = 250 * time.Millisecond
 // Transport, Redis stopped and restarted, paused (CLIENT PAUSE) and its scripts flushed under
 // SendUncounted and SendNothing, and 4 processes sharing the server with one killed.
 func TestConformance(t *testing.T) {
-	redis.SetLogger(quiet{}) // the restart makes go-redis log every refused dial
 	var srv *redistest.Server
 	addr := ""
 	if w := conformance.Where(); w != "" {
@@ -67,7 +66,3 @@ func TestConformance(t *testing.T) {
 		OpenShared: func(t testing.TB, where string) conformance.Store { return open(t, where, nil) },
 	})
 }
-
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}

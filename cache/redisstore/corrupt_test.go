@@ -17,7 +17,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// TestCorruptKey: issue 14, defect 4. A key whose one Redis key holds what the script cannot
+// TestUnreadableKeyStartsAfreshReported: issue 14, defect 4. A key whose one Redis key holds what the script cannot
 // use — a hash (WRONGTYPE), a foreign string, a value of another layout version, a value cut
 // short by 3 bytes (inside the rolling window's buckets, of a short value and of a long one) or
 // inside its header — is started afresh by every operation (record,
@@ -30,7 +30,7 @@ import (
 //
 // Before the single-key layout, the scripts used redis.call, so a hash in a key failed every
 // operation with WRONGTYPE, and nothing reported a loss of state.
-func TestCorruptKey(t *testing.T) {
+func TestUnreadableKeyStartsAfreshReported(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()

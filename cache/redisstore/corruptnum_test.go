@@ -19,7 +19,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// TestCorruptNumbers: issue 14 (a reviewer's finding). A value with the store's own prefix and
+// TestCorruptNumbersStartAfreshReported: issue 14 (a reviewer's finding). A value with the store's own prefix and
 // the right length whose doubles are not figures a script could have written — NaN, ±inf, a
 // negative or fractional count, an instant far ahead of the key's, a window index past the
 // slot's time, a token-bucket debt past its cap — is unreadable: the key is started afresh and
@@ -31,7 +31,7 @@ import (
 // window), count (fixed window) or debt (token bucket) granted without limit, as NaN compares
 // false; a pause 1e17 µs ahead locked the key out for ~3000 years with a matching TTL; none of
 // it was reported.
-func TestCorruptNumbers(t *testing.T) {
+func TestCorruptNumbersStartAfreshReported(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
@@ -165,9 +165,9 @@ func TestCorruptNumbers(t *testing.T) {
 	}
 }
 
-// TestCorruptBound: the scripts bound a key's instants by strategy.MaxWindow, written into
+// TestScriptsBoundInstantsByMaxWindow: the scripts bound a key's instants by strategy.MaxWindow, written into
 // them as a constant (µs); it must be the Go one.
-func TestCorruptBound(t *testing.T) {
+func TestScriptsBoundInstantsByMaxWindow(t *testing.T) {
 	want := "MAXW = " + strconv.FormatInt(strategy.MaxWindow.Microseconds(), 10)
 	for name, src := range map[string]string{"state.lua": stateSource, "rollingwindow.lua": rollingSource} {
 		if !strings.Contains(src, want) {

@@ -24,9 +24,9 @@ func refusalTextOf(addr string, maxmemory int, policy string) string {
 		"or set Options.AllowEviction: true to accept the risk (evictions are then reported as StateLost events)", addr, maxmemory, policy)
 }
 
-// TestEvictionPolicy: New refuses allkeys-lru and volatile-lru with maxmemory set, with the
+// TestNewRefusesEvictingPolicy: New refuses allkeys-lru and volatile-lru with maxmemory set, with the
 // exact error; accepts noeviction, maxmemory 0 under allkeys-lru, and AllowEviction.
-func TestEvictionPolicy(t *testing.T) {
+func TestNewRefusesEvictingPolicy(t *testing.T) {
 	for _, policy := range []string{"allkeys-lru", "volatile-lru"} {
 		srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", policy)
 		st, err := New(srv.Client(), Options{Timeout: 5 * time.Second})
@@ -56,10 +56,10 @@ func TestEvictionPolicy(t *testing.T) {
 	}
 }
 
-// TestEvictionPolicyLater: a store made while Redis is down is made; once Redis answers with
+// TestEvictingPolicyAnsweredLaterFailsOperations: a store made while Redis is down is made; once Redis answers with
 // an evicting policy, operations fail with New's refusal; once the policy is noeviction,
 // they succeed again (checked at most once a second).
-func TestEvictionPolicyLater(t *testing.T) {
+func TestEvictingPolicyAnsweredLaterFailsOperations(t *testing.T) {
 	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
 	addr := srv.Addr
 	srv.Stop()
@@ -100,9 +100,9 @@ func TestEvictionPolicyLater(t *testing.T) {
 	}
 }
 
-// TestEvictionPolicyConfigRenamed: with CONFIG renamed away (as managed Redis does), the
+// TestEvictionPolicyReadFromInfoWithoutConfig: with CONFIG renamed away (as managed Redis does), the
 // policy is read from INFO memory, and still refused.
-func TestEvictionPolicyConfigRenamed(t *testing.T) {
+func TestEvictionPolicyReadFromInfoWithoutConfig(t *testing.T) {
 	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru", "--rename-command", "CONFIG", "")
 	var re redis.Error
 	if err := srv.Client().ConfigGet(context.Background(), "maxmemory").Err(); !errors.As(err, &re) {
@@ -114,10 +114,10 @@ func TestEvictionPolicyConfigRenamed(t *testing.T) {
 	}
 }
 
-// TestEvictionPolicyUnreadable: for a user who may run neither CONFIG nor INFO (an ACL, as
+// TestUnreadableEvictionPolicyAcceptedOnce: for a user who may run neither CONFIG nor INFO (an ACL, as
 // managed Redis sets), the policy cannot be known; New accepts (and warns once) rather than
 // refuse a server that may be fine, and operations work.
-func TestEvictionPolicyUnreadable(t *testing.T) {
+func TestUnreadableEvictionPolicyAcceptedOnce(t *testing.T) {
 	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
 	ctx := context.Background()
 	if err := srv.Client().Do(ctx, "ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-config", "-info").Err(); err != nil {

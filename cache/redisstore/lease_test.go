@@ -12,19 +12,19 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestLeases runs the Leaser cases on one Redis server, on a manual clock.
-func TestLeases(t *testing.T) {
+// TestLeasesPassLeaserSuite runs the Leaser cases on one Redis server, on a manual clock.
+func TestLeasesPassLeaserSuite(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
 	st := newStore(t, srv.Client(), Options{Clock: clk})
 	leasetest.Run(t, st, clk)
 }
 
-// TestLeaseRealTTL: on Redis TIME, a lease taken and never released (its process crashed)
+// TestAbandonedLeaseFreesAfterTTL: on Redis TIME, a lease taken and never released (its process crashed)
 // frees by itself once its real TTL of 200 ms has passed; the set's own TTL is at most the
 // lease's plus Slack, so an abandoned set goes too; and a key that holds another type is
 // started afresh, reported as StateLost.
-func TestLeaseRealTTL(t *testing.T) {
+func TestAbandonedLeaseFreesAfterTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	var lost []observe.Event

@@ -130,9 +130,9 @@ func checkLostReply(t *testing.T, st *Store, e *replyEater, key, addr string) {
 	}
 }
 
-// TestLostReplySingle: on a single node, a Record whose reply is lost after the script ran
+// TestLostReplyCountsOnceOnSingleNode: on a single node, a Record whose reply is lost after the script ran
 // fails, naming the server, and counts once.
-func TestLostReplySingle(t *testing.T) {
+func TestLostReplyCountsOnceOnSingleNode(t *testing.T) {
 	srv := redistest.Start(t)
 	e := &replyEater{}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1, Dialer: e.dial})

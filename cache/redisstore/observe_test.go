@@ -13,9 +13,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestObserverStoreErrors: a closed store and a stopped Redis are StoreError events, one per
+// TestStoreErrorsObservedOncePerFailure: a closed store and a stopped Redis are StoreError events, one per
 // failed operation; a context the caller cancelled is none.
-func TestObserverStoreErrors(t *testing.T) {
+func TestStoreErrorsObservedOncePerFailure(t *testing.T) {
 	srv := redistest.Start(t)
 	rec := &observe.Recorder{}
 	st := newStore(t, srv.Client(), Options{Observer: rec, Timeout: time.Second})

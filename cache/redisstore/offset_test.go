@@ -32,7 +32,7 @@ func offset(t *testing.T, c *redis.Client, st *Store, s *engine.Strategy, key st
 	return strconv.FormatInt(v.off, 10)
 }
 
-// TestClockOffset: issue 13, defect 4, in the scripts' own terms: a key whose clock steps back
+// TestSteppedBackKeyRebasedOnItsOffset: issue 13, defect 4, in the scripts' own terms: a key whose clock steps back
 // by more than engine.StepTolerance gets a clock offset (µs) in its value, so that
 // its instant (TIME + offset) continues from its latest one. Two rules (10 per 10 s, 15 per
 // minute, so two slots), 10 reserved at T, a whole number of minutes + 10 s:
@@ -50,7 +50,7 @@ func offset(t *testing.T, c *redis.Client, st *Store, s *engine.Strategy, key st
 //
 // Before the offset, the second Reserve was refused again (the key stayed at T while the clock
 // ran an hour behind it) and no offset was written.
-func TestClockOffset(t *testing.T) {
+func TestSteppedBackKeyRebasedOnItsOffset(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
@@ -145,13 +145,13 @@ func TestClockOffset(t *testing.T) {
 	}
 }
 
-// TestClockOffsetPause: the pause a Sync set is on the key's timeline too. 1 reserved at T,
+// TestPauseKeepsToKeyTimeline: the pause a Sync set is on the key's timeline too. 1 reserved at T,
 // a 30 s pause, the clock stepped back 1 h: a Peek says paused until T + 30 s with a wait of
 // 30 s (before: 1 h 30 s, the pause read against the clock an hour behind it), the key's value
 // carries the offset with the pause's instant and the key keeps its TTL on Redis's clock (the
 // minute's window + slack, as the pause ends before it), and
 // 30 s on the new clock later a Reserve is granted.
-func TestClockOffsetPause(t *testing.T) {
+func TestPauseKeepsToKeyTimeline(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()

@@ -31,12 +31,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestEvictionPolicyRuntime (regression, issue 14): a server accepted at New that turns
+// TestEvictingPolicySetAtRunTimeFailsOperations (regression, issue 14): a server accepted at New that turns
 // evicting at run time (CONFIG SET maxmemory-policy allkeys-lru) fails operations with New's
 // exact refusal within 2 check intervals, logs one warning, and once it is set back to
-// noeviction operations succeed again within 2 intervals. Before, the policy was checked at
-// New only: operations went on succeeding. With AllowEviction, they never fail.
-func TestEvictionPolicyRuntime(t *testing.T) {
+// noeviction operations succeed again within 2 intervals (on an idle machine; asserted
+// within 20, as the checks run on the real clock). Before, the policy was checked at New
+// only: operations went on succeeding. With AllowEviction, they never fail.
+func TestEvictingPolicySetAtRunTimeFailsOperations(t *testing.T) {
 	var logs syncBuffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
@@ -52,7 +53,7 @@ func TestEvictionPolicyRuntime(t *testing.T) {
 	if err := st.Record(ctx, s, "k", 1); err != nil {
 		t.Fatal(err)
 	}
-	// until polls Record every 5 ms until ok says its error is the one wanted, for up to 2
+	// until polls Record every 5 ms until ok says its error is the one wanted, for up to 20
 	// intervals after since, and returns how long it took.
 	until := func(what string, since time.Time, ok func(error) bool) time.Duration {
 		t.Helper()
@@ -62,8 +63,8 @@ func TestEvictionPolicyRuntime(t *testing.T) {
 			if ok(err) {
 				return took
 			}
-			if took > 2*interval {
-				t.Fatalf("%s: not within 2 intervals (%v): Record: %v", what, 2*interval, err)
+			if took > 20*interval {
+				t.Fatalf("%s: not within 20 intervals (%v): Record: %v", what, 20*interval, err)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

@@ -48,8 +48,8 @@ func usedOf(t testing.TB, st cache.Store, s *engine.Strategy, key string) []int 
 	return storetest.Used(t, st, s, key)
 }
 
-// TestWorkedValues runs DESIGN.md §4's table through the Lua script, on a manual clock.
-func TestWorkedValues(t *testing.T) {
+// TestScriptsAnswerWorkedValues runs DESIGN.md §4's table through the Lua script, on a manual clock.
+func TestScriptsAnswerWorkedValues(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
 	st := newStore(t, srv.Client(), Options{Clock: clk})
@@ -185,9 +185,9 @@ func TestKeysAreIsolated(t *testing.T) {
 	}
 }
 
-// TestServerTime: two stores (two processes, say) share Redis's clock: each sees what the
+// TestStoresShareServerClock: two stores (two processes, say) share Redis's clock: each sees what the
 // other recorded, and together they never admit more than the limit.
-func TestServerTime(t *testing.T) {
+func TestStoresShareServerClock(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newStore(t, srv.Client(), Options{})
 	b := newStore(t, srv.Client(), Options{})
@@ -222,8 +222,8 @@ func TestServerTime(t *testing.T) {
 	}
 }
 
-// TestNoScript: after SCRIPT FLUSH the script is loaded again, and the operation counts once.
-func TestNoScript(t *testing.T) {
+// TestFlushedScriptReloadedCountsOnce: after SCRIPT FLUSH the script is loaded again, and the operation counts once.
+func TestFlushedScriptReloadedCountsOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
 	st := newStore(t, client, Options{})
@@ -272,7 +272,7 @@ func TestTimeoutIsNotReplayed(t *testing.T) {
 	}
 }
 
-func TestBadInput(t *testing.T) {
+func TestInvalidInputRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newStore(t, srv.Client(), Options{})
 	ctx := context.Background()
@@ -348,7 +348,7 @@ func TestErrorsSayWhatHappened(t *testing.T) {
 	}
 }
 
-func TestSync(t *testing.T) {
+func TestSyncPassesSyncSuite(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
 	storetest.Sync(t, newStore(t, srv.Client(), Options{Clock: clk}), clk)

@@ -43,9 +43,9 @@ func TestNewRefusesReplays(t *testing.T) {
 	}
 }
 
-// TestLostReplyRing: through a Ring (one shard), a Record whose reply is lost after the
+// TestLostReplyCountsOnceThroughRing: through a Ring (one shard), a Record whose reply is lost after the
 // script ran fails and counts once.
-func TestLostReplyRing(t *testing.T) {
+func TestLostReplyCountsOnceThroughRing(t *testing.T) {
 	srv := redistest.Start(t)
 	e := &replyEater{}
 	r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr}, MaxRetries: -1,

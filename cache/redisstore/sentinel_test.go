@@ -13,23 +13,22 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/storetest/conformance"
 )
 
-// TestSentinel runs, on a Sentinel set of its own (a master, a replica, three sentinels),
+// TestSentinelKeepsEveryPromise runs, on a Sentinel set of its own (a master, a replica, three sentinels),
 // the conformance suite and the lost-reply case through a FailoverClient (errors name the
 // master's address, not go-redis's "FailoverClient"), then a stream of Records across a
-// SENTINEL FAILOVER (at most sentinelErrors failures in all, a success within recoverWithin
+// SENTINEL FAILOVER (at most sentinelErrors failures in all, a success within recoverBound
 // of the new master being in place) and a kill -9 of the master (a success within
-// recoverWithin, and no failure from then on: steady). After a kill -9, go-redis's pool
+// recoverBound, and no failure from recoverWithin after it on: steady). After a kill -9, go-redis's pool
 // refuses to dial for up to 1 s once PoolSize dials have failed, answering with the last dial
 // error (internal/pool/pool.go: dialErrorsNum, tryDial), so failures may go on for that long
 // after a first success on a connection made before the kill.
-func TestSentinel(t *testing.T) {
-	redis.SetLogger(quiet{})
+func TestSentinelKeepsEveryPromise(t *testing.T) {
 	if w := conformance.Where(); w != "" { // a worker of the suite's processes case
 		conformance.Run(t, sentinelTarget(nil, strings.Split(w, ",")))
 		return
 	}
 	ss := redistest.StartSentinel(t)
-	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) }) // see TestClusterFailover
+	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) }) // see TestClusterFailoverCallersRecover
 	t.Run("conformance", func(t *testing.T) { conformance.Run(t, sentinelTarget(ss, ss.SentinelAddrs())) })
 	t.Run("lostreply", func(t *testing.T) {
 		e := &replyEater{}
@@ -124,7 +123,7 @@ func sentinelFailover(t *testing.T, ss *redistest.Sentinel) {
 			}
 		}
 		if !fault.graceful {
-			steady(t, sm, keys, healthy, fault.name)
+			steady(t, sm, keys, healthy, took, fault.name)
 		}
 		if !strings.Contains(st.route.addr(), to) {
 			t.Errorf("%s: the store names %q as the master, want %s", fault.name, st.route.addr(), to)

@@ -14,7 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// TestSharedKey: two strategies of one algorithm on one logical key (a Transport's rules and
+// TestStrategiesSharingKeyCountOnce: two strategies of one algorithm on one logical key (a Transport's rules and
 // another's over the same store) share its one Redis key, and the counter they have in common
 // is counted once for both (DESIGN §9). A = {10/1m}, B = {100/1h, 10/1m} (the shared rule
 // second, so B's slots are in another order): 3 recorded by A, then 2 by B, then 1 by A: A
@@ -22,7 +22,7 @@ import (
 // hour counter although A, which does not know it, wrote last (the window, or for the token
 // bucket the 72 s until 2 of 100 per hour refill, where the minute's 6 of 10 take 36 s); and a
 // peek by A leaves B's hour counter as it was.
-func TestSharedKey(t *testing.T) {
+func TestStrategiesSharingKeyCountOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()

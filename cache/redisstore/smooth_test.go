@@ -68,10 +68,10 @@ func TestSmoothedSameAsMemory(t *testing.T) {
 	})
 }
 
-// TestSmoothedValue: the GCRA slot of a smoothed 5/min rule (b = 3, T = 20 s) holds, after a
+// TestSmoothedSlotHoldsItsTAT: the GCRA slot of a smoothed 5/min rule (b = 3, T = 20 s) holds, after a
 // burst of 2 at t0, its TAT t0 + 40 s in the newest-bucket instant, and the fixed figures of a
 // GCRA slot; one more reserve fits, a fourth waits exactly 20 s.
-func TestSmoothedValue(t *testing.T) {
+func TestSmoothedSlotHoldsItsTAT(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
@@ -106,11 +106,11 @@ func TestSmoothedValue(t *testing.T) {
 	}
 }
 
-// TestSmoothedCorrupt: a GCRA slot holding what no script writes (a TAT more than b·T past
+// TestCorruptSmoothedSlotStartsAfresh: a GCRA slot holding what no script writes (a TAT more than b·T past
 // the slot's time, one without a time, or a rolling slot's figures: a total, buckets)
-// is unreadable, as TestCorruptNumbers's: the key is started afresh, reported once, and then
+// is unreadable, as TestCorruptNumbersStartAfreshReported's: the key is started afresh, reported once, and then
 // answers exactly as a key never written.
-func TestSmoothedCorrupt(t *testing.T) {
+func TestCorruptSmoothedSlotStartsAfresh(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client()
 	ctx := context.Background()
@@ -182,9 +182,9 @@ func TestSmoothedCorrupt(t *testing.T) {
 	}
 }
 
-// TestSmoothedValidate: the store holds smoothed rolling-window strategies; a fixed window
+// TestOnlyRollingWindowSmoothable: the store holds smoothed rolling-window strategies; a fixed window
 // cannot be smoothed at all (engine.ErrNotSmoothable).
-func TestSmoothedValidate(t *testing.T) {
+func TestOnlyRollingWindowSmoothable(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newStore(t, srv.Client(), Options{})
 	s, _ := rollingwindow.New(strategy.Rule{Limit: 60, Window: time.Minute}, strategy.Rule{Limit: 5000, Window: 24 * time.Hour, Granularity: time.Minute})

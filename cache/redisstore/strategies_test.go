@@ -25,9 +25,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// TestAdmit runs the shared admission table (fixed window, token bucket, rolling window, every
+// TestAdmitMatchesSharedTable runs the shared admission table (fixed window, token bucket, rolling window, every
 // figure of every Decision, rolling-window Reset included) through the three scripts.
-func TestAdmit(t *testing.T) {
+func TestAdmitMatchesSharedTable(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(time.Unix(0, 0)) // the table sets instants from 12 000 s on
 	storetest.Admit(t, newStore(t, srv.Client(), Options{Clock: clk}), clk)
@@ -170,9 +170,9 @@ func TestTokenBucketExactness(t *testing.T) {
 	}
 }
 
-// TestConcurrentAdmit: 16 goroutines × 200 admissions on one key, limit 1000 (Redis TIME):
+// TestConcurrentAdmitsStopAtLimit: 16 goroutines × 200 admissions on one key, limit 1000 (Redis TIME):
 // exactly 1000 admitted under each new strategy.
-func TestConcurrentAdmit(t *testing.T) {
+func TestConcurrentAdmitsStopAtLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newStore(t, srv.Client(), Options{Timeout: 5 * time.Second})
 	// A window long enough that nothing refills or rolls over during the test, save the fixed
@@ -283,8 +283,8 @@ func TestEveryKeyHasTTL(t *testing.T) {
 	}
 }
 
-// TestValidateNewStrategies: the bounds the scripts need, and Sync's refusal.
-func TestValidateNewStrategies(t *testing.T) {
+// TestValidateRefusesWhatScriptsCannotHold: the bounds the scripts need, and Sync's refusal.
+func TestValidateRefusesWhatScriptsCannotHold(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newStore(t, srv.Client(), Options{})
 	ctx := context.Background()
@@ -342,10 +342,10 @@ func TestValidateNewStrategies(t *testing.T) {
 	}
 }
 
-// TestTokenBucketCap: monitoring runs a 1000-per-day bucket into tokenbucket's cap of
+// TestTokenBucketCapExactToNanosecond: monitoring runs a 1000-per-day bucket into tokenbucket's cap of
 // 2^63 − 1 token·ns, which is not a whole µs: the script keeps it as q whole tokens, r µs and
 // s = 807 ns beyond them, and answers to the ns as the Go bucket does.
-func TestTokenBucketCap(t *testing.T) {
+func TestTokenBucketCapExactToNanosecond(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
 	ctx := context.Background()

@@ -17,7 +17,7 @@ import (
 // A's count back from Redis, missing its own unsaved write, so a raise is lost from the bucket
 // while the total keeps it. The total then never drops to what the buckets hold: a phantom
 // usage that outlives every window.
-func TestSyncRevisitsBucket(t *testing.T) {
+func TestSyncRevisitingBucketLosesNoRaise(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
 	mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})

@@ -68,10 +68,10 @@ func twoMasterCluster(t *testing.T) []*redistest.Server {
 	}
 }
 
-// TestClusterPolicyAndFleet: over a ClusterClient, New asks every master: one master with an
+// TestClusterPolicyCheckedOnEveryMaster: over a ClusterClient, New asks every master: one master with an
 // evicting policy is refused by its address; with AllowEviction the stores count each other
 // through the one fleet set, and the monitor watches both masters.
-func TestClusterPolicyAndFleet(t *testing.T) {
+func TestClusterPolicyCheckedOnEveryMaster(t *testing.T) {
 	nodes := twoMasterCluster(t)
 	ctx := context.Background()
 	evicting := nodes[1]
@@ -102,9 +102,9 @@ func TestClusterPolicyAndFleet(t *testing.T) {
 	}
 }
 
-// TestSentinelPolicyAddress: over a Sentinel FailoverClient, whose options name no address
+// TestSentinelRefusalNamesMasterAddress: over a Sentinel FailoverClient, whose options name no address
 // ("FailoverClient"), the refusal names the master's real address (CLIENT INFO's laddr).
-func TestSentinelPolicyAddress(t *testing.T) {
+func TestSentinelRefusalNamesMasterAddress(t *testing.T) {
 	master := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "volatile-lru")
 	_, mport, _ := net.SplitHostPort(master.Addr)
 	port, dir := freePort(t), t.TempDir()

@@ -13,8 +13,8 @@ import (
 
 func g(s float64, n int) Grant { return Grant{At: at(s), N: n} }
 
-// TestCheck: the model accepts exactly the limit at its edges and flags one more, per algorithm.
-func TestCheck(t *testing.T) {
+// TestModelFlagsOneOverLimit: the model accepts exactly the limit at its edges and flags one more, per algorithm.
+func TestModelFlagsOneOverLimit(t *testing.T) {
 	r := strategy.Rule{Limit: 3, Window: 10 * time.Second}
 	rw, _ := rollingwindow.New(r)
 	fw, _ := fixedwindow.New(r)
@@ -43,8 +43,8 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// TestModelUsed: usage per algorithm, buckets of the rolling window included.
-func TestModelUsed(t *testing.T) {
+// TestModelUsedMatchesAlgorithms: usage per algorithm, buckets of the rolling window included.
+func TestModelUsedMatchesAlgorithms(t *testing.T) {
 	r := strategy.Rule{Limit: 10, Window: 10 * time.Second}
 	rw, _ := rollingwindow.New(r)
 	fw, _ := fixedwindow.New(r)

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// TestStartCluster checks that a fresh cluster is healthy with three masters, quickly.
-func TestStartCluster(t *testing.T) {
+// TestStartClusterHasThreeMasters checks that a fresh cluster is healthy with three masters, quickly.
+func TestStartClusterHasThreeMasters(t *testing.T) {
 	start := time.Now()
 	c := StartCluster(t)
 	t.Logf("cluster up in %v", time.Since(start))
@@ -15,9 +15,9 @@ func TestStartCluster(t *testing.T) {
 	}
 }
 
-// TestStartSentinel checks that the set starts and that SENTINEL FAILOVER and a kill -9 of
+// TestSentinelFailoverAndKillPromoteOther checks that the set starts and that SENTINEL FAILOVER and a kill -9 of
 // the master each promote the other server.
-func TestStartSentinel(t *testing.T) {
+func TestSentinelFailoverAndKillPromoteOther(t *testing.T) {
 	start := time.Now()
 	s := StartSentinel(t)
 	t.Logf("sentinel up in %v", time.Since(start))

@@ -1,14 +1,31 @@
 // Package redistest starts a real redis-server for tests, on a free loopback port, with no
-// persistence.
+// persistence; and Redis Clusters and Sentinel sets (StartCluster, StartSentinel).
+//
+// Importing it silences go-redis's logger (redis.SetLogger, a global of the test binary) for
+// every test of the importing package: the tests stop, kill and pause servers on purpose, and
+// go-redis would log every dial those refuse (pool.go's "connection refused", by the hundred),
+// burying the text of a failure. What a test needs to know of an outage it asserts through
+// errors and events, not through go-redis's log. The logger is set when the package is
+// initialised, before any test or client runs, so that no go-redis goroutine reads it while it
+// is written.
 package redistest
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 )
+
+func init() { redis.SetLogger(silent{}) }
+
+// silent is the go-redis logger of every test binary that imports redistest: it drops every
+// line.
+type silent struct{}
+
+func (silent) Printf(context.Context, string, ...any) {}
 
 // Server is a redis-server process owned by one test (the one given to Start): its helpers
 // fail that test, so call them from it, not from a subtest or TestMain. Make one with Start or

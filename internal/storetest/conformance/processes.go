@@ -77,8 +77,9 @@ func child(t *testing.T, tg Target) {
 // processes runs 4 OS processes (this test binary again) reserving on one shared store, every
 // strategy at once, and kills one halfway. The grants all of them printed are judged at the
 // store's instants; the store's usage afterwards must lie between the model's and the model's
-// plus the grants the killed one may not have printed; and every key admits again within its
-// longest window.
+// plus the grants the killed one may not have printed; and every key admits again: every wait
+// the store tells lies within its longest window, and a grant comes before the longest window
+// and liveWithin have passed on the real clock.
 func processes(t *testing.T, tg Target) {
 	rep := newReport(t, tg)
 	defer rep.done()
@@ -153,17 +154,22 @@ func processes(t *testing.T, tg Target) {
 		}
 		// No lockout: a caller is admitted within the longest window.
 		start := time.Now()
+		var waits []time.Duration
 		for {
 			res, err := st.Reserve(c, s, keys[i], 1)
 			if err == nil && res.Allowed {
 				break
 			}
-			if time.Since(start) > s.Longest() {
+			if err == nil {
+				waits = append(waits, res.Wait)
+			}
+			if time.Since(start) > s.Longest()+liveWithin {
 				rep.fail("%s: not admitted %v after the workers ended (%+v, %v)", s.Name(), time.Since(start), res, err)
 				break
 			}
 			time.Sleep(max(res.Wait, time.Millisecond))
 		}
+		rep.waitsInBounds(s, waits, 0)
 		t.Logf("%s %s, 4 processes (one killed at %v): %d grants (ideal %d), %d violations", tg.Name, s.Name(), d/2, len(grants[i]), ideal(s, d), v)
 	}
 	_ = total

@@ -84,8 +84,8 @@ type load struct {
 
 // runLoad paces 64 goroutines' requests through a Transport over rec (WithPacing, policy) on
 // key for d; a goroutine whose request fails with a store error backs off 5 ms. After the run
-// one more request is sent, with the strategy's longest window (and 250 ms) to be admitted in.
-// It may run on a goroutine other than the test's.
+// one more request is sent, with the strategy's longest window and liveWithin to be admitted
+// in. It may run on a goroutine other than the test's.
 func runLoad(t *testing.T, rec *recorder, s *engine.Strategy, key string, policy ratemonitor.StoreErrorPolicy, d time.Duration, faultOver <-chan struct{}) load {
 	up := newUpstream(t)
 	hc := &http.Transport{MaxIdleConnsPerHost: goroutines}
@@ -135,18 +135,19 @@ func runLoad(t *testing.T, rec *recorder, s *engine.Strategy, key string, policy
 	}
 	wg.Wait()
 	// No lockout: once the fault is over, a caller retrying after store errors is admitted
-	// (counted, not merely sent under SendUncounted) within the longest window.
+	// (counted, not merely sent under SendUncounted): within the longest window (the waits
+	// told, judged by waitsInBounds), on the real clock before liveWithin more.
 	if faultOver != nil {
 		<-faultOver
 	}
 	start := time.Now()
 	var lastErr error
 	for {
-		lastCtx, lastCancel := context.WithDeadline(context.Background(), start.Add(s.Longest()+250*time.Millisecond))
+		lastCtx, lastCancel := context.WithDeadline(context.Background(), start.Add(s.Longest()+liveWithin))
 		granted, err := do(lastCtx)
 		lastCancel()
 		lastErr = err
-		if granted || time.Since(start) > s.Longest() {
+		if granted || time.Since(start) > s.Longest()+liveWithin {
 			if !granted && err == nil {
 				lastErr = errors.New("sent without being counted")
 			}

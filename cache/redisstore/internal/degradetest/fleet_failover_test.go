@@ -30,34 +30,44 @@ import (
 // the default error policy (Degrade) and its share from the store's heartbeat (cache.Fleet:
 // 4 processes, so 5 of 20 while degraded). The store's Timeout is 1 s and the rule 20 per
 // second with a 300 ms margin (issue 14's CI setting: steady on a loaded 2-core machine).
+//
+// On the real clock the tests assert safety (no window over the limit, judged at the grants'
+// instants: grantspan_test.go) and liveness (every process back on the shared store, every
+// key granted again, before generous deadlines); throughput is logged, not asserted, as a
+// loaded machine gives any figure. The shares' arithmetic is asserted on a manual clock
+// (TestDegradedFleetSharesTheLimit).
 var fleetRule = strategy.Rule{Limit: 20, Window: time.Second, Margin: 300 * time.Millisecond, Granularity: 100 * time.Millisecond}
 
 const (
 	fleetProcs   = 4
 	fleetSenders = 12 // goroutines per process
-	// fleetRecover bounds the time from the healthy instant (WaitHealthy, or the Sentinel
-	// promotion) to each process using the shared store again: 2 s (issue 14, defect 2) plus
-	// a probe interval (a degraded process asks the shared store at most that often).
+	// fleetRecover is how long after the healthy instant (WaitHealthy, or the Sentinel
+	// promotion) each process uses the shared store again on an idle machine: 2 s (issue 14,
+	// defect 2) plus a probe interval (a degraded process asks the shared store at most that
+	// often). Logged against it; asserted only against fleetRecoverBound.
 	fleetRecover = 2*time.Second + ratemonitor.DefaultProbeInterval
-	// fleetAfter is how long the throughput after the recovery is counted, from the instant
-	// the last process recovered; each key must see at least fleetAfterMin grants in it: half
-	// the limit's rate (10 per second). A saturated key is granted in bursts of up to 20 each
-	// time the slots of 1.3 s before (Window + Margin, 100 ms buckets) free up, so any 3 s hold
-	// at least two bursts; half the limit leaves room for a burst cut short on a loaded machine.
-	fleetAfter    = 3 * time.Second
-	fleetAfterMin = 30
-	fleetBefore   = 1500 * time.Millisecond // the run before the fault
+	// fleetRecoverBound is the deadline asserted: ten times fleetRecover, so that a loaded
+	// machine passes and a client that finds the new master only on its minute's slot-map
+	// reload (the defect of issue 14) does not.
+	fleetRecoverBound = 10 * fleetRecover
+	// fleetAfter is how long the fleet goes on after the last process was back, so that the
+	// windows after the return are judged too; the grants in it are logged.
+	fleetAfter = 3 * time.Second
+	// fleetLive bounds the wait for each key's first grant after the last process was back:
+	// liveness, generous (it takes a window or so).
+	fleetLive   = 30 * time.Second
+	fleetBefore = 1500 * time.Millisecond // the run before the fault
 )
 
-// fleetLog collects, for the whole fleet, the grant instant of every request sent (by key,
-// noted by each process's base RoundTripper, fleetBase: Redis TIME, or the degraded mode's
-// memory store's clock, see grantedAt) and every arrival at the upstream, and per process the
+// fleetLog collects, for the whole fleet, the grant span of every request sent (by key,
+// noted by each process's base RoundTripper, fleetBase: Redis TIME, or the span the degraded
+// mode granted it in, see grantedIn) and every arrival at the upstream, and per process the
 // instants of its shared-store answers and of its Degraded and Recovered events.
 type fleetLog struct {
 	mu       sync.Mutex
-	granted  map[string][]time.Time // by key
-	arrived  []time.Time            // the upstream's arrivals, all keys
-	answered [][]time.Time          // per process: wall instants of successful shared-store replies
+	granted  map[string][]span // by key
+	arrived  []time.Time       // the upstream's arrivals, all keys
+	answered [][]time.Time     // per process: wall instants of successful shared-store replies
 	events   [][]fleetEvent
 }
 
@@ -70,7 +80,7 @@ type fleetBase struct {
 }
 
 func (b fleetBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	at := grantedAt(req)
+	at := grantedIn(req)
 	b.log.mu.Lock()
 	b.log.granted[b.key(req)] = append(b.log.granted[b.key(req)], at)
 	b.log.mu.Unlock()
@@ -81,7 +91,7 @@ type fleetEvent struct {
 	kind observe.Kind
 	wall time.Time
 	// moved: a Degraded event for a new Sentinel master (its error, of a type the root
-	// package keeps unexported, says so; TestDegradeMasterChange checks the words).
+	// package keeps unexported, says so; TestNewMasterGrantUnusedUntilHoldBack checks the words).
 	moved bool
 }
 
@@ -136,7 +146,7 @@ type fleet struct {
 // share is 1/4).
 func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []string) *fleet {
 	t.Helper()
-	f := &fleet{log: &fleetLog{granted: map[string][]time.Time{}, answered: make([][]time.Time, fleetProcs),
+	f := &fleet{log: &fleetLog{granted: map[string][]span{}, answered: make([][]time.Time, fleetProcs),
 		events: make([][]fleetEvent, fleetProcs)}, keys: keys}
 	f.up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.log.mu.Lock()
@@ -161,12 +171,12 @@ func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []str
 			}
 		})
 		// The default policy of a paced Transport over Redis: Degrade, with a degraded mode
-		// (TestDegradePolicies).
+		// (TestOutageHandledAsPolicySays). The real clock, noting each pacing sleep's end (grantedIn).
 		tr := newTransport(t, base, ratemonitor.WithRules(fleetRule), ratemonitor.WithStore(fleetShared{grantLog{Store: st}, f.log, i}),
-			ratemonitor.WithPacing(), ratemonitor.WithObserver(obs), ratemonitor.WithLogger(discard))
+			ratemonitor.WithPacing(), ratemonitor.WithObserver(obs), ratemonitor.WithLogger(discard), ratemonitor.WithClock(wakeClock{}))
 		f.trs, f.stores = append(f.trs, tr), append(f.stores, st)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		n := fleetProcs
 		for _, st := range f.stores {
 			n = min(n, st.Processes())
@@ -175,7 +185,7 @@ func startFleet(t *testing.T, newClient func() redis.UniversalClient, keys []str
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the stores count %d processes 5 s after they started, want %d", n, fleetProcs)
+			t.Fatalf("the stores count %d processes 30 s after they started, want %d", n, fleetProcs)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -218,10 +228,10 @@ func (f *fleet) end() {
 // recovered waits until every process has used the shared store since healthy (a successful
 // reply after its last Degraded event has been followed by Recovered) and returns, per process,
 // how long after healthy that was (negative: before healthy), and whether it was degraded at
-// all since from. The test fails past healthy + fleetRecover + 3 s.
+// all since from. The test fails past healthy + fleetRecoverBound + 3 s.
 func (f *fleet) recovered(t *testing.T, from, healthy time.Time) (took []time.Duration, degraded []bool) {
 	t.Helper()
-	deadline := healthy.Add(fleetRecover + 3*time.Second)
+	deadline := healthy.Add(fleetRecoverBound + 3*time.Second)
 	for {
 		took, degraded = make([]time.Duration, fleetProcs), make([]bool, fleetProcs)
 		done := 0
@@ -254,39 +264,46 @@ func (f *fleet) recovered(t *testing.T, from, healthy time.Time) (took []time.Du
 			return took, degraded
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d processes use the shared store again %v after the healthy instant", done, fleetProcs, fleetRecover+3*time.Second)
+			t.Fatalf("%d of %d processes use the shared store again %v after the healthy instant", done, fleetProcs, fleetRecoverBound+3*time.Second)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// grants returns the grants on key the fleet sent requests on, by grant instant.
-func (f *fleet) grants(key string) []time.Time {
+// grants returns the spans of the grants on key the fleet sent requests on.
+func (f *fleet) grants(key string) []span {
 	f.log.mu.Lock()
 	defer f.log.mu.Unlock()
 	return slices.Clone(f.log.granted[key])
 }
 
-func countIn(ats []time.Time, from, to time.Time) int {
-	n := 0
-	for _, a := range ats {
-		if !a.Before(from) && a.Before(to) {
-			n++
+// grantedSince waits until every key has a grant certain to come at or after from, and fails
+// the test past from + fleetLive: liveness.
+func (f *fleet) grantedSince(t *testing.T, what string, from time.Time) {
+	t.Helper()
+	for _, key := range f.keys {
+		for deadline := from.Add(fleetLive); ; time.Sleep(20 * time.Millisecond) {
+			if slices.ContainsFunc(f.grants(key), func(g span) bool { return !g.lo.Before(from) }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: key %q: no grant in the %v after the last process was back", what, key, fleetLive)
+			}
 		}
 	}
-	return n
 }
 
 // fleetFault runs one fault on a fleet over keys: fault breaks the store's servers and returns
 // the healthy instant (WaitHealthy's, or the promotion's). It asserts, per key, at most 20
 // grants in every 1 s window of grant instants over the whole run (before, during and after
-// the fault), every process back on the shared store within fleetRecover of the healthy
-// instant, and at least fleetAfterMin grants in the fleetAfter after the last one was back. It
-// logs the lost acknowledged grants the fleet was granted again: its grants in excess of 20 in
-// a window of 1.3 s (Window + Margin, in which neither the shared store nor the degraded mode
-// grants more than 20 of what it knows of: slots free up to one bucket late, never early),
-// which a saturated fleet takes as soon as a promoted replica that missed them has room. The
-// margin absorbs them when no 1 s window holds more than 20 (the assertion).
+// the fault), every process back on the shared store within fleetRecoverBound of the healthy
+// instant, and every key granted again within fleetLive after the last one was back. It logs
+// the grants before, during and after, and the lost acknowledged grants the fleet was granted
+// again: its grants in excess of 20 in a window of 1.3 s (Window + Margin, in which neither the
+// shared store nor the degraded mode grants more than 20 of what it knows of: slots free up
+// to one bucket late, never early), which a saturated fleet takes as soon as a promoted
+// replica that missed them has room. The margin absorbs them when no 1 s window holds more
+// than 20 (the assertion).
 //
 // With lossy, the old master takes writes after the promotion until each process learns of
 // the new one (a graceful Sentinel failover), and every process must go degraded. The promise
@@ -308,10 +325,11 @@ func fleetFault(t *testing.T, newClient func() redis.UniversalClient, keys []str
 		if healthy.Add(d).After(back) {
 			back = healthy.Add(d)
 		}
-		if d > fleetRecover {
-			t.Errorf("%s: process %d used the shared store again %v after the healthy instant, want at most %v", what, i, d.Round(time.Millisecond), fleetRecover)
+		if d > fleetRecoverBound {
+			t.Errorf("%s: process %d used the shared store again %v after the healthy instant, want at most %v", what, i, d.Round(time.Millisecond), fleetRecoverBound)
 		}
 	}
+	f.grantedSince(t, what, back)
 	time.Sleep(time.Until(back.Add(fleetAfter + 100*time.Millisecond)))
 	f.end()
 
@@ -319,7 +337,7 @@ func fleetFault(t *testing.T, newClient func() redis.UniversalClient, keys []str
 	for i, d := range took {
 		rounded[i] = fmt.Sprintf("%v (degraded %v)", d.Round(time.Millisecond), degraded[i])
 	}
-	t.Logf("%s: back on the shared store after the healthy instant: %v", what, rounded)
+	t.Logf("%s: back on the shared store after the healthy instant (%v on an idle machine): %v", what, fleetRecover, rounded)
 	first, last, learned := f.learned(faultAt)
 	if lossy && !learned {
 		t.Errorf("%s: not every process went degraded (degraded %v): each must meet the new master", what, degraded)
@@ -333,25 +351,22 @@ func fleetFault(t *testing.T, newClient func() redis.UniversalClient, keys []str
 		all := f.grants(key)
 		if apart {
 			fleetLearnedApart(t, what, key, all, faultAt, first, last)
-		} else if most, at := maxIn(all, fleetRule.Window); most > fleetRule.Limit {
+		} else if most, at := mostIn(all, fleetRule.Window); most > fleetRule.Limit {
 			t.Errorf("%s: key %q: %d grants in the second from %v (%v after the fault began), limit %d",
 				what, key, most, at.Format("15:04:05.000"), at.Sub(faultAt).Round(time.Millisecond), fleetRule.Limit)
 		}
-		mostEff, atEff := maxIn(all, fleetRule.EffectiveWindow())
+		mostEff, atEff := mostIn(all, fleetRule.EffectiveWindow())
 		lost := max(0, mostEff-fleetRule.Limit)
 		before := countIn(all, runStart, faultAt)
 		during := countIn(all, faultAt, back)
 		after := countIn(all, back, back.Add(fleetAfter))
-		most1, _ := maxIn(all, fleetRule.Window)
+		most1, _ := mostIn(all, fleetRule.Window)
 		t.Logf("%s: key %q: grants %d before (%v), %d during (%v, fault to the last process back), %d after (%v); most in 1 s %d; lost acknowledged grants granted again (grants over %d in %v) %d%s",
 			what, key, before, fleetBefore, during, back.Sub(faultAt).Round(time.Millisecond), after, fleetAfter, most1,
 			fleetRule.Limit, fleetRule.EffectiveWindow(), lost, atIf(lost > 0, atEff, faultAt))
-		if after < fleetAfterMin {
-			t.Errorf("%s: key %q: %d grants in the %v after the last process was back, want at least %d", what, key, after, fleetAfter, fleetAfterMin)
-		}
 	}
 	f.log.mu.Lock()
-	most, _ := maxIn(f.log.arrived, time.Second)
+	most, _ := mostIn(exact(f.log.arrived...), time.Second)
 	f.log.mu.Unlock()
 	t.Logf("%s: upstream arrivals: at most %d in a second (all keys)", what, most)
 }
@@ -394,7 +409,7 @@ func (f *fleet) learned(from time.Time) (first, last time.Time, all bool) {
 // after first + Margin (its end reaches the new era) and before last (it holds an old
 // grant). Starts are allowed fleetLearnedSlack earlier: the event is seen a moment after the
 // fence's instant.
-func fleetLearnedApart(t *testing.T, what, key string, all []time.Time, faultAt, first, last time.Time) {
+func fleetLearnedApart(t *testing.T, what, key string, all []span, faultAt, first, last time.Time) {
 	t.Helper()
 	from, to := first.Add(fleetRule.Margin-fleetLearnedSlack), last
 	for _, w := range learnedApartOver(all, first, last) {
@@ -405,7 +420,7 @@ func fleetLearnedApart(t *testing.T, what, key string, all []time.Time, faultAt,
 }
 
 // learnedApartOver returns the windows of grants all that break fleetLearnedApart's bound.
-func learnedApartOver(all []time.Time, first, last time.Time) []window {
+func learnedApartOver(all []span, first, last time.Time) []window {
 	from, to := first.Add(fleetRule.Margin-fleetLearnedSlack), last
 	var out []window
 	for _, w := range overIn(all, fleetRule.Window, fleetRule.Limit) {
@@ -429,17 +444,17 @@ func TestFleetLearnedApartBound(t *testing.T) {
 	for i := range 20 { // the new era's, from first + the longest window (1.3 s)
 		grants = append(grants, at(2.3+0.004*float64(i)))
 	}
-	if got := learnedApartOver(grants, first, last); len(got) != 0 {
+	if got := learnedApartOver(exact(grants...), first, last); len(got) != 0 {
 		t.Errorf("two eras of 20 each, meeting in the seconds from %v: over the bound %v, want none", at(1.3), got)
 	}
-	if got, want := len(overIn(grants, time.Second, 20)), 2; got != want { // from 1.41 (22) and 1.455 (21): not vacuous
+	if got, want := len(overIn(exact(grants...), time.Second, 20)), 2; got != want { // from 1.41 (22) and 1.455 (21): not vacuous
 		t.Errorf("%d seconds over the limit, want %d", got, want)
 	}
-	early := append(slices.Clone(grants), at(1.45)) // a new master's grant used before the hold-back
+	early := exact(append(slices.Clone(grants), at(1.45))...) // a new master's grant used before the hold-back
 	if got := learnedApartOver(early, first, last); len(got) == 0 || !got[0].at.Equal(at(0.6)) || got[0].n != 21 {
 		t.Errorf("a grant in the hold-back: over the bound %v, want 21 in the second from %v first", got, at(0.6))
 	}
-	if got := learnedApartOver(grants, first, at(1.4)); len(got) == 0 {
+	if got := learnedApartOver(exact(grants...), first, at(1.4)); len(got) == 0 {
 		t.Errorf("a second over the limit that begins after last: no breach reported")
 	}
 }
@@ -450,43 +465,12 @@ func TestFleetLearnedApartBound(t *testing.T) {
 // more than measured).
 const fleetLearnedSlack = 100 * time.Millisecond
 
-// window is a window of grants: its first grant's instant and how many it holds.
-type window struct {
-	at time.Time
-	n  int
-}
-
-// overIn returns every window [a, a+w) beginning at an instant a of ats that holds more than
-// limit of them.
-func overIn(ats []time.Time, w time.Duration, limit int) []window {
-	sorted := slices.SortedFunc(slices.Values(ats), func(a, b time.Time) int { return a.Compare(b) })
-	var out []window
-	j := 0
-	for i := range sorted {
-		for j < len(sorted) && sorted[j].Before(sorted[i].Add(w)) {
-			j++
-		}
-		if j-i > limit {
-			out = append(out, window{sorted[i], j - i})
-		}
-	}
-	return out
-}
-
 func atIf(ok bool, at, ref time.Time) string {
 	if !ok {
 		return ""
 	}
 	return fmt.Sprintf(" (from %v after the fault began)", at.Sub(ref).Round(time.Millisecond))
 }
-
-// fleetQuiet drops go-redis's log lines (every refused dial to a dead server).
-type fleetQuiet struct{}
-
-func (fleetQuiet) Printf(context.Context, string, ...any) {}
-
-// quietRedis sets fleetQuiet as go-redis's logger (a global), once for the parallel tests.
-var quietRedis = sync.OnceFunc(func() { redis.SetLogger(fleetQuiet{}) })
 
 // fleetKey returns a tenant name whose Redis keys (fleetRule's strategy) lie on the master
 // ok accepts.
@@ -502,12 +486,11 @@ func fleetKey(t *testing.T, cl *redistest.Cluster, st *redisstore.Store, s *engi
 	return "", ""
 }
 
-// TestFleetFailoverCluster: the fleet on two keys, each on a master of its own, across a
+// TestFleetFailoverClusterNeverOverLimit: the fleet on two keys, each on a master of its own, across a
 // graceful CLUSTER FAILOVER of the first key's master, then (on the same cluster: the old
 // master is the new one's replica) a kill -9 of the first key's master, another one.
-func TestFleetFailoverCluster(t *testing.T) {
-	t.Parallel() // with TestFleetFailoverSentinel: servers of their own, mostly asleep
-	quietRedis()
+func TestFleetFailoverClusterNeverOverLimit(t *testing.T) {
+	t.Parallel() // with TestFleetFailoverSentinelNeverOverLimit: servers of their own, mostly asleep
 	cl := redistest.StartCluster(t)
 	// Runs last: go-redis's pools redial a dead node in a goroutine that sleeps 1 s between
 	// dials and sees its pool closed only when it wakes (internal/pool/pool.go tryDial).
@@ -543,12 +526,11 @@ func TestFleetFailoverCluster(t *testing.T) {
 	})
 }
 
-// TestFleetFailoverSentinel: the fleet on one key across a SENTINEL FAILOVER, and across a
+// TestFleetFailoverSentinelNeverOverLimit: the fleet on one key across a SENTINEL FAILOVER, and across a
 // kill -9 of the master, each on a Sentinel set of its own.
-func TestFleetFailoverSentinel(t *testing.T) {
+func TestFleetFailoverSentinelNeverOverLimit(t *testing.T) {
 	t.Parallel()
-	quietRedis()
-	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) }) // as in TestFleetFailoverCluster
+	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) }) // as in TestFleetFailoverClusterNeverOverLimit
 	t.Run("SENTINEL FAILOVER", func(t *testing.T) {
 		sn := redistest.StartSentinel(t)
 		fleetFault(t, func() redis.UniversalClient { return sn.FailoverClient(nil) }, []string{"sentinel-graceful"}, "SENTINEL FAILOVER", true, func() time.Time {

@@ -3,6 +3,8 @@ package degradetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
@@ -27,14 +30,14 @@ type movedStore struct {
 
 func (m movedStore) SentinelMaster() string { return m.master.Load().(string) }
 
-// TestDegradeMasterChange: a healthy paced Transport whose store meets a new Sentinel master
+// TestNewMasterGrantUnusedUntilHoldBack: a healthy paced Transport whose store meets a new Sentinel master
 // does not use the grant the new master made (it stays counted there), reports Degraded with
 // the change, and grants nothing, and does not probe, until the hold-back (the longest window)
 // has passed; then it is back. A probe that meets a new master after an outage waits likewise
 // until the longest window from the outage's start; a Peek that meets one goes degraded too.
 // (Before: the grant was used at once, and
 // the fleet test's SENTINEL FAILOVER granted 39 in a second, limit 20.)
-func TestDegradeMasterChange(t *testing.T) {
+func TestNewMasterGrantUnusedUntilHoldBack(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
 	rec := &observe.Recorder{}
@@ -122,14 +125,14 @@ func (h heldStore) Reserve(ctx context.Context, s *engine.Strategy, key string, 
 	return res, err
 }
 
-// TestDegradeMasterChangeInFlight: a Reserve under way on the shared store while another call
+// TestNewMasterFencesReserveInFlight: a Reserve under way on the shared store while another call
 // of the same Transport meets a new Sentinel master (and goes degraded) does not use its grant
 // either, though that other call has noted the new master already: it may be the new master's,
 // made without the old master's last grants. It stays counted there, and the caller waits out
 // the hold-back. (Before: the grant was used; under load, with twelve senders and a watcher a
 // process, the fleet test's SENTINEL FAILOVER granted 21 in a second, limit 20: the new
 // master's grant on top of the old master's lost ones.)
-func TestDegradeMasterChangeInFlight(t *testing.T) {
+func TestNewMasterFencesReserveInFlight(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
 	rec := &observe.Recorder{}
@@ -161,7 +164,7 @@ func TestDegradeMasterChangeInFlight(t *testing.T) {
 		t.Fatalf("WaitTime on the new master: %v, %v; want the hold-back, 1m0s", wait, err)
 	}
 	close(held.release)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Microsecond) {
 		evs := rec.Events()[from:]
 		if slices.ContainsFunc(evs, func(e observe.Event) bool { return e.Key == "k" && e.Kind == observe.Granted }) {
 			t.Fatalf("the Reserve under way when the new master was met was granted (events %v), want it held back", rec.Strings())
@@ -179,7 +182,7 @@ func TestDegradeMasterChangeInFlight(t *testing.T) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the Reserve under way: neither granted nor held back within 5 s (events %v)", rec.Strings())
+			t.Fatalf("the Reserve under way: neither granted nor held back within 30 s (events %v)", rec.Strings())
 		}
 	}
 	cancel()
@@ -192,4 +195,149 @@ func TestDegradeMasterChangeInFlight(t *testing.T) {
 	if got := kinds(rec.Events()); !slices.Equal(got, []string{"degraded"}) {
 		t.Errorf("events %v, want [degraded]", got)
 	}
+}
+
+// TestProbeMeetingNewMasterReturns: after an outage longer than the longest window, during
+// which the master changed, the probe that brings the Transport back does not fence it again,
+// whatever call makes it: a WaitTime (Peek: it did, comparing the master it saw before its own
+// probe; found in a review of the in-flight fence), a paced Reserve, or a monitoring RoundTrip
+// (Record). The probing call is served as a healthy Transport's would be (no wait, granted,
+// sent), and so is the next call.
+func TestProbeMeetingNewMasterReturns(t *testing.T) {
+	ctx := context.Background()
+	type call func(t *testing.T, tr *ratemonitor.Transport, rec *observe.Recorder, clk *clock.Manual) (served bool, what string)
+	reserve := func(t *testing.T, tr *ratemonitor.Transport, rec *observe.Recorder, clk *clock.Manual) (bool, string) {
+		got := reserveOnce(t, tr, rec, clk, "k")
+		return got.allowed, fmt.Sprintf("%+v", got)
+	}
+	send := func(t *testing.T, tr *ratemonitor.Transport, rec *observe.Recorder, clk *clock.Manual) (bool, string) {
+		err := doKey(tr, ctx, "k")
+		return err == nil, fmt.Sprint(err)
+	}
+	peek := func(t *testing.T, tr *ratemonitor.Transport, rec *observe.Recorder, clk *clock.Manual) (bool, string) {
+		wait, err := tr.WaitTime(ctx, "k", 1)
+		return err == nil && wait == 0, fmt.Sprintf("wait %v, %v", wait, err)
+	}
+	for _, c := range []struct {
+		name  string
+		base  http.RoundTripper
+		opt   ratemonitor.Option
+		paced bool // refused during the outage (the hold-back); a monitoring call is sent
+		call  call // before the outage, during it, and after the return
+		probe call
+	}{
+		{"Peek", nil, ratemonitor.WithPacing(), true, reserve, peek},
+		{"Reserve", nil, ratemonitor.WithPacing(), true, reserve, reserve},
+		{"Record", &okBase{}, ratemonitor.WithStoreErrorPolicy(ratemonitor.Degrade), false, send, send},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, clk, rec, master, tr := newMoved(t, c.base, nil, c.opt)
+			if ok, what := c.call(t, tr, rec, clk); !ok {
+				t.Fatalf("first: %s", what)
+			}
+			srv.Stop()
+			if ok, what := c.call(t, tr, rec, clk); ok && c.paced {
+				t.Fatalf("outage: %s", what)
+			}
+			clk.Advance(2 * time.Minute)
+			srv.Restart()
+			master.Store("127.0.0.1:3")
+			ok, what := c.probe(t, tr, rec, clk)
+			t.Logf("probe by %s after the long outage, on a new master: %s; events %v", c.name, what, kinds(rec.Events()))
+			if !ok || !slices.Equal(kinds(rec.Events()), []string{"degraded", "recovered"}) {
+				t.Errorf("probe by %s fenced itself: %s, events %v; want it served, [degraded recovered]", c.name, what, kinds(rec.Events()))
+			}
+			if ok, what := c.call(t, tr, rec, clk); !ok {
+				t.Errorf("the next call after the return: %s, events %v; want it served", what, kinds(rec.Events()))
+			}
+			waitRedisRedialed(t)
+		})
+	}
+}
+
+// TestStaleAnswerAfterOutageNotUsed: a Reserve under way (on the old master) across a whole
+// outage and the return on a new master, answering only after the return, is not used (it
+// started before the switch) and does not make the Transport degraded again (it did: every
+// key held back another window for one stale answer).
+func TestStaleAnswerAfterOutageNotUsed(t *testing.T) {
+	var held heldStore
+	srv, clk, rec, master, tr := newMoved(t, nil, func(m movedStore) cache.Store {
+		held = heldStore{m, &atomic.Bool{}, make(chan struct{}), make(chan struct{})}
+		return held
+	}, ratemonitor.WithPacing())
+	if got := reserveOnce(t, tr, rec, clk, "k"); !got.allowed {
+		t.Fatalf("first: %+v", got)
+	}
+	held.armed.Store(true)
+	rctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := tr.Reserve(rctx, "k", 1); done <- err }()
+	<-held.reached
+	srv.Stop()
+	if got := reserveOnce(t, tr, rec, clk, "j"); got.allowed {
+		t.Fatalf("outage: %+v", got)
+	}
+	clk.Advance(2 * time.Minute)
+	srv.Restart()
+	master.Store("127.0.0.1:3")
+	if got := reserveOnce(t, tr, rec, clk, "j"); !got.allowed {
+		t.Fatalf("back: %+v events %v", got, kinds(rec.Events()))
+	}
+	t.Logf("before the held call answers: %v", kinds(rec.Events()))
+	close(held.release)
+	time.Sleep(200 * time.Millisecond)
+	t.Logf("after the held call answers: %v", kinds(rec.Events()))
+	got := reserveOnce(t, tr, rec, clk, "j")
+	t.Logf("next Reserve on another key: %+v", got)
+	if !got.allowed || !slices.Equal(kinds(rec.Events()), []string{"degraded", "recovered"}) {
+		t.Errorf("one stale answer re-degraded the Transport: %+v, events %v; want granted, [degraded recovered]", got, kinds(rec.Events()))
+	}
+	cancel()
+	<-done
+	waitRedisRedialed(t)
+}
+
+// TestNewMasterWhileSettlingFenced: a Reserve that meets a new master while the Transport
+// settles after an outage does not use its grant: it is fenced as when healthy.
+func TestNewMasterWhileSettlingFenced(t *testing.T) {
+	srv, clk, rec, master, tr := newMoved(t, nil, nil, ratemonitor.WithPacing())
+	if got := reserveOnce(t, tr, rec, clk, "k"); !got.allowed {
+		t.Fatalf("first: %+v", got)
+	}
+	srv.Stop()
+	reserveOnce(t, tr, rec, clk, "k")
+	clk.Advance(2 * time.Minute)
+	srv.Restart()
+	if got := reserveOnce(t, tr, rec, clk, "k"); !got.allowed {
+		t.Fatalf("back: %+v", got)
+	}
+	t.Logf("settling now: events %v", kinds(rec.Events()))
+	master.Store("127.0.0.1:2")
+	got := reserveOnce(t, tr, rec, clk, "k")
+	t.Logf("Reserve on a new master while settling: %+v, events %v", got, kinds(rec.Events()))
+	if got.allowed || !slices.Equal(kinds(rec.Events()), []string{"degraded", "recovered", "degraded"}) {
+		t.Errorf("a Reserve that met a new master while settling: %+v, events %v; want refused, [degraded recovered degraded]", got, kinds(rec.Events()))
+	}
+	waitRedisRedialed(t)
+}
+
+// newMoved makes a Transport with one rule of 20 a minute over a real Redis store that names
+// the Sentinel master the test stores in master (first "127.0.0.1:1"), on a manual clock at
+// t0, its events recorded; wrap, when not nil, wraps the store the Transport uses; opts are
+// added (WithPacing, a policy).
+func newMoved(t *testing.T, base http.RoundTripper, wrap func(movedStore) cache.Store, opts ...ratemonitor.Option) (*redistest.Server, *clock.Manual, *observe.Recorder, *atomic.Value, *ratemonitor.Transport) {
+	t.Helper()
+	srv := redistest.Start(t)
+	clk := clock.NewManual(t0)
+	rec := &observe.Recorder{}
+	master := &atomic.Value{}
+	master.Store("127.0.0.1:1")
+	var st cache.Store = movedStore{newRedisStore(t, srv), master}
+	if wrap != nil {
+		st = wrap(st.(movedStore))
+	}
+	tr := newTransport(t, base, append([]ratemonitor.Option{ratemonitor.WithRules(strategy.Rule{Limit: 20, Window: time.Minute}),
+		ratemonitor.WithStore(st), ratemonitor.WithClock(clk), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard)}, opts...)...)
+	return srv, clk, rec, master, tr
 }

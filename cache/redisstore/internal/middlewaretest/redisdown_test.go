@@ -15,10 +15,10 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestRedisDown: a Limiter (default Reject) over Redis with 2 a minute answers 200, 200,
+// TestRedisDownAnswers503Promptly: a Limiter (default Reject) over Redis with 2 a minute answers 200, 200,
 // 429; once the server is killed it answers 503 with a Retry-After, promptly (the client does
 // not retry), and the handler ran only for the two admitted requests.
-func TestRedisDown(t *testing.T) {
+func TestRedisDownAnswers503Promptly(t *testing.T) {
 	srv := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()

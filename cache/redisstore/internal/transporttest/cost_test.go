@@ -18,11 +18,11 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestCostCorrectionRaceRedis: two Transports (two processes) over one Redis store, 40
+// TestCostCorrectionRaceCountsOnceOverRedis: two Transports (two processes) over one Redis store, 40
 // goroutines, each request charged 5 and reported at 1, on a rule of 10 a minute: the
 // upstream never receives more than 10 in the minute, and after all the store counts exactly
 // what reached the upstream (every give-back took the request's own slots, none twice).
-func TestCostCorrectionRaceRedis(t *testing.T) {
+func TestCostCorrectionRaceCountsOnceOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newStore(t, srv, redisstore.Options{Prefix: "review-cost-race:"})
 	var hits atomic.Int64
@@ -53,42 +53,46 @@ func TestCostCorrectionRaceRedis(t *testing.T) {
 	}
 }
 
-// behind is the real clock d behind: a host whose clock is behind the Redis server's.
-type behind struct{ d time.Duration }
-
-func (b behind) Now() time.Time { return clock.Real().Now().Add(-b.d) }
-func (b behind) Sleep(ctx context.Context, d time.Duration) error {
-	return clock.Real().Sleep(ctx, d)
+// behind is a clock d behind base: a host whose clock is behind the Redis server's.
+type behind struct {
+	base clock.Clock
+	d    time.Duration
 }
 
-// tokenBucketGiveBack is costcheck.TokenBucketGiveBack over store, on a bucket refilled 10 a
-// second, with a mutation of 1.2 s of real time (the Redis store's token-bucket script reads
-// the server's clock). opts are added to the Transport's.
-func tokenBucketGiveBack(t *testing.T, store *redisstore.Store, opts ...ratemonitor.Option) int {
+func (b behind) Now() time.Time { return b.base.Now().Add(-b.d) }
+func (b behind) Sleep(ctx context.Context, d time.Duration) error {
+	return b.base.Sleep(ctx, d)
+}
+
+// tokenBucketGiveBack is costcheck.TokenBucketGiveBack over a Redis store on the manual clock
+// clk (Options.Clock: the token-bucket script reads it instead of Redis TIME), on a bucket
+// refilled 10 a second, with a mutation of 1.2 s on clk: nothing refills while the test
+// reads the bucket, so its figure is exact. opts are added to the Transport's (its clock).
+func tokenBucketGiveBack(t *testing.T, srv *redistest.Server, prefix string, clk *clock.Manual, opts ...ratemonitor.Option) int {
 	t.Helper()
-	slow := func() { time.Sleep(1200 * time.Millisecond) }
+	store := newStore(t, srv, redisstore.Options{Prefix: prefix, Clock: clk})
+	slow := func() { clk.Advance(1200 * time.Millisecond) }
 	return costcheck.TokenBucketGiveBack(t, 10, slow, append([]ratemonitor.Option{ratemonitor.WithStore(store)}, opts...)...)
 }
 
 // TestTokenBucketNoGiveBackAfterRefillRedis: see tokenBucketGiveBack (the Redis store's
-// token-bucket script): more than 6 used, nothing given back (review H2 of issue 15; the
-// memory store's case is the core's TestTokenBucketNoGiveBackAfterRefill).
+// token-bucket script): 10 used, nothing given back (review H2 of issue 15; the memory store's
+// case is the core's TestTokenBucketNoGiveBackAfterRefill).
 func TestTokenBucketNoGiveBackAfterRefillRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	store := newStore(t, srv, redisstore.Options{Prefix: "review-tb-giveback"})
-	if u := tokenBucketGiveBack(t, store); u <= 6 {
-		t.Errorf("used %d after the give-back, want 10 (more than 6 at least: the bucket refills 1 in 100 ms)", u)
+	clk := clock.NewManual(t0)
+	if u := tokenBucketGiveBack(t, srv, "review-tb-giveback", clk, ratemonitor.WithClock(clk)); u != 10 {
+		t.Errorf("used %d after the give-back, want 10 (6: the 4 given back)", u)
 	}
 }
 
 // TestTokenBucketGiveBackHostClockBehindRedis: the same with this host's clock 5 s behind the
-// Redis server's TIME: the elapsed time since the charge is measured on the Transport's own
-// clock (1.2 s), not against Redis TIME (negative): used stays above 6 (no give-back of 4; the
-// bucket refills 1 in 100 ms while the test reads it).
+// Redis server's: the elapsed time since the charge is measured on the Transport's own clock
+// (1.2 s), not against the server's (negative): 10 used, no give-back of 4.
 func TestTokenBucketGiveBackHostClockBehindRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	store := newStore(t, srv, redisstore.Options{Prefix: "rev3-tb-skew"})
-	if u := tokenBucketGiveBack(t, store, ratemonitor.WithClock(behind{5 * time.Second})); u <= 6 {
-		t.Errorf("used %d after the give-back with the host clock 5 s behind Redis, want 10 (more than 6 at least: the bucket refills 1 in 100 ms)", u)
+	clk := clock.NewManual(t0)
+	if u := tokenBucketGiveBack(t, srv, "rev3-tb-skew", clk, ratemonitor.WithClock(behind{clk, 5 * time.Second})); u != 10 {
+		t.Errorf("used %d after the give-back with the host clock 5 s behind Redis, want 10 (6: the 4 given back)", u)
 	}
 }
