@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,51 +19,23 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// Keys with NUL, '|', invalid UTF-8, very long: each must be counted on its own and exactly.
-func TestWeirdKeys(t *testing.T) {
-	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	st, _ := open(t, Options{Clock: clk})
-	strats := map[string]*engine.Strategy{
-		"fixed":   must(fixedwindow.New(strategy.Rule{Limit: 3, Window: time.Minute})),
-		"rolling": must(rollingwindow.New(strategy.Rule{Limit: 3, Window: time.Minute})),
-		"bucket":  must(tokenbucket.New(strategy.Rule{Limit: 3, Window: time.Minute})),
-	}
-	long := make([]byte, 100_000)
-	for i := range long {
-		long[i] = 'a'
-	}
-	keys := []string{"", "a\x00b", "a\x00c", "a", "\x00", "60s|x", "x|y", "\xff\xfe", "ключ", string(long), string(long) + "b"}
-	for name, s := range strats {
-		for _, k := range keys {
-			allowed := 0
-			for range 5 {
-				d, err := st.Admit(context.Background(), s, k, 1)
-				if err != nil {
-					t.Fatalf("%s key %q: %v", name, k[:min(len(k), 10)], err)
-				}
-				if d.Allowed {
-					allowed++
-				}
-			}
-			if allowed != 3 {
-				t.Errorf("%s key %q: %d of 5 admitted, want 3", name, k[:min(len(k), 10)], allowed)
-			}
-		}
-	}
-}
-
-// Cancelling contexts at random instants while many goroutines use the one connection: the
-// store must keep working, nothing may be left open, and the number admitted must never
-// exceed the limit.
-func TestCancelStorm(t *testing.T) {
+// TestCancelStormNeverOverAdmits: contexts cancelled at random instants while many goroutines
+// use the one connection, under each strategy: the number admitted never exceeds the limit,
+// every admission is recorded (the fixed window counts refused attempts too), and the store
+// keeps working. The errors the cancellations give are logged by kind, the key's name as K
+// (begin, read, write or commit ended by the deadline; a commit after the driver rolled back).
+func TestCancelStormNeverOverAdmits(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
 	st, _ := open(t, Options{Clock: clk, PruneEvery: 7})
+	quoted := regexp.MustCompile(`"[^"]*"`)
 	for _, s := range []*engine.Strategy{
 		must(fixedwindow.New(strategy.Rule{Limit: 200, Window: time.Hour})),
 		must(rollingwindow.New(strategy.Rule{Limit: 200, Window: time.Hour})),
 		must(tokenbucket.New(strategy.Rule{Limit: 200, Window: time.Hour})),
 	} {
 		var admitted, errs atomic.Int64
+		var mu sync.Mutex
+		kinds := map[string]int{}
 		var wg sync.WaitGroup
 		for g := range 32 {
 			wg.Add(1)
@@ -75,6 +48,9 @@ func TestCancelStorm(t *testing.T) {
 					cancel()
 					if err != nil {
 						errs.Add(1)
+						mu.Lock()
+						kinds[quoted.ReplaceAllString(err.Error(), "K")]++
+						mu.Unlock()
 						continue
 					}
 					if d.Allowed {
@@ -85,6 +61,9 @@ func TestCancelStorm(t *testing.T) {
 		}
 		wg.Wait()
 		t.Logf("%s: admitted %d, errors %d", s.Name(), admitted.Load(), errs.Load())
+		for k, n := range kinds {
+			t.Logf("%s: %5d × %s", s.Name(), n, k)
+		}
 		if admitted.Load() > 200 {
 			t.Errorf("%s: over-admission: %d > 200", s.Name(), admitted.Load())
 		}
@@ -105,32 +84,10 @@ func TestCancelStorm(t *testing.T) {
 	}
 }
 
-// TestCorruptStateIsReplaced: a corrupt encoded state whose expires_at is the end of time does
-// not make the key fail for ever.
-func TestCorruptStateIsReplaced(t *testing.T) {
-	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	st, _ := open(t, Options{Clock: clk})
-	s := must(tokenbucket.New(strategy.Rule{Limit: 3, Window: time.Minute}))
-	if _, err := st.Admit(context.Background(), s, "k", 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.DB().Exec(`UPDATE rate_limit_state SET state = x'0102', expires_at = 9223372036854775807`); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(24 * time.Hour)
-	if _, err := st.PruneExpired(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	_, err := st.Admit(context.Background(), s, "k", 1)
-	t.Logf("a day later: %v", err)
-	if err != nil {
-		t.Errorf("corrupt row bricks key forever: %v", err)
-	}
-}
-
-// Closing the store while requests are in flight: in-flight and later calls must fail with
-// an error (ideally cache.ErrClosed), never hang.
-func TestCloseDuringRequests(t *testing.T) {
+// TestCloseDuringRequestsNeverHangs: closing the store while requests are in flight returns,
+// and in-flight and later calls fail with an error (ideally cache.ErrClosed; another one is
+// logged), never hang.
+func TestCloseDuringRequestsNeverHangs(t *testing.T) {
 	st, _ := open(t, Options{})
 	s := must(rollingwindow.New(strategy.Rule{Limit: 1_000_000, Window: time.Minute}))
 	var wg sync.WaitGroup
