@@ -11,7 +11,7 @@ import (
 // not ratelimitd's old rule (1 s, or window/1000 over 1000 s: 1 s for 10 min, where the
 // library keeps 10 s); window/1000 only where the library's default would cut the window into
 // more than 1000 buckets (a prime number of seconds: the default is 1 s).
-func TestGranularityDefault(t *testing.T) {
+func TestGranularityDefaultIsLibraryBucket(t *testing.T) {
 	for _, tc := range []struct {
 		window, want time.Duration
 	}{

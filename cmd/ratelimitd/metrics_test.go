@@ -32,10 +32,10 @@ func (s service) scrape(t *testing.T) map[string]float64 {
 	return out
 }
 
-// TestMetrics starts the service, sends 6 requests for one client under 5 per hour and finds
-// /metrics moving by exactly 5 admitted and 1 refused, and the usage ratio at 6/5 (the fixed
-// window counts the refused attempt).
-func TestMetrics(t *testing.T) {
+// TestMetricsMoveByDecisions starts the service, sends 6 requests for one client under 5 per hour
+// and finds /metrics moving by exactly 5 admitted and 1 refused, and the usage ratio at 6/5 (the
+// fixed window counts the refused attempt).
+func TestMetricsMoveByDecisions(t *testing.T) {
 	svc := start(t, "-limit", "5", "-window", "1h")
 	before := svc.scrape(t)
 	if before["ratemonitor_admitted_total"] != 0 || before["ratemonitor_refused_total"] != 0 {
@@ -65,8 +65,9 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestMetricsKeys: with -metrics-keys 2, three clients give two key labels and "other".
-func TestMetricsKeys(t *testing.T) {
+// TestMetricsKeysCappedWithOther: with -metrics-keys 2, three clients give two key labels and
+// "other".
+func TestMetricsKeysCappedWithOther(t *testing.T) {
 	svc := start(t, "-limit", "5", "-window", "1h", "-metrics-keys", "2")
 	for _, key := range []string{"a", "b", "c", "c", "a"} {
 		svc.get(t, "/ping", key)
