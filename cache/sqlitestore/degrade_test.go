@@ -48,7 +48,9 @@ func TestDegradePacesLocallyOnLockedFile(t *testing.T) {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	get := func() error {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// 30 s: a request takes at most a pacing wait of a second idle; a loaded machine may
+		// take several times that, and a request that fails here fails the test.
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, "http://example.invalid/", nil)
 		resp, err := client.Do(req)
