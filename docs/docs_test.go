@@ -167,9 +167,11 @@ func TestRegionOfRefuses(t *testing.T) {
 		{[]string{"z := 3", "w := 4"}, false},
 		{[]string{"v := 0"}, false},
 	} {
-		if _, ok := regionOf(src, c.want); ok != c.ok {
-			t.Errorf("regionOf(%q) = %v, want %v", c.want, ok, c.ok)
-		}
+		t.Run(strings.Join(c.want, "; "), func(t *testing.T) {
+			if _, ok := regionOf(src, c.want); ok != c.ok {
+				t.Errorf("regionOf(%q) = %v, want %v", c.want, ok, c.ok)
+			}
+		})
 	}
 }
 

@@ -162,8 +162,10 @@ func TestSlugIsGitHubAnchor(t *testing.T) {
 		" Store down, slow, evicted, restarted": "store-down-slow-evicted-restarted",
 		" Modules and what they pull in":        "modules-and-what-they-pull-in",
 	} {
-		if got := slug(in); got != want {
-			t.Errorf("slug(%q) = %q, want %q", in, got, want)
-		}
+		t.Run(in, func(t *testing.T) {
+			if got := slug(in); got != want {
+				t.Errorf("slug(%q) = %q, want %q", in, got, want)
+			}
+		})
 	}
 }

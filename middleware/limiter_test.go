@@ -169,9 +169,11 @@ func TestSecondsRoundUp(t *testing.T) {
 		d    time.Duration
 		want int64
 	}{{-time.Hour, 0}, {0, 0}, {1, 1}, {time.Second, 1}, {time.Second + 1, 2}, {8750 * time.Millisecond, 9}} {
-		if got := seconds(c.d); got != c.want {
-			t.Errorf("seconds(%v) = %d, want %d", c.d, got, c.want)
-		}
+		t.Run(c.d.String(), func(t *testing.T) {
+			if got := seconds(c.d); got != c.want {
+				t.Errorf("seconds(%v) = %d, want %d", c.d, got, c.want)
+			}
+		})
 	}
 }
 

@@ -110,16 +110,18 @@ func check(t *testing.T, s standIn, allowed func(span time.Duration) float64) {
 func TestKeysHideTokens(t *testing.T) {
 	for name, p := range map[string][]ratemonitor.Option{"GitHubREST": profiles.GitHubREST(), "HubSpot": profiles.HubSpot(),
 		"Stripe": profiles.Stripe(), "Slack": profiles.Slack(3)} {
-		tr, err := ratemonitor.New(nil, p...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := tr.Key(request("https://api.example.test/x", "Authorization", "Bearer secret-token-a"))
-		b := tr.Key(request("https://api.example.test/x", "Authorization", "Bearer secret-token-b"))
-		tr.Close()
-		if strings.Contains(a, "secret") || strings.Contains(b, "secret") || a == b || !strings.HasPrefix(strings.TrimPrefix(a, "github-rest:"), ratemonitor.HashedKeyPrefix) {
-			t.Errorf("%s: keys %q and %q", name, a, b)
-		}
+		t.Run(name, func(t *testing.T) {
+			tr, err := ratemonitor.New(nil, p...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := tr.Key(request("https://api.example.test/x", "Authorization", "Bearer secret-token-a"))
+			b := tr.Key(request("https://api.example.test/x", "Authorization", "Bearer secret-token-b"))
+			tr.Close()
+			if strings.Contains(a, "secret") || strings.Contains(b, "secret") || a == b || !strings.HasPrefix(strings.TrimPrefix(a, "github-rest:"), ratemonitor.HashedKeyPrefix) {
+				t.Errorf("%s: keys %q and %q", name, a, b)
+			}
+		})
 	}
 }
 
@@ -129,9 +131,11 @@ func TestProfileErrorsNameProfile(t *testing.T) {
 		opts []ratemonitor.Option
 		want string
 	}{{profiles.Slack(5), "Slack(5)"}, {profiles.ShopifyGraphQL(0, 50, nil), "ShopifyGraphQL(0, 50)"}, {profiles.ShopifyGraphQL(1000, -1, nil), "ShopifyGraphQL(1000, -1)"}} {
-		if _, err := ratemonitor.New(nil, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("New: %v, want an error naming %s", err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			if _, err := ratemonitor.New(nil, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New: %v, want an error naming %s", err, c.want)
+			}
+		})
 	}
 }
 

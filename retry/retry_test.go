@@ -205,9 +205,11 @@ func TestBackoffIsLongestWaitWithinDeadline(t *testing.T) {
 		{"base longest", 100 * time.Second, resp(ctx, 429, "full", "Retry-After", "90"), 100 * time.Second},
 	}
 	for _, c := range cases {
-		if got := Backoff(tr, constant(c.base))(time.Second, 30*time.Second, 1, c.resp); got != c.want {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := Backoff(tr, constant(c.base))(time.Second, 30*time.Second, 1, c.resp); got != c.want {
+				t.Errorf("%s: %v, want %v", c.name, got, c.want)
+			}
+		})
 	}
 	// A deadline 40 s away: before the full key's 45 s and a Retry-After of 60 or 90 s, well
 	// after one of 2 s, however long the steps below take on a loaded machine. A wait capped at

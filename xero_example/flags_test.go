@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -18,9 +19,11 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 		{"-foreign", "-1"}, {"-foreign", "61"}, {"-foreign", "5", "-base-url", "https://api.xero.com", "-token", "t", "-tenant-ids", "a", "-scale", "1"},
 	}
 	for _, args := range bad {
-		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
-			t.Errorf("%v accepted", args)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
+				t.Errorf("%v accepted", args)
+			}
+		})
 	}
 	if c, err := parseFlags([]string{"-dynamodb-endpoint", "http://127.0.0.1:1"}, &bytes.Buffer{}); err != nil || c.inFlight != 0 || c.concurrency != 5 {
 		t.Errorf("-dynamodb-endpoint: in-flight %d, concurrency %d, %v, want 0 and 5 (no leases there)", c.inFlight, c.concurrency, err)

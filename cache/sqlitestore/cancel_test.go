@@ -33,54 +33,56 @@ func TestCancelStormNeverOverAdmits(t *testing.T) {
 		must(rollingwindow.New(strategy.Rule{Limit: 200, Window: time.Hour})),
 		must(tokenbucket.New(strategy.Rule{Limit: 200, Window: time.Hour})),
 	} {
-		var admitted, errs atomic.Int64
-		var mu sync.Mutex
-		kinds := map[string]int{}
-		var wg sync.WaitGroup
-		for g := range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rng := rand.New(rand.NewSource(int64(g)))
-				for range 40 {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.Intn(4000))*time.Microsecond)
-					d, err := st.Admit(ctx, s, "k", 1)
-					cancel()
-					if err != nil {
-						errs.Add(1)
-						mu.Lock()
-						kinds[quoted.ReplaceAllString(err.Error(), "K")]++
-						mu.Unlock()
-						continue
+		t.Run(s.Name(), func(t *testing.T) {
+			var admitted, errs atomic.Int64
+			var mu sync.Mutex
+			kinds := map[string]int{}
+			var wg sync.WaitGroup
+			for g := range 32 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewSource(int64(g)))
+					for range 40 {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.Intn(4000))*time.Microsecond)
+						d, err := st.Admit(ctx, s, "k", 1)
+						cancel()
+						if err != nil {
+							errs.Add(1)
+							mu.Lock()
+							kinds[quoted.ReplaceAllString(err.Error(), "K")]++
+							mu.Unlock()
+							continue
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
 					}
-					if d.Allowed {
-						admitted.Add(1)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		t.Logf("%s: admitted %d, errors %d", s.Name(), admitted.Load(), errs.Load())
-		for k, n := range kinds {
-			t.Logf("%s: %5d × %s", s.Name(), n, k)
-		}
-		if admitted.Load() > 200 {
-			t.Errorf("%s: over-admission: %d > 200", s.Name(), admitted.Load())
-		}
-		// the store still works, with a fresh context
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if _, err := st.Admit(ctx, s, "after", 1); err != nil {
-			t.Errorf("%s: store broken after the storm: %v", s.Name(), err)
-		}
-		snap, err := st.Peek(ctx, s, "k", 0)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: used %d", s.Name(), snap.Usage[0].Used)
-		if s.Name() != "fixedwindow" && int64(snap.Usage[0].Used) < admitted.Load() {
-			t.Errorf("%s: admitted %d but only %d recorded", s.Name(), admitted.Load(), snap.Usage[0].Used)
-		}
+				}()
+			}
+			wg.Wait()
+			t.Logf("%s: admitted %d, errors %d", s.Name(), admitted.Load(), errs.Load())
+			for k, n := range kinds {
+				t.Logf("%s: %5d × %s", s.Name(), n, k)
+			}
+			if admitted.Load() > 200 {
+				t.Errorf("%s: over-admission: %d > 200", s.Name(), admitted.Load())
+			}
+			// the store still works, with a fresh context
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if _, err := st.Admit(ctx, s, "after", 1); err != nil {
+				t.Errorf("%s: store broken after the storm: %v", s.Name(), err)
+			}
+			snap, err := st.Peek(ctx, s, "k", 0)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: used %d", s.Name(), snap.Usage[0].Used)
+			if s.Name() != "fixedwindow" && int64(snap.Usage[0].Used) < admitted.Load() {
+				t.Errorf("%s: admitted %d but only %d recorded", s.Name(), admitted.Load(), snap.Usage[0].Used)
+			}
+		})
 	}
 }
 

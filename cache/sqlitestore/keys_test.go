@@ -29,20 +29,22 @@ func TestOddKeysCountApart(t *testing.T) {
 	}
 	keys := []string{"", "a\x00b", "a\x00c", "a", "\x00", "60s|x", "x|y", "\xff\xfe", "ключ", string(long), string(long) + "b"}
 	for name, s := range strats {
-		for _, k := range keys {
-			allowed := 0
-			for range 5 {
-				d, err := st.Admit(context.Background(), s, k, 1)
-				if err != nil {
-					t.Fatalf("%s key %q: %v", name, k[:min(len(k), 10)], err)
+		t.Run(name, func(t *testing.T) {
+			for _, k := range keys {
+				allowed := 0
+				for range 5 {
+					d, err := st.Admit(context.Background(), s, k, 1)
+					if err != nil {
+						t.Fatalf("%s key %q: %v", name, k[:min(len(k), 10)], err)
+					}
+					if d.Allowed {
+						allowed++
+					}
 				}
-				if d.Allowed {
-					allowed++
+				if allowed != 3 {
+					t.Errorf("%s key %q: %d of 5 admitted, want 3", name, k[:min(len(k), 10)], allowed)
 				}
 			}
-			if allowed != 3 {
-				t.Errorf("%s key %q: %d of 5 admitted, want 3", name, k[:min(len(k), 10)], allowed)
-			}
-		}
+		})
 	}
 }

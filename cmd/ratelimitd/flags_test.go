@@ -32,10 +32,12 @@ func TestBadFlagsExitNamingFlag(t *testing.T) {
 		{[]string{"-window", "-1s"}, "window -1s must be positive"},
 		{[]string{"extra"}, "unexpected arguments"},
 	} {
-		out, err := exec.Command(binary, append([]string{"-addr", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "x.db")}, c.args...)...).CombinedOutput()
-		if code := exitCode(err); code != 1 || !strings.Contains(string(out), c.want) {
-			t.Errorf("%v: exit %d, output %q; want exit 1 and %q", c.args, code, out, c.want)
-		}
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out, err := exec.Command(binary, append([]string{"-addr", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "x.db")}, c.args...)...).CombinedOutput()
+			if code := exitCode(err); code != 1 || !strings.Contains(string(out), c.want) {
+				t.Errorf("%v: exit %d, output %q; want exit 1 and %q", c.args, code, out, c.want)
+			}
+		})
 	}
 }
 

@@ -24,17 +24,19 @@ func TestGranularityDefaultIsLibraryBucket(t *testing.T) {
 		{1009 * time.Second, 1009 * time.Millisecond},   // prime: 1 s would be 1 010 buckets
 		{10007 * time.Second, 10007 * time.Millisecond}, // prime: 1 s would be over redisstore.MaxBuckets
 	} {
-		c := config{limit: 10, window: tc.window, strategy: "rollingwindow"}
-		s, err := c.rules()
-		if err != nil {
-			t.Fatalf("-window %v: %v", tc.window, err)
-		}
-		got := s.Rules()[0].Bucket()
-		if got != tc.want {
-			t.Errorf("-window %v -granularity 0: bucket %v, want %v", tc.window, got, tc.want)
-		}
-		if lib := (strategy.Rule{Limit: 10, Window: tc.window}).Bucket(); tc.window/lib <= maxDefaultBuckets && got != lib {
-			t.Errorf("-window %v -granularity 0: bucket %v, the library's default is %v", tc.window, got, lib)
-		}
+		t.Run(tc.window.String(), func(t *testing.T) {
+			c := config{limit: 10, window: tc.window, strategy: "rollingwindow"}
+			s, err := c.rules()
+			if err != nil {
+				t.Fatalf("-window %v: %v", tc.window, err)
+			}
+			got := s.Rules()[0].Bucket()
+			if got != tc.want {
+				t.Errorf("-window %v -granularity 0: bucket %v, want %v", tc.window, got, tc.want)
+			}
+			if lib := (strategy.Rule{Limit: 10, Window: tc.window}).Bucket(); tc.window/lib <= maxDefaultBuckets && got != lib {
+				t.Errorf("-window %v -granularity 0: bucket %v, the library's default is %v", tc.window, got, lib)
+			}
+		})
 	}
 }

@@ -53,15 +53,17 @@ func TestUsageAndStoreErrorsExitWithMessage(t *testing.T) {
 		{[]string{"status", "--store", sq, "--rule", "60/1m", "--header-key", "alice", "k"}, 2, "ratemonitor: status: give KEY or --header-key, not both\n"},
 		{[]string{"watch", "--store", sq, "--rule", "60/1m", "--interval", "0s", "k"}, 2, "ratemonitor: --interval 0s: want a positive duration\n"},
 	} {
-		code, out, errs := runCmd(t, context.Background(), c.args...)
-		ok := errs == c.want
-		if p, cut := strings.CutSuffix(c.want, "…"); cut {
-			ok = strings.HasPrefix(errs, p)
-		} else if p, cut := strings.CutPrefix(c.want, "…"); cut {
-			ok = strings.HasSuffix(errs, p)
-		}
-		if code != c.code || !ok || out != "" {
-			t.Errorf("%q: exit %d (want %d), stdout %q\nstderr %q\nwant   %q", c.args, code, c.code, out, errs, c.want)
-		}
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			code, out, errs := runCmd(t, context.Background(), c.args...)
+			ok := errs == c.want
+			if p, cut := strings.CutSuffix(c.want, "…"); cut {
+				ok = strings.HasPrefix(errs, p)
+			} else if p, cut := strings.CutPrefix(c.want, "…"); cut {
+				ok = strings.HasSuffix(errs, p)
+			}
+			if code != c.code || !ok || out != "" {
+				t.Errorf("%q: exit %d (want %d), stdout %q\nstderr %q\nwant   %q", c.args, code, c.code, out, errs, c.want)
+			}
+		})
 	}
 }
