@@ -5,12 +5,17 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/clock"
 )
 
 // TestUpstreamRefusesLikeXero: the stand-in really answers 429 like Xero, so a run with none means
-// the pacing worked.
+// the pacing worked. Its clock is a manual one standing still, so that the 60 calls fall in one
+// minute window (a second at scale 60) however long a loaded machine takes to send them.
 func TestUpstreamRefusesLikeXero(t *testing.T) {
 	up := newUpstream(60, false)
+	up.now = clock.NewManual(time.Unix(1_800_000_000, 0)).Now
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	get := func(tenant string) *http.Response {
