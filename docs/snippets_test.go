@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// TestREADMEXero runs the README's shared Xero client: 2 tenants × 10 goroutines through one
-// Xero value against a local upstream. Every request arrives with its tenant and token, and
-// the profile's in-flight limit holds each tenant to 5 requests in progress at once.
-func TestREADMEXero(t *testing.T) {
+// TestREADMEXeroHoldsFiveInFlightPerTenant runs the README's shared Xero client: 2 tenants × 10
+// goroutines through one Xero value against a local upstream. Every request arrives with its tenant
+// and token, and the profile's in-flight limit holds each tenant to 5 requests in progress at once.
+func TestREADMEXeroHoldsFiveInFlightPerTenant(t *testing.T) {
 	var mu sync.Mutex
 	inFlight, peak, got := map[string]int{}, map[string]int{}, map[string]int{}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -73,8 +73,8 @@ func TestREADMEXero(t *testing.T) {
 	}
 }
 
-// TestXeroRefusal: a refused call is an error that names the tenant and the status.
-func TestXeroRefusal(t *testing.T) {
+// TestXeroRefusalNamesTenantAndStatus: a refused call is an error that names the tenant and the status.
+func TestXeroRefusalNamesTenantAndStatus(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "nope", http.StatusUnauthorized)
 	}))

@@ -15,7 +15,7 @@ import (
 
 // 50 goroutines × 20 requests from one address against a real server, limit 100 in a fixed
 // window that cannot roll over (the clock does not move): exactly 100 admitted.
-func TestConcurrentExactLimit(t *testing.T) {
+func TestConcurrentRequestsAdmitExactlyLimit(t *testing.T) {
 	store, _ := newStore(t)
 	l, err := New(store, must(fixedwindow.New(strategy.Rule{Limit: 100, Window: time.Minute})))
 	if err != nil {

@@ -31,7 +31,7 @@ func (f failing) Admit(ctx context.Context, _ *engine.Strategy, _ string, n int)
 	return strategy.Decision{}, errDown
 }
 
-func TestStoreFailure(t *testing.T) {
+func TestStoreFailureFollowsOutagePolicy(t *testing.T) {
 	s := must(fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Minute}))
 	for _, c := range []struct {
 		name   string
@@ -80,7 +80,7 @@ func TestStoreFailure(t *testing.T) {
 }
 
 // A closed store fails every Admit: the real error path of cache.Memory.
-func TestClosedStore(t *testing.T) {
+func TestClosedStoreAnswers503(t *testing.T) {
 	mem, _ := newStore(t)
 	l, err := New(mem, must(fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Minute})),
 		WithErrorHandler(func(_ *http.Request, err error) {
@@ -100,7 +100,7 @@ func TestClosedStore(t *testing.T) {
 // storeOnly implements cache.Store but not cache.Admitter.
 type storeOnly struct{ cache.Store }
 
-func TestNewErrors(t *testing.T) {
+func TestNewRefusesBadArguments(t *testing.T) {
 	mem, _ := newStore(t)
 	s := must(fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Minute}))
 	var nilMem *cache.Memory

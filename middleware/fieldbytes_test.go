@@ -11,9 +11,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestRateLimitFieldBytes: the appended RateLimit field equals httpsfv's serialization byte
-// for byte, for names with quotes, backslashes, spaces, commas, semicolons, equals.
-func TestRateLimitFieldBytes(t *testing.T) {
+// TestRateLimitFieldBytesMatchHTTPSFV: the appended RateLimit field equals httpsfv's serialization
+// byte for byte, for names with quotes, backslashes, spaces, commas, semicolons, equals.
+func TestRateLimitFieldBytesMatchHTTPSFV(t *testing.T) {
 	mem, _ := newStore(t)
 	s := must(fixedwindow.New(strategy.Rule{Limit: 3, Window: 10 * time.Second}, strategy.Rule{Limit: 999_999_999_999_999, Window: 20 * time.Second},
 		strategy.Rule{Limit: 7, Window: time.Hour}))

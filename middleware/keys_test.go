@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ func limiter(t *testing.T, opts ...Option) *Limiter {
 	return l
 }
 
-func TestKeys(t *testing.T) {
+func TestKeyFromPeerHeaderOrProxy(t *testing.T) {
 	xff := "X-Forwarded-For"
 	for _, c := range []struct {
 		name   string
@@ -107,7 +108,7 @@ func TestKeyPeerSharedAcrossPorts(t *testing.T) {
 }
 
 // A client behind a trusted proxy cannot escape its allocation by writing X-Forwarded-For.
-func TestKeySpoofedForwardedFor(t *testing.T) {
+func TestKeySpoofedForwardedForCannotEscape(t *testing.T) {
 	h := limiter(t, WithTrustedProxies("X-Forwarded-For", "10.0.0.0/8")).Wrap(&counting{})
 	if w := serve(h, "/", "10.0.0.5:1", map[string]string{"X-Forwarded-For": "203.0.113.7"}); w.Code != http.StatusOK {
 		t.Fatalf("first: %d", w.Code)
@@ -118,7 +119,7 @@ func TestKeySpoofedForwardedFor(t *testing.T) {
 	}
 }
 
-func TestNoKey(t *testing.T) {
+func TestNoKeyAnswers500(t *testing.T) {
 	var got []error
 	onErr := WithErrorHandler(func(_ *http.Request, err error) { got = append(got, err) })
 	next := &counting{}
@@ -155,9 +156,58 @@ func TestNoKey(t *testing.T) {
 	}
 }
 
-func TestKeyFunc(t *testing.T) {
+func TestKeyFuncGivesKey(t *testing.T) {
 	l := limiter(t, WithKeyFunc(func(r *http.Request) (string, error) { return "tenant-" + r.URL.Query().Get("t"), nil }))
 	if got := keyOf(t, l, "192.0.2.1:1", nil); got != "tenant-" {
 		t.Errorf("key %q", got)
+	}
+}
+
+// TestKeyFromProxyHeadersOddForms: behind trusted proxies, X-Forwarded-For and Forwarded in the
+// forms clients and proxies write them (several fields, a port, an IPv4-mapped or zoned address,
+// a quoted IPv6 one, mixed case) give the rightmost untrusted address, grouped by /64 for IPv6;
+// an untrusted peer's header is ignored.
+func TestKeyFromProxyHeadersOddForms(t *testing.T) {
+	st, _ := newStore(t)
+	s := must(fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Minute}))
+	lim, err := New(st, s, WithTrustedProxies("X-Forwarded-For", "10.0.0.0/8", "fd00::/8"), WithIPv6Prefix(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limF, _ := New(st, s, WithTrustedProxies("Forwarded", "10.0.0.0/8"))
+	cases := []struct {
+		l      *Limiter
+		remote string
+		xff    []string
+		want   string
+	}{
+		{lim, "10.0.0.1:1", []string{"6.6.6.6, 2.2.2.2"}, "ip:2.2.2.2"},
+		{lim, "10.0.0.1:1", []string{"6.6.6.6", "2.2.2.2"}, "ip:2.2.2.2"},
+		{lim, "10.0.0.1:1", []string{"2.2.2.2, 10.0.0.9"}, "ip:2.2.2.2"},
+		{lim, "10.0.0.1:1", []string{"2.2.2.2:4711"}, "ip:2.2.2.2"},
+		{lim, "3.3.3.3:1", []string{"2.2.2.2"}, "ip:3.3.3.3"},
+		{lim, "[::ffff:10.0.0.1]:1", []string{"2.2.2.2"}, "ip:2.2.2.2"},
+		{lim, "[fd00::1%eth0]:1", []string{"2001:db8:1:2:3:4:5:6%x"}, "ip:2001:db8:1:2::/64"},
+		{lim, "[2001:db8::1%eth0]:1", nil, "ip:2001:db8::/64"},
+		{lim, "10.0.0.1:1", []string{"::ffff:10.0.0.7, ::ffff:2.2.2.2"}, "ip:2.2.2.2"},
+		{limF, "10.0.0.1:1", []string{`for="[2001:db8::17]:4711", for=2.2.2.2;proto=http`}, "ip:2.2.2.2"},
+		{limF, "10.0.0.1:1", []string{`for=6.6.6.6`, `For="2.2.2.2:80"`}, "ip:2.2.2.2"},
+	}
+	for _, c := range cases {
+		t.Run(c.remote+" "+strings.Join(c.xff, " | "), func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = c.remote
+			for _, v := range c.xff {
+				if c.l == limF {
+					r.Header.Add("Forwarded", v)
+				} else {
+					r.Header.Add("X-Forwarded-For", v)
+				}
+			}
+			got, err := c.l.Key(r)
+			if got != c.want {
+				t.Errorf("remote %s xff %q: key %q (%v), want %q", c.remote, c.xff, got, err, c.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,7 +15,7 @@ import (
 
 const peer = "192.0.2.1:40000"
 
-func TestFixedWindowRefusal(t *testing.T) {
+func TestFixedWindowRefusalFieldsAndProblem(t *testing.T) {
 	store, clk := newStore(t)
 	s := must(fixedwindow.New(strategy.Rule{Limit: 3, Window: 10 * time.Second}))
 	l, err := New(store, s)
@@ -62,7 +64,7 @@ func TestFixedWindowRefusal(t *testing.T) {
 	wantHeader(t, w, map[string]string{"RateLimit": `"3-per-10s";r=2;t=10`})
 }
 
-func TestTokenBucketRetryAfter(t *testing.T) {
+func TestTokenBucketRetryAfterIsNextToken(t *testing.T) {
 	store, clk := newStore(t)
 	// capacity 2, one token back every 5 s
 	l, err := New(store, must(tokenbucket.New(strategy.Rule{Limit: 2, Window: 10 * time.Second})))
@@ -85,7 +87,7 @@ func TestTokenBucketRetryAfter(t *testing.T) {
 	}
 }
 
-func TestRollingWindowRetryAfter(t *testing.T) {
+func TestRollingWindowRetryAfterIsOldestLeaving(t *testing.T) {
 	store, clk := newStore(t)
 	l, err := New(store, must(rollingwindow.New(strategy.Rule{Limit: 2, Window: 10 * time.Second})))
 	if err != nil {
@@ -103,7 +105,7 @@ func TestRollingWindowRetryAfter(t *testing.T) {
 	wantHeader(t, w, map[string]string{"Retry-After": "6", "RateLimit": `"2-per-10s";r=0;t=9`})
 }
 
-func TestTwoRules(t *testing.T) {
+func TestTwoRulesRefusalNamesFullRule(t *testing.T) {
 	store, clk := newStore(t)
 	s := must(rollingwindow.New(
 		strategy.Rule{Limit: 3, Window: 10 * time.Second},
@@ -139,7 +141,7 @@ func TestTwoRules(t *testing.T) {
 	}
 }
 
-func TestPolicyNames(t *testing.T) {
+func TestPolicyNamesDefaultOrGiven(t *testing.T) {
 	store, _ := newStore(t)
 	s := must(fixedwindow.New(
 		strategy.Rule{Limit: 10, Window: 500 * time.Millisecond, Granularity: 500 * time.Millisecond},
@@ -162,13 +164,78 @@ func TestPolicyNames(t *testing.T) {
 		"RateLimit-Policy": `"burst";q=10;w=1, "burst-fine";q=10;w=1, "minute";q=90;w=61`})
 }
 
-func TestSeconds(t *testing.T) {
+func TestSecondsRoundUp(t *testing.T) {
 	for _, c := range []struct {
 		d    time.Duration
 		want int64
 	}{{-time.Hour, 0}, {0, 0}, {1, 1}, {time.Second, 1}, {time.Second + 1, 2}, {8750 * time.Millisecond, 9}} {
-		if got := seconds(c.d); got != c.want {
-			t.Errorf("seconds(%v) = %d, want %d", c.d, got, c.want)
+		t.Run(c.d.String(), func(t *testing.T) {
+			if got := seconds(c.d); got != c.want {
+				t.Errorf("seconds(%v) = %d, want %d", c.d, got, c.want)
+			}
+		})
+	}
+}
+
+// TestFixedMultiRuleWaitingRetryAfterAdmits: a fixed window of 1 a second and 2 a minute, after a
+// 200 and a 429: a client that waits the Retry-After it was given is admitted. The refused attempt
+// is counted in every rule, so the minute rule is full after it; Retry-After must count that rule
+// too, not only the ones that were over (it did not, and the client was refused again). The same
+// through the SQLite store, whose own arithmetic decides a fixed window, is
+// cache/sqlitestore/internal/transporttest's TestFixedMultiRuleWaitingRetryAfterAdmitsSQLite.
+func TestFixedMultiRuleWaitingRetryAfterAdmits(t *testing.T) {
+	st, clk := newStore(t) // memory store, manual clock at 1001.25
+	s := must(fixedwindow.New(
+		strategy.Rule{Limit: 1, Window: time.Second},
+		strategy.Rule{Limit: 2, Window: time.Minute},
+	))
+	h := &counting{}
+	lim, err := New(st, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped := lim.Wrap(h)
+	if w := serve(wrapped, "/", "1.2.3.4:5", nil); w.Code != 200 {
+		t.Fatalf("first: %d", w.Code)
+	}
+	w := serve(wrapped, "/", "1.2.3.4:5", nil)
+	if w.Code != 429 {
+		t.Fatalf("second: %d", w.Code)
+	}
+	ra, _ := strconv.Atoi(w.Header().Get("Retry-After"))
+	t.Logf("Retry-After %d, RateLimit %s", ra, w.Header().Get("RateLimit"))
+	clk.Advance(time.Duration(ra) * time.Second)
+	if w := serve(wrapped, "/", "1.2.3.4:5", nil); w.Code != 200 {
+		t.Errorf("after waiting Retry-After=%d s the client is refused again: %d, Retry-After %s, body %s",
+			ra, w.Code, w.Header().Get("Retry-After"), w.Body)
+	}
+}
+
+// TestPanickedRequestCountsAndHeadIsRefused: under 1 a minute, a request whose handler panics
+// still counts, and a HEAD after it is refused with 429, Retry-After and RateLimit.
+func TestPanickedRequestCountsAndHeadIsRefused(t *testing.T) {
+	st, _ := newStore(t)
+	s := must(fixedwindow.New(strategy.Rule{Limit: 1, Window: time.Minute}))
+	lim, _ := New(st, s)
+	h := lim.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic("boom")
 		}
+		w.WriteHeader(204)
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/panic")
+	if err == nil {
+		resp.Body.Close()
+	}
+	req, _ := http.NewRequest("HEAD", srv.URL+"/x", nil)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || resp.Header.Get("RateLimit") == "" {
+		t.Errorf("HEAD after a panicking request: %d %v", resp.StatusCode, resp.Header)
 	}
 }

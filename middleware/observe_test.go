@@ -13,10 +13,10 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestObserverDecisions: 5 requests of one client under 3 per 10 s (fixed window) are 3
+// TestObserverOneEventPerDecision: 5 requests of one client under 3 per 10 s (fixed window) are 3
 // Admitted and 2 Rejected events, with the usage of the rule after each; a key that cannot be
 // found is no decision; a closed store is the store's event, not the middleware's.
-func TestObserverDecisions(t *testing.T) {
+func TestObserverOneEventPerDecision(t *testing.T) {
 	m, _ := newStore(t)
 	rec := &observe.Recorder{}
 	storeRec := &observe.Recorder{}

@@ -13,7 +13,7 @@ import (
 )
 
 // The library's own client parsers read back what the middleware sends, over a real server.
-func TestRoundTripIETF(t *testing.T) {
+func TestIETFFieldsReadBackByClientParsers(t *testing.T) {
 	store, clk := newStore(t)
 	s := must(rollingwindow.New(
 		strategy.Rule{Limit: 3, Window: 10 * time.Second},

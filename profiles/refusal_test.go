@@ -10,11 +10,12 @@ import (
 	"github.com/ratemonitor/ratemonitor/profiles"
 )
 
-// TestRefusalsPause: when another client has used the whole allowance, the first request is
-// refused in the API's own form (429 or 403, with or without Retry-After), the profile reads
-// it and pauses the key, and the next request is sent once the upstream has room again: one
-// refusal, never two, and the second request accepted no earlier than the upstream frees.
-func TestRefusalsPause(t *testing.T) {
+// TestRefusalPausesKeyUntilUpstreamFrees: when another client has used the whole allowance, the
+// first request is refused in the API's own form (429 or 403, with or without Retry-After), the
+// profile reads it and pauses the key, and the next request is sent once the upstream has room
+// again: one refusal, never two, and the second request accepted no earlier than the upstream
+// frees.
+func TestRefusalPausesKeyUntilUpstreamFrees(t *testing.T) {
 	const auth = "Bearer test-token"
 	cases := []struct {
 		name    string

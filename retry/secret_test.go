@@ -38,7 +38,9 @@ func TestNoCredentialInErrors(t *testing.T) {
 	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, time.Millisecond
 	defer c.HTTPClient.CloseIdleConnections()
 	send := func(url string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// 30 s: what a request may take on a loaded machine; still before the Retry-After
+		// (120 s) and the full key's wait (a minute) that must be refused as past it.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		req, _ := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, url+"?access_token="+secretToken+"&page=2", nil)
 		req.Header.Set("Authorization", "Bearer "+secretToken)
@@ -52,7 +54,7 @@ func TestNoCredentialInErrors(t *testing.T) {
 		}
 		return err
 	}
-	// The upstream asks for 120 s, past the 5 s deadline.
+	// The upstream asks for 120 s, past the 30 s deadline.
 	if err := send(up.URL + "/limited"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Retry-After past the deadline: %v, want DeadlineExceeded", err)
 	}

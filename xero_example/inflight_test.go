@@ -7,17 +7,20 @@ import (
 	"testing"
 )
 
-// TestRunInFlight: 10 goroutines per tenant against the local upstream, whose calls take 3 s
-// of Xero time (50 ms here, 60× faster): with the in-flight limit of 5 (the default) the run
-// meets no 429 of either kind, minute or concurrent; the same run without it (-in-flight 0)
-// meets Xero's "concurrent" 429, so the first result is the limit's doing.
-func TestRunInFlight(t *testing.T) {
+// TestRunInFlightLimitAvoidsConcurrent429: 10 goroutines per tenant against the local upstream,
+// whose calls take 12 s of Xero time (200 ms here, 60× faster): with the in-flight limit of 5
+// (the default) the run meets no 429 of either kind, minute or concurrent; the same run without
+// it (-in-flight 0) meets Xero's "concurrent" 429, so the first result is the limit's doing. The
+// calls last long enough that the ten goroutines overlap however slowly a loaded machine starts
+// them (with 50 ms they might not); the limit's slot is given back only after the upstream has
+// counted the call as ended, so the first result does not depend on timing either.
+func TestRunInFlightLimitAvoidsConcurrent429(t *testing.T) {
 	for _, c := range []struct {
 		inFlight   string
 		concurrent bool
 	}{{"5", false}, {"0", true}} {
-		cfg, err := parseFlags([]string{"-scale", "60", "-progress", "0", "-margin", "6s", "-tenants", "2", "-requests", "30",
-			"-concurrency", "10", "-latency", "3s", "-in-flight", c.inFlight}, &bytes.Buffer{})
+		cfg, err := parseFlags([]string{"-scale", "60", "-progress", "0", "-margin", testMargin.String(), "-tenants", "2", "-requests", "30",
+			"-concurrency", "10", "-latency", "12s", "-in-flight", c.inFlight}, &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,9 +13,9 @@ import (
 	"time"
 )
 
-// TestChartData: the chart's series from a small hand-made log, at scale 10 (a Xero minute is
-// 6 s of real time, so 100 ms real is 1 s on the chart's x axis).
-func TestChartData(t *testing.T) {
+// TestChartDataSeriesFromCallLog: the chart's series from a small hand-made log, at scale 10 (a
+// Xero minute is 6 s of real time, so 100 ms real is 1 s on the chart's x axis).
+func TestChartDataSeriesFromCallLog(t *testing.T) {
 	o := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return o.Add(time.Duration(ms) * time.Millisecond) }
 	logs := []callLog{
@@ -59,16 +59,20 @@ func TestChartData(t *testing.T) {
 	}
 }
 
-// TestRunPlot: -plot writes an SVG or a PNG of the run, with the tenants and the limit line.
-func TestRunPlot(t *testing.T) {
+// TestRunPlotWritesChart: -plot writes an SVG or a PNG of the run, with the tenants and the limit
+// line, and the 429s when another app's calls cause some. The run with the other app's calls
+// must meet them while they count (30 × 429 for tenant-1): it runs at scale 20, where their
+// minute is 3 s of real time, which a loaded machine's start of the run cannot use up, and sends
+// 60 requests a tenant, which all go in that minute.
+func TestRunPlotWritesChart(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
-		file    string
-		foreign string
-	}{{"run.svg", "0"}, {"run.png", "0"}, {"foreign.svg", "30"}} {
+		file                     string
+		foreign, scale, requests string
+	}{{"run.svg", "0", "60", "90"}, {"run.png", "0", "60", "90"}, {"foreign.svg", "30", "20", "60"}} {
 		t.Run(c.file, func(t *testing.T) {
 			path := filepath.Join(dir, c.file)
-			cfg, err := parseFlags([]string{"-scale", "60", "-tenants", "2", "-requests", "90", "-progress", "0", "-margin", "6s",
+			cfg, err := parseFlags([]string{"-scale", c.scale, "-tenants", "2", "-requests", c.requests, "-progress", "0", "-margin", testMargin.String(),
 				"-foreign", c.foreign, "-plot", path}, &bytes.Buffer{})
 			if err != nil {
 				t.Fatal(err)
@@ -103,7 +107,7 @@ func TestRunPlot(t *testing.T) {
 			if !strings.HasPrefix(svg, "<?xml") || !strings.Contains(svg, "<svg") || !strings.HasSuffix(strings.TrimSpace(svg), "</svg>") {
 				t.Errorf("not an SVG document: %.200s", svg)
 			}
-			want := []string{"tenant-1", "tenant-2", limitLabel, "scale 60×", "2 tenants × 90 requests", "s of Xero time"}
+			want := []string{"tenant-1", "tenant-2", limitLabel, "scale " + c.scale + "×", "2 tenants × " + c.requests + " requests", "s of Xero time"}
 			if c.foreign != "0" {
 				want = append(want, refusedLabel, "tenant-1: 30 × 429")
 			} else if strings.Contains(svg, refusedLabel) {
@@ -118,9 +122,9 @@ func TestRunPlot(t *testing.T) {
 	}
 }
 
-// TestPlotFlag: a -plot file whose extension names no format, or whose directory does not
-// exist, is refused before the run.
-func TestPlotFlag(t *testing.T) {
+// TestPlotFlagRefusesUnknownFormatOrDir: a -plot file whose extension names no format, or whose
+// directory does not exist, is refused before the run.
+func TestPlotFlagRefusesUnknownFormatOrDir(t *testing.T) {
 	for _, path := range []string{"run.gif", "run", "run.svg.txt", filepath.Join(t.TempDir(), "missing", "run.svg")} {
 		_, err := parseFlags([]string{"-plot", path}, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), "-plot") {
@@ -137,14 +141,14 @@ func TestPlotFlag(t *testing.T) {
 	}
 }
 
-// TestRunPlotClientSide: against a real API (here a stand-in the example did not start) the
-// chart is drawn from the client's send instants, and says so.
-func TestRunPlotClientSide(t *testing.T) {
+// TestRunPlotClientSideFromSendInstants: against a real API (here a stand-in the example did not
+// start) the chart is drawn from the client's send instants, and says so.
+func TestRunPlotClientSideFromSendInstants(t *testing.T) {
 	up := newUpstream(60, false)
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	path := filepath.Join(t.TempDir(), "client.svg")
-	cfg := config{scale: 60, requests: 20, burst: 10, margin: 6 * time.Second, path: "/api.xro/2.0/Invoices",
+	cfg := config{scale: 60, requests: 20, burst: 10, margin: testMargin, path: "/api.xro/2.0/Invoices",
 		baseURL: srv.URL, tenantIDs: []string{"real-tenant"}, plot: path}
 	var out bytes.Buffer
 	if sum, err := run(context.Background(), cfg, &out); err != nil || sum.sent != 20 || sum.tooMany != 0 {

@@ -15,9 +15,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// TestObserverRetries forces conditional-check failures and checks the Retry and StoreError
-// events exactly, beside Stats.
-func TestObserverRetries(t *testing.T) {
+// TestObserverRetryAndStoreErrorEvents forces conditional-check failures and checks the Retry and
+// StoreError events exactly, beside Stats.
+func TestObserverRetryAndStoreErrorEvents(t *testing.T) {
 	_, c := server(t)
 	clk := clock.NewManual(t0)
 	rec := &observe.Recorder{}

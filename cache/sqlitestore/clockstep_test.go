@@ -11,19 +11,19 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestClockStep: issue 13, defect 4, on a SQLite file whose clock is stepped (as the default
-// wall clock can be): the shared suite, all three strategies.
-func TestClockStep(t *testing.T) {
+// TestClockStepKeepsCountsAndWaits: issue 13, defect 4, on a SQLite file whose clock is stepped (as
+// the default wall clock can be): the shared suite, all three strategies.
+func TestClockStepKeepsCountsAndWaits(t *testing.T) {
 	clk := &storetest.SteppedClock{Base: clock.NewManual(time.Unix(1_800_000_000, 0))}
 	st, _ := open(t, Options{Clock: clk, PruneEvery: -1})
 	storetest.ClockStep(t, st, clk)
 }
 
-// TestFixedWindowAfterStepBack: the fixed window's table had no fresh limit to give after a
-// step back, yet admitted one: 10 admitted at 10:00:10, the clock stepped back 1 h, and 10
-// more were admitted at once in the window of 09:00. Now the count carries into the new
-// clock's current window, and the rows from before the step are gone.
-func TestFixedWindowAfterStepBack(t *testing.T) {
+// TestFixedWindowCountCarriesAfterStepBack: the fixed window's table had no fresh limit to give
+// after a step back, yet admitted one: 10 admitted at 10:00:10, the clock stepped back 1 h, and 10
+// more were admitted at once in the window of 09:00. Now the count carries into the new clock's
+// current window, and the rows from before the step are gone.
+func TestFixedWindowCountCarriesAfterStepBack(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2027, 1, 15, 10, 0, 10, 0, time.UTC)
 	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
@@ -57,11 +57,11 @@ func TestFixedWindowAfterStepBack(t *testing.T) {
 	}
 }
 
-// TestFixedWindowSkewAcrossBoundary: a write whose clock reads 0.5 s behind the key's latest
-// window, across a window boundary (a process whose clock lags another's by half a second),
-// counts in the key's latest window. Before, it went to the window that had already ended
-// there: never counted.
-func TestFixedWindowSkewAcrossBoundary(t *testing.T) {
+// TestFixedWindowSkewCountsInLatestWindow: a write whose clock reads 0.5 s behind the key's latest
+// window, across a window boundary (a process whose clock lags another's by half a second), counts
+// in the key's latest window. Before, it went to the window that had already ended there: never
+// counted.
+func TestFixedWindowSkewCountsInLatestWindow(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2027, 1, 15, 10, 1, 0, 200_000_000, time.UTC)
 	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}

@@ -24,12 +24,12 @@ func (b *countingBase) RoundTrip(*http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}}, nil
 }
 
-// TestDegradeOnLockedFile: the SQLite store is shared through its file, so a paced Transport's
-// default policy, Degrade, paces locally while another process holds the write lock past the
-// busy timeout (SQLITE_BUSY), reports Degraded once, and sends every request. Before, the
-// store's cache.Clocked was taken for an in-process store: Degrade acted as SendNothing and all
-// 20 requests failed with a StoreError (found by review).
-func TestDegradeOnLockedFile(t *testing.T) {
+// TestDegradePacesLocallyOnLockedFile: the SQLite store is shared through its file, so a paced
+// Transport's default policy, Degrade, paces locally while another process holds the write lock
+// past the busy timeout (SQLITE_BUSY), reports Degraded once, and sends every request. Before, the
+// store's cache.Clocked was taken for an in-process store: Degrade acted as SendNothing and all 20
+// requests failed with a StoreError (found by review).
+func TestDegradePacesLocallyOnLockedFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rl.db")
 	ctx := context.Background()
 	st, err := Open(ctx, path, Options{BusyTimeout: 50 * time.Millisecond})
@@ -48,7 +48,9 @@ func TestDegradeOnLockedFile(t *testing.T) {
 	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	get := func() error {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// 30 s: a request takes at most a pacing wait of a second idle; a loaded machine may
+		// take several times that, and a request that fails here fails the test.
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, "http://example.invalid/", nil)
 		resp, err := client.Do(req)

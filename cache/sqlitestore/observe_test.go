@@ -12,9 +12,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestObserverStoreErrors: each operation on a closed SQLite store is one StoreError event;
-// a bad count or burst (the caller's error) is none.
-func TestObserverStoreErrors(t *testing.T) {
+// TestObserverOneStoreErrorPerClosedOp: each operation on a closed SQLite store is one StoreError
+// event; a bad count or burst (the caller's error) is none.
+func TestObserverOneStoreErrorPerClosedOp(t *testing.T) {
 	rec := &observe.Recorder{}
 	st, _ := open(t, Options{Observer: rec})
 	s := must(fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Minute}))

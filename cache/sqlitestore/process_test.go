@@ -73,9 +73,9 @@ func child() int {
 	return 0
 }
 
-// TestFourProcesses: four processes × 1 000 admissions on one file, under each strategy: exactly
-// 2 500 admitted and, under the fixed window, exactly 4 000 counted.
-func TestFourProcesses(t *testing.T) {
+// TestFourProcessesAdmitExactlyLimit: four processes × 1 000 admissions on one file, under each
+// strategy: exactly 2 500 admitted and, under the fixed window, exactly 4 000 counted.
+func TestFourProcessesAdmitExactlyLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
@@ -48,15 +47,15 @@ func must(s *engine.Strategy, err error) *engine.Strategy {
 	return s
 }
 
-func TestAdmit(t *testing.T) {
+func TestAdmitDecisionsExact(t *testing.T) {
 	clk := clock.NewManual(time.Unix(0, 0))
 	st, _ := open(t, Options{Clock: clk})
 	storetest.Admit(t, st, clk)
 }
 
-// TestWindowRows: the fixed window is the issue's table, one row per key, window and aligned
-// start, written as ISO 8601 UTC, the refused attempt included.
-func TestWindowRows(t *testing.T) {
+// TestFixedWindowRowPerAlignedStart: the fixed window is the issue's table, one row per key, window
+// and aligned start, written as ISO 8601 UTC, the refused attempt included.
+func TestFixedWindowRowPerAlignedStart(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 11, 30, 20, 15, 42, 0, time.UTC))
 	st, _ := open(t, Options{Clock: clk})
 	s := must(fixedwindow.New(strategy.Rule{Limit: 2, Window: time.Minute}, strategy.Rule{Limit: 100, Window: time.Hour}))
@@ -91,63 +90,7 @@ func dump(t *testing.T, st *Store) string {
 	return b.String()
 }
 
-// TestPruneExpired: windows that started two window lengths ago or more go, newer ones stay,
-// whatever their length; states in which nothing counts go.
-func TestPruneExpired(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC)
-	clk := clock.NewManual(t0)
-	st, _ := open(t, Options{Clock: clk, PruneEvery: -1})
-	ctx := context.Background()
-	minute := must(fixedwindow.New(strategy.Rule{Limit: 10, Window: time.Minute}))
-	hour := must(fixedwindow.New(strategy.Rule{Limit: 10, Window: time.Hour}))
-	rw := must(rollingwindow.New(strategy.Rule{Limit: 10, Window: 10 * time.Second}))
-	for _, m := range []int{0, 1, 2, 3} { // minute windows at 20:00, 20:01, 20:02, 20:03
-		clk.Set(t0.Add(time.Duration(m) * time.Minute))
-		st.Record(ctx, minute, "a", 1)
-		st.Record(ctx, hour, "a", 1)
-	}
-	st.Record(ctx, rw, "a", 1) // at 20:03, counts until 20:03:10
-	clk.Set(t0.Add(3*time.Minute + 30*time.Second))
-	n, err := st.PruneExpired(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 20:03:30 − 2 min = 20:01:30: the windows of 20:00 and 20:01 go; 20:02 and 20:03 stay
-	// (20:02 ended only 30 s ago), the hour stays, and the rolling window's state has expired.
-	want := "3600s|a 2026-11-30T20:00:00Z 4\n60s|a 2026-11-30T20:02:00Z 1\n60s|a 2026-11-30T20:03:00Z 1\n"
-	if got := dump(t, st); n != 3 || got != want {
-		t.Errorf("pruned %d rows, left:\n%s\nwant 3 pruned, left:\n%s", n, got, want)
-	}
-	var states int
-	st.DB().QueryRow(`SELECT count(*) FROM rate_limit_state`).Scan(&states)
-	if states != 0 {
-		t.Errorf("%d states left, want 0", states)
-	}
-	clk.Set(t0.Add(2 * time.Hour))
-	if n, _ := st.PruneExpired(ctx); n != 3 {
-		t.Errorf("two hours later pruned %d, want 3", n)
-	}
-}
-
-// TestPruneSampled: the store prunes on its own on one write in PruneEvery.
-func TestPruneSampled(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC)
-	clk := clock.NewManual(t0)
-	st, _ := open(t, Options{Clock: clk, PruneEvery: 3})
-	s := must(fixedwindow.New(strategy.Rule{Limit: 10, Window: time.Second}))
-	ctx := context.Background()
-	for i := range 2 {
-		clk.Set(t0.Add(time.Duration(i) * time.Second))
-		st.Admit(ctx, s, "a", 1)
-	}
-	clk.Set(t0.Add(10 * time.Second))
-	st.Admit(ctx, s, "a", 1) // the third write prunes the two old windows
-	if got, want := dump(t, st), "1s|a 2026-11-30T20:00:10Z 1\n"; got != want {
-		t.Errorf("rows after the third write:\n%s\nwant:\n%s", got, want)
-	}
-}
-
-func TestBadInput(t *testing.T) {
+func TestBadInputRefusedOrRepaired(t *testing.T) {
 	var reported []error
 	ctx := context.Background()
 	for _, p := range []string{"", ":memory:"} {
@@ -201,9 +144,9 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestPragmas: the file is in WAL mode with the busy timeout asked for, so that processes can
-// share it.
-func TestPragmas(t *testing.T) {
+// TestFileIsWALWithBusyTimeout: the file is in WAL mode with the busy timeout asked for, so that
+// processes can share it.
+func TestFileIsWALWithBusyTimeout(t *testing.T) {
 	st, _ := open(t, Options{BusyTimeout: 2500 * time.Millisecond})
 	var mode string
 	var busy int

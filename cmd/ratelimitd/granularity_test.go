@@ -11,7 +11,7 @@ import (
 // not ratelimitd's old rule (1 s, or window/1000 over 1000 s: 1 s for 10 min, where the
 // library keeps 10 s); window/1000 only where the library's default would cut the window into
 // more than 1000 buckets (a prime number of seconds: the default is 1 s).
-func TestGranularityDefault(t *testing.T) {
+func TestGranularityDefaultIsLibraryBucket(t *testing.T) {
 	for _, tc := range []struct {
 		window, want time.Duration
 	}{
@@ -24,17 +24,19 @@ func TestGranularityDefault(t *testing.T) {
 		{1009 * time.Second, 1009 * time.Millisecond},   // prime: 1 s would be 1 010 buckets
 		{10007 * time.Second, 10007 * time.Millisecond}, // prime: 1 s would be over redisstore.MaxBuckets
 	} {
-		c := config{limit: 10, window: tc.window, strategy: "rollingwindow"}
-		s, err := c.rules()
-		if err != nil {
-			t.Fatalf("-window %v: %v", tc.window, err)
-		}
-		got := s.Rules()[0].Bucket()
-		if got != tc.want {
-			t.Errorf("-window %v -granularity 0: bucket %v, want %v", tc.window, got, tc.want)
-		}
-		if lib := (strategy.Rule{Limit: 10, Window: tc.window}).Bucket(); tc.window/lib <= maxDefaultBuckets && got != lib {
-			t.Errorf("-window %v -granularity 0: bucket %v, the library's default is %v", tc.window, got, lib)
-		}
+		t.Run(tc.window.String(), func(t *testing.T) {
+			c := config{limit: 10, window: tc.window, strategy: "rollingwindow"}
+			s, err := c.rules()
+			if err != nil {
+				t.Fatalf("-window %v: %v", tc.window, err)
+			}
+			got := s.Rules()[0].Bucket()
+			if got != tc.want {
+				t.Errorf("-window %v -granularity 0: bucket %v, want %v", tc.window, got, tc.want)
+			}
+			if lib := (strategy.Rule{Limit: 10, Window: tc.window}).Bucket(); tc.window/lib <= maxDefaultBuckets && got != lib {
+				t.Errorf("-window %v -granularity 0: bucket %v, the library's default is %v", tc.window, got, lib)
+			}
+		})
 	}
 }

@@ -32,11 +32,13 @@ func (s service) scrape(t *testing.T) map[string]float64 {
 	return out
 }
 
-// TestMetrics starts the service, sends 6 requests for one client under 5 per hour and finds
-// /metrics moving by exactly 5 admitted and 1 refused, and the usage ratio at 6/5 (the fixed
-// window counts the refused attempt).
-func TestMetrics(t *testing.T) {
-	svc := start(t, "-limit", "5", "-window", "1h")
+// TestMetricsMoveByDecisions starts the service, sends 6 requests for one client under 5 a day
+// and finds /metrics moving by exactly 5 admitted and 1 refused, and the usage ratio at 6/5 (the
+// fixed window counts the refused attempt). The window is the UTC day, away from its end (an
+// hour's window could end between the requests of a slow run, and admit the sixth).
+func TestMetricsMoveByDecisions(t *testing.T) {
+	awayFromMidnight()
+	svc := start(t, "-limit", "5", "-window", "24h")
 	before := svc.scrape(t)
 	if before["ratemonitor_admitted_total"] != 0 || before["ratemonitor_refused_total"] != 0 {
 		t.Fatalf("before: %v", before)
@@ -57,7 +59,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s moved by %v, want %v", name, got, delta)
 		}
 	}
-	if got := after[`ratemonitor_usage_ratio{rule="5/1h0m0s"}`]; got != 1.2 {
+	if got := after[`ratemonitor_usage_ratio{rule="5/24h0m0s"}`]; got != 1.2 {
 		t.Errorf("usage ratio %v, want 1.2", got)
 	}
 	if _, ok := after["go_goroutines"]; !ok {
@@ -65,8 +67,9 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestMetricsKeys: with -metrics-keys 2, three clients give two key labels and "other".
-func TestMetricsKeys(t *testing.T) {
+// TestMetricsKeysCappedWithOther: with -metrics-keys 2, three clients give two key labels and
+// "other".
+func TestMetricsKeysCappedWithOther(t *testing.T) {
 	svc := start(t, "-limit", "5", "-window", "1h", "-metrics-keys", "2")
 	for _, key := range []string{"a", "b", "c", "c", "a"} {
 		svc.get(t, "/ping", key)

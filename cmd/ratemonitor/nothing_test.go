@@ -17,11 +17,11 @@ import (
 
 const nothingTail = "no counter exists, or all its requests have expired; check the "
 
-// TestStatusNothingRedis: against a real Redis, status finds the key only under the prefix it
-// was written under (xero_example's); elsewhere, or under other rules, it says what it looked
-// for (prefix, key, rules, strategy) on stderr, prints nothing on stdout and exits 3, --json
+// TestStatusNothingRecordedExits3Redis: against a real Redis, status finds the key only under the
+// prefix it was written under (xero_example's); elsewhere, or under other rules, it says what it
+// looked for (prefix, key, rules, strategy) on stderr, prints nothing on stdout and exits 3, --json
 // too. A key holding only a pause is not "nothing".
-func TestStatusNothingRedis(t *testing.T) {
+func TestStatusNothingRecordedExits3Redis(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	st := must(redisstore.New(srv.Client(), redisstore.Options{Prefix: "xero_example", Timeout: 5 * time.Second}))
@@ -60,9 +60,10 @@ func TestStatusNothingRedis(t *testing.T) {
 	}
 }
 
-// TestStatusNothingSQLite: the SQLite store has no prefix; the message names the file, key
-// and rules, and a rule's margin from --margin finds the counter written with that margin.
-func TestStatusNothingSQLite(t *testing.T) {
+// TestStatusNothingRecordedExits3SQLite: the SQLite store has no prefix; the message names the
+// file, key and rules, and a rule's margin from --margin finds the counter written with that
+// margin.
+func TestStatusNothingRecordedExits3SQLite(t *testing.T) {
 	withMargin := strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}
 	url := sqliteWith(t, must(rollingwindow.New(withMargin)), "k", 5)
 	ctx := context.Background()

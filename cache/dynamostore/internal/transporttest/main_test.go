@@ -35,9 +35,9 @@ func dynamoStore(t *testing.T, opts dynamostore.Options) *dynamostore.Store {
 }
 
 // faultyDynamoStore is dynamoStore whose DynamoDB calls go through fault, when not nil: it is
-// given each call's operation ("UpdateItem", "GetItem") and answers it, or returns nil to let
-// the server answer.
-func faultyDynamoStore(t *testing.T, opts dynamostore.Options, fault func(op string) *http.Response) *dynamostore.Store {
+// given each call's request and operation ("UpdateItem", "GetItem") and answers it, or returns
+// nil to let the server answer.
+func faultyDynamoStore(t *testing.T, opts dynamostore.Options, fault func(r *http.Request, op string) *http.Response) *dynamostore.Store {
 	t.Helper()
 	srv := dynalitetest.Start(t)
 	hc := &http.Transport{MaxIdleConnsPerHost: 64}
@@ -45,7 +45,7 @@ func faultyDynamoStore(t *testing.T, opts dynamostore.Options, fault func(op str
 	var rt http.RoundTripper = hc
 	if fault != nil {
 		rt = upstreamtest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if resp := fault(strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")); resp != nil {
+			if resp := fault(r, strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")); resp != nil {
 				if r.Body != nil {
 					r.Body.Close()
 				}

@@ -17,14 +17,14 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestMiddlewareDynamoContention: 64 goroutines × 4 requests from one address through four
-// Admit Limiters (four servers) over one DynamoDB table whose own retries are off, under
-// 100 per hour: exactly 100 are served, the other 156 are refused with 429, the handler runs
+// TestMiddlewareDynamoContentionServesExactlyLimit: 64 goroutines × 4 requests from one address
+// through four Admit Limiters (four servers) over one DynamoDB table whose own retries are off,
+// under 100 per hour: exactly 100 are served, the other 156 are refused with 429, the handler runs
 // for the served ones only, the key counts 100, and no error is reported. Within a Limiter the
 // requests take turns on the key; between the four they contend, and that is retried. (The
-// middleware's TestContentionRetried and TestContentionPastDeadline check the retry exactly,
-// on a memory store that loses races on purpose.)
-func TestMiddlewareDynamoContention(t *testing.T) {
+// middleware's TestContentionRetriedThenServedOnce and TestContentionUntilDeadlineAnswers503 check
+// the retry exactly, on a memory store that loses races on purpose.)
+func TestMiddlewareDynamoContentionServesExactlyLimit(t *testing.T) {
 	st := dynamoStore(t, dynamostore.Options{MaxRetries: -1})
 	ctx := context.Background()
 	rule := strategy.Rule{Limit: 100, Window: time.Hour, Granularity: time.Minute}

@@ -34,12 +34,11 @@ func serve(h http.Handler, path, remote string, header map[string]string) *httpt
 	return handlertest.Serve(context.Background(), h, path, remote, header)
 }
 
-// TestFixedMultiRuleRetryAfterEarlySQLite: a fixed window of 1 a second and 2 a minute over
-// SQLite (whose own arithmetic decides a fixed window): after a 200 and a 429, a client that
-// waits the Retry-After it was given is admitted, not refused again (the refused attempt fills
-// the minute rule, and Retry-After must count it). The memory store's twin stays in package
-// middleware.
-func TestFixedMultiRuleRetryAfterEarlySQLite(t *testing.T) {
+// TestFixedMultiRuleWaitingRetryAfterAdmitsSQLite: a fixed window of 1 a second and 2 a minute over
+// SQLite (whose own arithmetic decides a fixed window): after a 200 and a 429, a client that waits
+// the Retry-After it was given is admitted, not refused again (the refused attempt fills the minute
+// rule, and Retry-After must count it). The memory store's twin stays in package middleware.
+func TestFixedMultiRuleWaitingRetryAfterAdmitsSQLite(t *testing.T) {
 	clk := clock.NewManual(start)
 	st := openSQLite(t, sqlitestore.Options{Clock: clk})
 	s := must(fixedwindow.New(
@@ -68,10 +67,10 @@ func TestFixedMultiRuleRetryAfterEarlySQLite(t *testing.T) {
 	}
 }
 
-// TestAdmitCancelledClientBypasses: under OutagePolicy Admit over SQLite, five requests whose client
-// hung up before they were served (context cancelled) run the handler at most once under a
-// limit of 1: the client's own cancellation is not a store failure to fail open on.
-func TestAdmitCancelledClientBypasses(t *testing.T) {
+// TestAdmitPolicyServesNoCancelledClientSQLite: under OutagePolicy Admit over SQLite, five requests
+// whose client hung up before they were served (context cancelled) run the handler at most once
+// under a limit of 1: the client's own cancellation is not a store failure to fail open on.
+func TestAdmitPolicyServesNoCancelledClientSQLite(t *testing.T) {
 	clk := clock.NewManual(start)
 	st := openSQLite(t, sqlitestore.Options{Clock: clk})
 	s := must(fixedwindow.New(strategy.Rule{Limit: 1, Window: time.Minute}))
@@ -95,11 +94,11 @@ func TestAdmitCancelledClientBypasses(t *testing.T) {
 	}
 }
 
-// TestAdmitHangUpWire: the same on a real wire. With the limit (1 an hour) used up and
-// SQLite's one connection busy for 200 ms, three clients send a POST and hang up at once:
+// TestAdmitPolicyServesNoHungUpClientWire: the same on a real wire. With the limit (1 an hour) used
+// up and SQLite's one connection busy for 200 ms, three clients send a POST and hang up at once:
 // under OutagePolicy Admit the handler does not run for them, and a normal client after is refused
 // (429).
-func TestAdmitHangUpWire(t *testing.T) {
+func TestAdmitPolicyServesNoHungUpClientWire(t *testing.T) {
 	st := openSQLite(t, sqlitestore.Options{})
 	s := must(fixedwindow.New(strategy.Rule{Limit: 1, Window: time.Hour}))
 	lim, err := middleware.New(st, s, middleware.WithOutagePolicy(middleware.Admit))

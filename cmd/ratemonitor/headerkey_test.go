@@ -1,9 +1,5 @@
 package main
 
-// The tests of this file come from the adversarial review (rev2) of issue 15: each comment
-// describes the defect the reviewer found, as it was before its fix; the test asserts the
-// fixed behaviour.
-
 import (
 	"context"
 	"path/filepath"
@@ -16,11 +12,10 @@ import (
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 )
 
-// TestStatusHeaderKeyHashesCredentialHeader: the middleware keyed by X-Api-Key now hashes the header's
-// values (a credential header), but `ratemonitor status --header-key V` still looks up
-// middleware.HeaderKey(V) = "key:"+V: it reports 0 used for a client that has used 3, and
-// prints the API key itself on stdout (and takes it on the command line). There is no flag to
-// say the header is hashed (or with which secret).
+// TestStatusHeaderKeyHashesCredentialHeader: the middleware keyed by X-Api-Key hashes the
+// header's values (a credential header), and so does `ratemonitor status --header-key V
+// --key-header X-Api-Key`: it finds the 3 requests of the client under the hashed key, and never
+// prints the API key. (It used to look up "key:"+V: 0 used, and the API key on stdout.)
 func TestStatusHeaderKeyHashesCredentialHeader(t *testing.T) {
 	const apiKey = "sk_live_rev2cliSECRET"
 	s := must(rollingwindow.New(rule(60, time.Hour)))
@@ -43,9 +38,9 @@ func TestStatusHeaderKeyHashesCredentialHeader(t *testing.T) {
 	}
 }
 
-// TestStatusHeaderKeyWithSecretFromEnv: with the fleet's secret (WithKeySecret) in the
-// variable --key-secret-env names, --header-key finds the key the middleware counts under
-// (3 used), whatever the header; an unset variable is a usage error (exit 2).
+// TestStatusHeaderKeyWithSecretFromEnv: with the fleet's secret (WithKeySecret) in the variable
+// --key-secret-env names, --header-key finds the key the middleware counts under (3 used), whatever
+// the header; an unset variable is a usage error (exit 2).
 func TestStatusHeaderKeyWithSecretFromEnv(t *testing.T) {
 	const clientKey, secret = "alice", "fleet-secret-32-bytes-long-xxxxx"
 	s := must(rollingwindow.New(rule(60, time.Hour)))

@@ -1,9 +1,5 @@
 package retry
 
-// The tests of this file come from the adversarial review (rev2) of issue 15: each comment
-// describes the defect the reviewer found, as it was before its fix; the test asserts the
-// fixed behaviour.
-
 import (
 	"errors"
 	"net/http"
@@ -12,10 +8,11 @@ import (
 	"testing"
 )
 
-// TestGiveUpRedactsUserInfoCredential: Stripe documents its secret key as the Basic user
-// name (curl -u sk_test_...:), and GitHub and GitLab accept a token as the URL's user name;
-// net/http sends the URL's user info as Basic credentials. GiveUp redacts only the user
-// info's password (url.URL.Redacted), so the key reaches the error text.
+// TestGiveUpRedactsUserInfoCredential: GiveUp's error, from a response or from a url.Error, does
+// not show a credential in the URL's user name. Stripe documents its secret key as the Basic
+// user name (curl -u sk_test_...:), and GitHub and GitLab accept a token as the URL's user name;
+// net/http sends the URL's user info as Basic credentials, so the user name is redacted too, not
+// only the password (as url.URL.Redacted does).
 func TestGiveUpRedactsUserInfoCredential(t *testing.T) {
 	const key = "sk_test_rev2SECRETkey"
 	for _, raw := range []string{
@@ -38,8 +35,8 @@ func TestGiveUpRedactsUserInfoCredential(t *testing.T) {
 	}
 }
 
-// TestGiveUpRedactsBareQuery: a query part without "=" (?<token>, as some webhook URLs
-// carry a signature) is kept as it is by the redaction that replaces every value.
+// TestGiveUpRedactsBareQuery: a query part without "=" (?<token>, as some webhook URLs carry a
+// signature) is redacted too, not only the values of key=value pairs.
 func TestGiveUpRedactsBareQuery(t *testing.T) {
 	const tok = "ghp_rev2BareQueryToken"
 	u, _ := url.Parse("https://hooks.example.com/in?" + tok)

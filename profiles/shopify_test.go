@@ -1,0 +1,66 @@
+package profiles_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/profiles"
+)
+
+// TestShopifySmallerBucketFullWaits: after X-Shopify-Shop-Api-Call-Limit: 10/10 (a bucket smaller
+// than the rule's 40, full) the next request waits.
+func TestShopifySmallerBucketFullWaits(t *testing.T) {
+	clk := clock.NewManual(t0)
+	tr, err := ratemonitor.New(nil, append(profiles.ShopifyREST(), ratemonitor.WithClock(clk))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Shopify-Shop-Api-Call-Limit", "10/10")
+	}))
+	defer srv.Close()
+	req := request(srv.URL)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	w, err := tr.WaitTime(context.Background(), tr.Key(req), 1)
+	if err != nil || w == 0 {
+		t.Errorf("after X-Shopify-Shop-Api-Call-Limit: 10/10, the next request may go in %v (%v): Shopify's bucket is full", w, err)
+	}
+}
+
+// TestShopifyAbsurdCostNotRecorded: an actualQueryCost of 2e9 (more than the bucket) is not
+// recorded: the shop waits at most the bucket's 20 s.
+func TestShopifyAbsurdCostNotRecorded(t *testing.T) {
+	clk := clock.NewManual(t0)
+	tr, err := ratemonitor.New(nil, append(profiles.ShopifyGraphQL(1000, 50, nil), ratemonitor.WithClock(clk))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"data":{},"extensions":{"cost":{"requestedQueryCost":1,"actualQueryCost":2000000000}}}`))
+	}))
+	defer srv.Close()
+	req := request(srv.URL)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	w, err := tr.WaitTime(context.Background(), tr.Key(req), 1)
+	if err != nil || w > 20*time.Second {
+		t.Errorf("after one answer of cost 2e9 the shop waits %v (%v), want at most the bucket's 20 s", w, err)
+	}
+}
