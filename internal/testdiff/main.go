@@ -11,6 +11,8 @@
 //   - every other old function's assertions must each still be found, with at least as many
 //     copies over the directory as before, unless a table now runs them (-merged), in the new
 //     tree's same directory (after -map's rewrites);
+//   - an old function without assertions of its own (a test that runs a suite or a helper)
+//     that is gone must leave every function it called still called in that directory;
 //   - an assertion of the old tree found nowhere in the new one is reported as dropped, and
 //     testdiff exits 1.
 //
@@ -20,7 +22,8 @@
 //
 // FILE has lines "DIR<TAB>OLD<TAB>NEW": in DIR, the old assertion key OLD is now written NEW (a
 // table's t.Errorf("%s: …", tc.name, …) for five copies with their own wording). Keys are
-// printed with -v.
+// printed with -v. A line "DIR<TAB>call:NAME<TAB>WHY" accounts for a function no test of DIR
+// calls any more (a helper replaced by another).
 package main
 
 import (
@@ -37,6 +40,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -46,6 +50,7 @@ type fn struct {
 	dir, file, name string
 	body            string   // sha256 of the printed body (and receiver, parameters)
 	asserts         []string // assertion keys, in source order
+	calls           []string // names of the functions and methods it calls
 }
 
 // tree is the test code of one tree, per directory.
@@ -124,6 +129,12 @@ func load(root string) (tree, error) {
 			x.body = hash(print(fset, fd.Type) + print(fset, fd.Body))
 			ast.Inspect(fd.Body, func(n ast.Node) bool {
 				if c, ok := n.(*ast.CallExpr); ok {
+					switch f := c.Fun.(type) {
+					case *ast.Ident:
+						x.calls = append(x.calls, f.Name)
+					case *ast.SelectorExpr:
+						x.calls = append(x.calls, f.Sel.Name)
+					}
 					if s, ok := c.Fun.(*ast.SelectorExpr); ok && assertSel[s.Sel.Name] {
 						args := make([]string, len(c.Args))
 						for i, a := range c.Args {
@@ -201,9 +212,13 @@ func report(w *os.File, before, after tree, rewrites map[string]map[string]strin
 	var lines []string
 	for _, dir := range sortedKeys(before) {
 		have := map[string]int{} // new assertion keys of dir, with their counts
+		called := map[string]bool{}
 		for _, f := range after[dir] {
 			for _, a := range f.asserts {
 				have[a]++
+			}
+			for _, c := range f.calls {
+				called[c] = true
 			}
 		}
 		want := map[string]int{} // old assertion keys of dir (rewritten), with their counts
@@ -226,8 +241,21 @@ func report(w *os.File, before, after tree, rewrites map[string]map[string]strin
 				continue
 			}
 			if len(f.asserts) == 0 && !newNames[dir+" "+f.name] {
+				// Its checks are in what it calls (a suite, a helper): each must still be called.
+				var uncalled []string
+				for _, c := range f.calls {
+					_, accounted := rewrites[dir]["call:"+c] // -map: DIR, call:NAME, why
+					if !called[c] && !accounted && !slices.Contains(uncalled, c) {
+						uncalled = append(uncalled, c)
+					}
+				}
 				removedNoAsserts++
-				lines = append(lines, fmt.Sprintf("gone     %s %s (%s): no assertions of its own", dir, f.name, f.file))
+				if len(uncalled) > 0 {
+					dropped = true
+					lines = append(lines, fmt.Sprintf("UNCALLED %s %s (%s): no assertions of its own, and nothing calls %v any more", dir, f.name, f.file, uncalled))
+				} else {
+					lines = append(lines, fmt.Sprintf("gone     %s %s (%s): no assertions of its own; all it called is still called", dir, f.name, f.file))
+				}
 				continue
 			}
 			changed++

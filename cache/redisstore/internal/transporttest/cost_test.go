@@ -24,7 +24,7 @@ import (
 // what reached the upstream (every give-back took the request's own slots, none twice).
 func TestCostCorrectionRaceCountsOnceOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	store := newStore(t, srv, redisstore.Options{Prefix: "review-cost-race:"})
+	store := newStore(t, srv, redisstore.Options{Prefix: "cost-race:"})
 	var hits atomic.Int64
 	up := upstreamtest.Cost(t, "1", &hits)
 	var trs []*ratemonitor.Transport
@@ -81,7 +81,7 @@ func tokenBucketGiveBack(t *testing.T, srv *redistest.Server, prefix string, clk
 func TestTokenBucketNoGiveBackAfterRefillRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
-	if u := tokenBucketGiveBack(t, srv, "review-tb-giveback", clk, ratemonitor.WithClock(clk)); u != 10 {
+	if u := tokenBucketGiveBack(t, srv, "tb-giveback", clk, ratemonitor.WithClock(clk)); u != 10 {
 		t.Errorf("used %d after the give-back, want 10 (6: the 4 given back)", u)
 	}
 }
