@@ -101,7 +101,7 @@ func TestDegradedConfigRefusedOrDefaulted(t *testing.T) {
 		})
 	}
 	// Defaults: Degrade for paced Transports, SendUncounted for monitoring ones; WithDegraded
-	// chooses Degrade; explicit policies stay. (degradetest's TestDegradePolicies: what each
+	// chooses Degrade; explicit policies stay. (degradetest's TestOutageHandledAsPolicySays: what each
 	// does with Redis down.)
 	for _, c := range []struct {
 		name string
@@ -129,7 +129,7 @@ func TestDegradedConfigRefusedOrDefaulted(t *testing.T) {
 }
 
 // TestDegradeMasterChangeReportsBothMasters: the Degraded event of a master change carries a
-// masterChangedError naming both masters (degradetest's TestDegradeMasterChange checks the
+// masterChangedError naming both masters (degradetest's TestNewMasterGrantUnusedUntilHoldBack checks the
 // behaviour over Redis, and the error's words).
 func TestDegradeMasterChangeReportsBothMasters(t *testing.T) {
 	clk := clock.NewManual(t0)
@@ -156,7 +156,7 @@ func TestDegradeMasterChangeReportsBothMasters(t *testing.T) {
 // TestDegradeCancelWhileSettlingKeepsTheCarriedCount: Transport.Reserve's slots reserved while
 // degraded and cancelled once the store answers again are cancelled while the degraded mode is
 // settling, in another generation, so the shared store keeps the carried-over count (degradetest's
-// TestDegradeCancelAcrossSwitch checks the count in Redis and sees the return only as the Recovered
+// TestCancelAfterReturnKeepsCarriedSlots checks the count in Redis and sees the return only as the Recovered
 // event).
 func TestDegradeCancelWhileSettlingKeepsTheCarriedCount(t *testing.T) {
 	clk := clock.NewManual(t0)

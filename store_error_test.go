@@ -79,7 +79,7 @@ func TestPacedStoreErrorSendNothingRefusesAndSendUncountedSends(t *testing.T) {
 		t.Errorf("fail closed: %v, hits %d", err, hits.Load())
 	}
 	// SendUncounted by name: paced Transports default to Degrade, which fails closed on a closed
-	// store (TestDegradeClosedStore).
+	// store (TestClosedStoreIsNotAnOutage).
 	open := newTransport(t, nil, WithRules(minute), WithStore(broken), WithPacing(), WithStoreErrorPolicy(SendUncounted), WithLogger(discard))
 	if _, err := upstreamtest.Get(t, &http.Client{Transport: open}, srv.URL); err != nil || hits.Load() != 1 {
 		t.Errorf("fail open: %v, hits %d", err, hits.Load())

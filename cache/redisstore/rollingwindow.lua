@@ -84,7 +84,7 @@ local fresh
 -- and a pause far ahead locks the key out). As state.lua's sound_head: counts integers from 0
 -- to 2^53 (y % 1 is NaN for NaN and ±inf), nb an integer ≥ 0, rr one ≥ −1, off and pu ≥ 0,
 -- instants from −2^53 (NONE) to the key's instant plus strategy.MaxWindow (µs, checked equal
--- by TestCorruptBound), the slack and the step tolerance (written "not (lo <= y and y <= hi)"
+-- by TestScriptsBoundInstantsByMaxWindow), the slack and the step tolerance (written "not (lo <= y and y <= hi)"
 -- so that NaN fails too). Cost: about 1 µs for the header's doubles on every call. Decoding
 -- every bucket would cost about 0.1 µs a double (a full 3-rule key: 75 µs), so with arrs only
 -- the buckets at the array's edges are checked, the ones the operations decode first: the

@@ -108,7 +108,7 @@ end
 -- never fills; a pause or window far ahead locks the key out). Every figure a script writes is
 -- an integer below 2^53 (x % 1 is NaN for NaN and ±inf, so x % 1 == 0 rejects those too), and
 -- no instant lies further ahead of the key's instant than a window (strategy.MaxWindow, µs,
--- checked equal by TestCorruptBound), the slack and the step tolerance: anything else is
+-- checked equal by TestScriptsBoundInstantsByMaxWindow), the slack and the step tolerance: anything else is
 -- unreadable. An instant may be negative (a clock near 1970), down to −2^53.
 local LIM = 9007199254740992
 local MAXW = 315360000000000

@@ -29,7 +29,7 @@ import (
 // Degrade). Monitoring, by default: SendUncounted (sent uncounted, the handler called, no Degraded). Monitoring with WithDegraded:
 // Degrade (sent, recorded on the memory store at the share, 60 ÷ 3). Paced with SendUncounted: sent,
 // not degraded. Paced with SendNothing: a *StoreError, nothing sent, not degraded. The root
-// package's TestDegradeConfig checks the same choices on the Transport's fields.
+// package's TestDegradedConfigRefusedOrDefaulted checks the same choices on the Transport's fields.
 func TestOutageHandledAsPolicySays(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)

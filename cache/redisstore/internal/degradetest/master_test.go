@@ -69,7 +69,7 @@ func TestNewMasterGrantUnusedUntilHoldBack(t *testing.T) {
 		t.Errorf("the new master counts %d, want 2 (the unused grant stays counted)", n)
 	}
 	events("degraded")
-	// The event's error names both masters (the root package's TestDegradeMasterChangedError
+	// The event's error names both masters (the root package's TestDegradeMasterChangeReportsBothMasters
 	// checks its type and fields).
 	evs := rec.Events()
 	i := slices.IndexFunc(evs, func(e observe.Event) bool { return e.Kind == observe.Degraded })

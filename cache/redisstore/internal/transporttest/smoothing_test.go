@@ -80,7 +80,7 @@ func runBatch(t *testing.T, clk *clock.Manual, st cache.Store, rule strategy.Rul
 
 // TestSmoothedPacerSendsAsOverMemory: a smoothed batch of 200 at 60 a minute over the Redis store (its
 // script's GCRA, on the test's clock in place of Redis TIME) is sent at exactly the instants
-// the memory store gives (the core's TestSmoothedPacer asserts those).
+// the memory store gives (the core's TestSmoothedPacerLeavesHalfTheWindowFree asserts those).
 func TestSmoothedPacerSendsAsOverMemory(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)

@@ -15,7 +15,7 @@ var minute = strategy.Rule{Limit: 60, Window: time.Minute}
 
 // TestInFlightRefusesSQLite: the SQLite store holds no in-flight leases, so New with
 // WithInFlight over it fails with an error naming the option, the store's type and the stores
-// that do hold leases (moved from the core's TestInFlightOptions, which keeps the same check
+// that do hold leases (moved from the core's TestInFlightOptionsRefusedNamingTheOption, which keeps the same check
 // against a memory store stripped of cache.Leaser).
 func TestInFlightRefusesSQLite(t *testing.T) {
 	sq := openSQLite(t, sqlitestore.Options{})
