@@ -105,18 +105,24 @@ func TestHelpNamesPrefixes(t *testing.T) {
 	if redisstore.DefaultPrefix != "ratemonitor" {
 		t.Errorf("redisstore.DefaultPrefix = %q", redisstore.DefaultPrefix)
 	}
-	for file, want := range map[string]int{
-		"../../xero_example/run.go":          1, // Prefix: "xero_example"
-		"../../cmd/ratelimitd/server.go":     0,
-		"../../examples/redisworker/main.go": 0,
+	// The programs' Redis stores: xero_example's prefix is its constant redisPrefix, the others
+	// set none (the default).
+	for file, want := range map[string]struct {
+		prefixes int
+		holds    string
+	}{
+		"../../xero_example/run.go":          {1, "Prefix: redisPrefix"},
+		"../../xero_example/status.go":       {0, `const redisPrefix = "xero_example"`},
+		"../../cmd/ratelimitd/server.go":     {0, ""},
+		"../../examples/redisworker/main.go": {0, ""},
 	} {
 		b, err := os.ReadFile(filepath.FromSlash(file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := strings.Count(string(b), "Prefix:")
-		if n != want || (want == 1 && !strings.Contains(string(b), `Prefix: "xero_example"`)) {
-			t.Errorf("%s sets a redisstore Prefix %d times (want %d): -h and the README name the wrong prefix", file, n, want)
+		if n := strings.Count(string(b), "Prefix:"); n != want.prefixes || !strings.Contains(string(b), want.holds) {
+			t.Errorf("%s sets a redisstore Prefix %d times (want %d) and holds %q: %v; -h and the README name the wrong prefix",
+				file, n, want.prefixes, want.holds, strings.Contains(string(b), want.holds))
 		}
 	}
 }
