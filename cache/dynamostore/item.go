@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -76,17 +78,31 @@ func num(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
 
-// get reads key's item with a strongly consistent read; nil when there is none.
+// get reads key's item with a strongly consistent read; nil when there is none. A read whose
+// connection is lost while its answer arrives is made once more: the SDK does not retry that
+// (it cannot know an operation is idempotent: aws/aws-sdk-go-v2#1825), and a read has no
+// effect to repeat. A second loss is returned.
 func (st *Store) get(ctx context.Context, key string) (item, error) {
-	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{
+	in := &dynamodb.GetItemInput{
 		TableName:      aws.String(st.table),
 		Key:            item{attrPK: pk(key)},
 		ConsistentRead: aws.Bool(true),
-	})
+	}
+	out, err := st.client.GetItem(ctx, in)
+	if err != nil && lostConnection(err) && ctx.Err() == nil {
+		out, err = st.client.GetItem(ctx, in)
+	}
 	if err != nil {
 		return nil, st.wrap("read", key, err)
 	}
 	return out.Item, nil
+}
+
+// lostConnection reports whether err says the connection went while a call was under way:
+// closed under it (net.ErrClosed, as net/http's Transport does when writing the request
+// fails after the answer began), reset by the peer, or cut short mid-answer.
+func lostConnection(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // wrap says what failed and what to do about it.
