@@ -44,23 +44,7 @@ func shopifyUsed(t *testing.T, body []byte, gz bool) int {
 		w.Write(body)
 	}))
 	defer srv.Close()
-	rule, err := tokenbucket.Rule(1000, 50)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := tokenbucket.New(rule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	tr, err := ratemonitor.New(srv.Client().Transport, ratemonitor.WithStrategy(s), ratemonitor.WithPacing(),
-		ratemonitor.WithClock(clk), ratemonitor.WithKeyFunc(func(*http.Request) string { return "shop" }),
-		ratemonitor.WithCost(func(*http.Request) int { return 1 }),
-		ratemonitor.WithCostReport(cost.ShopifyGraphQL(rule.Window)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := shopifyTransport(t, srv)
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
 	if gz {
 		req.Header.Set("Accept-Encoding", "gzip") // as a client that decompresses itself does
@@ -113,23 +97,7 @@ func TestCostCorrectedWhenDecoderStopsAtValueEnd(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // the terminating chunk comes later
 	}))
 	defer srv.Close()
-	rule, err := tokenbucket.Rule(1000, 50)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := tokenbucket.New(rule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	tr, err := ratemonitor.New(srv.Client().Transport, ratemonitor.WithStrategy(s), ratemonitor.WithPacing(),
-		ratemonitor.WithClock(clk), ratemonitor.WithKeyFunc(func(*http.Request) string { return "shop" }),
-		ratemonitor.WithCost(func(*http.Request) int { return 1 }),
-		ratemonitor.WithCostReport(cost.ShopifyGraphQL(rule.Window)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := shopifyTransport(t, srv)
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
@@ -146,4 +114,29 @@ func TestCostCorrectedWhenDecoderStopsAtValueEnd(t *testing.T) {
 	if u := used(t, tr, "shop"); u != 50 {
 		t.Errorf("used %d after a whole JSON answer decoded with json.Decoder (chunked body, EOF not read), want 50 (Shopify says it cost 50)", u)
 	}
+}
+
+// shopifyTransport paces srv's single key "shop" on Shopify GraphQL's bucket of 1000 points
+// refilled at 50 a second, on a manual clock, charging 1 per query before the send and
+// correcting it from the answer's cost extension; it is closed when the test ends.
+func shopifyTransport(t *testing.T, srv *httptest.Server) *ratemonitor.Transport {
+	t.Helper()
+	rule, err := tokenbucket.Rule(1000, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tokenbucket.New(rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	tr, err := ratemonitor.New(srv.Client().Transport, ratemonitor.WithStrategy(s), ratemonitor.WithPacing(),
+		ratemonitor.WithClock(clk), ratemonitor.WithKeyFunc(func(*http.Request) string { return "shop" }),
+		ratemonitor.WithCost(func(*http.Request) int { return 1 }),
+		ratemonitor.WithCostReport(cost.ShopifyGraphQL(rule.Window)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
 }

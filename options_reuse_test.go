@@ -2,14 +2,9 @@ package ratemonitor
 
 import (
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +13,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/optionscan"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -136,31 +132,10 @@ func readerNames(rs []headers.Reader) []string {
 // TestReuseTableNamesEveryOption reads the package's source and fails when an exported function
 // returning an Option is missing from reuseCases: a new option must be shown reusable too.
 func TestReuseTableNamesEveryOption(t *testing.T) {
-	files, err := filepath.Glob("*.go")
+	options, err := optionscan.Constructors(".", "Option")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fset := token.NewFileSet()
-	var options []string
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Recv != nil || !fd.Name.IsExported() || fd.Type.Results == nil || len(fd.Type.Results.List) != 1 {
-				continue
-			}
-			if id, ok := fd.Type.Results.List[0].Type.(*ast.Ident); ok && id.Name == "Option" {
-				options = append(options, fd.Name.Name)
-			}
-		}
-	}
-	sort.Strings(options)
 	if len(options) < 19 {
 		t.Fatalf("found %d options (%v): the source scan is broken", len(options), options)
 	}

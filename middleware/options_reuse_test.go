@@ -3,12 +3,8 @@ package middleware
 import (
 	"context"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/internal/handlertest"
+	"github.com/ratemonitor/ratemonitor/internal/optionscan"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -108,29 +105,9 @@ func answers(t *testing.T, s *engine.Strategy, opts []Option) string {
 // exportedOptions lists the package's exported functions that return an Option, from its source.
 func exportedOptions(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
+	names, err := optionscan.Constructors(".", "Option")
 	if err != nil {
 		t.Fatal(err)
-	}
-	var names []string
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Recv != nil || !fd.Name.IsExported() || fd.Type.Results == nil || len(fd.Type.Results.List) != 1 {
-				continue
-			}
-			if id, ok := fd.Type.Results.List[0].Type.(*ast.Ident); ok && id.Name == "Option" {
-				names = append(names, fd.Name.Name)
-			}
-		}
 	}
 	if len(names) < 11 {
 		t.Fatalf("found %d options (%v): the source scan is broken", len(names), names)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -22,18 +22,13 @@ import (
 // delivery to the upstream adds its own delay.
 type grantLog struct {
 	*cache.Memory
-	mu sync.Mutex
-	at []time.Time
+	log storetest.GrantLog
 }
 
 func (g *grantLog) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	res, err := g.Memory.Reserve(ctx, s, key, n)
 	if err == nil && res.Allowed {
-		g.mu.Lock()
-		for range n {
-			g.at = append(g.at, res.At)
-		}
-		g.mu.Unlock()
+		g.log.Granted(res.At, n)
 	}
 	return res, err
 }
@@ -41,24 +36,9 @@ func (g *grantLog) Reserve(ctx context.Context, s *engine.Strategy, key string, 
 func (g *grantLog) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
 	err := g.Memory.Release(ctx, s, key, at, n)
 	if err == nil {
-		g.mu.Lock()
-		for range n {
-			if i := slices.IndexFunc(g.at, at.Equal); i >= 0 {
-				g.at = slices.Delete(g.at, i, i+1)
-			}
-		}
-		g.mu.Unlock()
+		g.log.Released(at, n)
 	}
 	return err
-}
-
-// grants returns the granted instants in order.
-func (g *grantLog) grants() []time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	at := slices.Clone(g.at)
-	slices.SortFunc(at, time.Time.Compare)
-	return at
 }
 
 // TestRetriesPacedOneAttemptPerSecond is the case: a limit of 1 per second, the first
@@ -114,7 +94,7 @@ func TestRetriesPacedOneAttemptPerSecond(t *testing.T) {
 	if len(arrivals) != 3 {
 		t.Fatalf("upstream saw %d attempts, want 3 (one retry)", len(arrivals))
 	}
-	grants := store.grants()
+	grants := store.log.Instants()
 	if len(grants) != 3 {
 		t.Fatalf("the store granted %d slots, want 3: one for each attempt", len(grants))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -23,18 +24,13 @@ import (
 // Result.At) and takes back the slots released: the instants a strict model judges.
 type grantLog struct {
 	cache.Store
-	mu sync.Mutex
-	at []time.Time
+	log storetest.GrantLog
 }
 
 func (g *grantLog) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	res, err := g.Store.Reserve(ctx, s, key, n)
 	if err == nil && res.Allowed {
-		g.mu.Lock()
-		for range n {
-			g.at = append(g.at, res.At)
-		}
-		g.mu.Unlock()
+		g.log.Granted(res.At, n)
 	}
 	return res, err
 }
@@ -42,13 +38,7 @@ func (g *grantLog) Reserve(ctx context.Context, s *engine.Strategy, key string, 
 func (g *grantLog) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
 	err := g.Store.Release(ctx, s, key, at, n)
 	if err == nil {
-		g.mu.Lock()
-		for range n {
-			if i := slices.IndexFunc(g.at, at.Equal); i >= 0 {
-				g.at = slices.Delete(g.at, i, i+1)
-			}
-		}
-		g.mu.Unlock()
+		g.log.Released(at, n)
 	}
 	return err
 }
@@ -57,15 +47,6 @@ func (g *grantLog) Release(ctx context.Context, s *engine.Strategy, key string, 
 func (g *grantLog) Contends() bool {
 	c, ok := g.Store.(cache.Contender)
 	return ok && c.Contends()
-}
-
-// grants returns the granted instants in order.
-func (g *grantLog) grants() []time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	at := slices.Clone(g.at)
-	slices.SortFunc(at, time.Time.Compare)
-	return at
 }
 
 // strictPeak returns the most instants of at (sorted) in any window [s, s+w), and how many of
@@ -159,7 +140,7 @@ func paceRun(t *testing.T, store cache.Store, rule strategy.Rule, transports, ca
 	mu.Lock()
 	defer mu.Unlock()
 	slices.SortFunc(arrivals, time.Time.Compare)
-	return g.grants(), arrivals, errs.Load()
+	return g.log.Instants(), arrivals, errs.Load()
 }
 
 // TestPacedContentionStaysWithinLimitDynamo: 64 goroutines pace 80 requests on one key, 20 per
