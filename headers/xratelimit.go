@@ -35,9 +35,12 @@ type XRateLimit struct {
 }
 
 // ParseXRateLimit reads X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset from h.
-// Reset is read as mode says; now is the instant the response arrived, to measure an epoch
-// reset from (a reset in the past gives 0). Values that are not whole non-negative numbers are
-// Unknown.
+// Reset is read as mode says; now is the instant the response arrived. An epoch reset is
+// measured from the response's Date when that is within MaxDateSkew of now (the upstream's
+// clock, as ParseRetryAfter does), from now otherwise. One that has passed by less than
+// MaxDateSkew is a second away (ResetResolution), not 0: the upstream still counted the old
+// window when it answered. One further in the past gives 0. Values that are not whole
+// non-negative numbers are Unknown.
 func ParseXRateLimit(h http.Header, now time.Time, mode ResetMode) XRateLimit {
 	x := XRateLimit{Limit: count(h, fieldXLimit), Remaining: count(h, fieldXRemaining), Reset: Unknown}
 	v, ok := unsigned(strings.TrimSpace(h.Get(fieldXReset)))
@@ -52,9 +55,26 @@ func ParseXRateLimit(h http.Header, now time.Time, mode ResetMode) XRateLimit {
 	if v > maxSeconds/2 { // beyond any instant time.Unix can subtract from now
 		return x
 	}
-	x.Reset = max(0, time.Unix(v, 0).Sub(now))
+	from := now
+	if date, err := http.ParseTime(h.Get(fieldDate)); err == nil && date.Sub(now) <= MaxDateSkew && now.Sub(date) <= MaxDateSkew {
+		from = date
+	}
+	switch d := time.Unix(v, 0).Sub(from); {
+	case d > 0:
+		x.Reset = d
+	case d > -MaxDateSkew:
+		x.Reset = ResetResolution
+	default:
+		x.Reset = 0
+	}
 	return x
 }
+
+// ResetResolution is how long an epoch X-RateLimit-Reset that has just passed is taken to be
+// away: the field counts whole seconds, and an upstream whose clock is behind ours refuses until
+// its own clock reaches the reset (GitHub answered 403 with remaining 0 a second after the reset
+// by ours; the pause was the 60 s fallback, while GitHub would have taken 880 more).
+const ResetResolution = time.Second
 
 // XRateLimitReader returns a Reader of the X-RateLimit-* fields for an upstream whose limit
 // has the given window (they do not say it): the remaining count is about the request's key's

@@ -56,7 +56,7 @@ const githubUnauthenticatedCost = GitHubHourLimit / GitHubUnauthenticatedHourLim
 // limit reported below the rule's (GITHUB_TOKEN's 1000, a token GitHub has lowered) raises the
 // count to the rule's limit less the remaining. GitHub refuses with a 403 or a 429 (its page
 // above): with X-RateLimit-Remaining 0 for the primary limit, which pauses the token until
-// X-RateLimit-Reset; with Retry-After for a secondary limit, which pauses it that long; and
+// X-RateLimit-Reset (by GitHub's clock, its Date field; one just passed is a second away); with Retry-After for a secondary limit, which pauses it that long; and
 // when neither says, GitHub asks for at least a minute, which is the pause
 // (SyncConfig.Fallback), for a 429 and for a 403 whose JSON message names the secondary rate
 // limit (the first 4 KiB of a 403's JSON body are read before RoundTrip returns, waiting at

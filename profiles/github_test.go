@@ -127,6 +127,37 @@ func TestGitHubFarResetCutToAnHour(t *testing.T) {
 	}
 }
 
+// TestGitHubJustPassedResetPausesUntilIt: a 403 with x-ratelimit-remaining 0 whose reset has
+// just passed by our clock pauses the token until GitHub's clock reaches it (measured from the
+// response's Date), or a second (the field's resolution) when GitHub's clock is past it too;
+// never the fallback minute, which would idle a token GitHub has already refilled.
+func TestGitHubJustPassedResetPausesUntilIt(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		date time.Time // the response's Date: GitHub's clock
+		want time.Duration
+	}{
+		{"GitHub's clock 3 s behind ours", t0.Add(-3 * time.Second), 2 * time.Second},
+		{"GitHub's clock with ours", t0, time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewManual(t0)
+			tr, err := ratemonitor.New(nil, append(profiles.GitHubREST(), ratemonitor.WithClock(clk))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			ghOnce(t, tr, http.StatusForbidden, `{"message":"API rate limit exceeded for user ID 1."}`,
+				"x-ratelimit-limit", "5000", "x-ratelimit-remaining", "0", "x-ratelimit-used", "5000",
+				"x-ratelimit-reset", strconv.FormatInt(t0.Add(-time.Second).Unix(), 10), "x-ratelimit-resource", "core",
+				"Date", c.date.UTC().Format(http.TimeFormat))
+			if w := ghWait(t, tr); w != c.want {
+				t.Errorf("a 403 whose reset passed 1 s ago pauses the token %v, want %v", w, c.want)
+			}
+		})
+	}
+}
+
 // TestGitHubRESTSharedTokenWaitsForReset: another client has used 4990 of the token's hour; the
 // first answer's X-RateLimit-Remaining (9) raises the count, so the next 9 go and the rest wait for
 // X-RateLimit-Reset: GitHub refuses none.
