@@ -9,7 +9,6 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cost"
-	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/credential"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
@@ -131,15 +130,15 @@ func (t *Transport) costOf(req *http.Request, key string, lim limits) (n int, er
 }
 
 // costed reads resp's cost and corrects the charge ch (when the attempt was charged here), and
-// returns the figures the header gave, for WithSync. A cost.BodyReader's body is not read here:
-// resp's body is watched, and the charge corrected (and its figures learnt) once the caller has
-// read it to its end.
-func (t *Transport) costed(req *http.Request, key string, resp *http.Response, ch *charge) []headers.Signal {
+// returns what the header said (figures, a pause), for WithSync. A cost.BodyReader's body is
+// not read here: resp's body is watched, and the charge corrected (and what it says learnt)
+// once the caller has read it to its end.
+func (t *Transport) costed(req *http.Request, key string, resp *http.Response, ch *charge) cost.Report {
 	br, ok := t.costReport.(cost.BodyReader)
 	if !ok {
 		rep := t.costReport.ReadCost(resp, t.headerNow(t.clock.Now()))
 		t.corrected(req, key, ch, rep.Cost)
-		return rep.Signals
+		return rep
 	}
 	rep := br.ReadHead(resp, t.headerNow(t.clock.Now()))
 	t.corrected(req, key, ch, rep.Cost)
@@ -147,12 +146,12 @@ func (t *Transport) costed(req *http.Request, key string, resp *http.Response, c
 		cost.Watch(resp, func(b cost.Body) {
 			body := br.ReadBody(resp, b, t.headerNow(t.clock.Now()))
 			t.corrected(req, key, ch, body.Cost)
-			if t.sync != nil && len(body.Signals) > 0 {
-				t.learnSignals(req, key, body.Signals)
+			if t.sync != nil && (len(body.Signals) > 0 || body.Pause > 0) {
+				t.learnSignals(req, key, body)
 			}
 		})
 	}
-	return rep.Signals
+	return rep
 }
 
 // corrected moves the charge ch (nil: not charged here) to real, when real is known and
@@ -175,12 +174,13 @@ func (t *Transport) corrected(req *http.Request, key string, ch *charge, real in
 	t.correct(req, key, ch, real)
 }
 
-// learnSignals applies figures read from a response's body after RoundTrip returned (a
-// cost.BodyReader's), as learn applies the header's: each to the rule of its window, a
-// remaining of 0 pausing the key until its reset.
-func (t *Transport) learnSignals(req *http.Request, key string, sigs []headers.Signal) {
+// learnSignals applies what a response's body said, read after RoundTrip returned (a
+// cost.BodyReader's), as learn applies the header's: each figure to the rule of its window, a
+// remaining of 0 pausing the key until its reset, and rep.Pause pausing the key.
+func (t *Transport) learnSignals(req *http.Request, key string, rep cost.Report) {
 	var keyUp, appUp engine.Update
-	for _, sig := range sigs {
+	keyUp.Pause = min(max(0, rep.Pause), t.sync.MaxPause)
+	for _, sig := range rep.Signals {
 		up, s := &keyUp, t.strat
 		if sig.App {
 			if t.app == nil {

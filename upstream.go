@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/credential"
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
@@ -163,7 +164,7 @@ func (t *Transport) send(base http.RoundTripper, req *http.Request, key string, 
 	if err != nil || resp == nil {
 		return resp, err
 	}
-	var extra []headers.Signal
+	var extra cost.Report
 	if t.costReport != nil {
 		extra = t.costed(req, key, resp, ch)
 	}
@@ -192,9 +193,9 @@ func (t *Transport) headerNow(now time.Time) time.Time {
 	return now
 }
 
-// learn applies what resp says to key and to the app key; extra are figures read from it
-// beyond the readers' (WithCostReport's).
-func (t *Transport) learn(req *http.Request, key string, resp *http.Response, extra []headers.Signal) {
+// learn applies what resp says to key and to the app key; extra is what WithCostReport's
+// reader read from it beyond the readers' figures (signals, and a pause of the key).
+func (t *Transport) learn(req *http.Request, key string, resp *http.Response, extra cost.Report) {
 	// now, the Transport's clock, is read only for what needs it: the Paused events, and the
 	// header fields' instant when that is not the wall clock (headerNow).
 	wall := sameClock(t.clock, clock.Real())
@@ -232,9 +233,10 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response, ex
 			take(sig)
 		}
 	}
-	for _, sig := range extra {
+	for _, sig := range extra.Signals {
 		take(sig)
 	}
+	keyReset = max(keyReset, extra.Pause)
 	app = app && t.app != nil
 	// Parsed once here for the pause and the report; the readers (Xero's problem) read the
 	// same field the same way.

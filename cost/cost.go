@@ -38,6 +38,10 @@ type Report struct {
 	// Signals are the remaining figures the response gave, tied to rules by window, as the
 	// header readers' (headers.Signal).
 	Signals []headers.Signal
+	// Pause is how long the response says the key must wait before its next request fits (a
+	// throttled answer that says when it would, such as Shopify's THROTTLED); 0 when it does
+	// not say. With ratemonitor.WithSync, the key is paused that long.
+	Pause time.Duration
 }
 
 // Reader reads a response's cost. now is the instant the response arrived, for figures that
@@ -107,6 +111,7 @@ func (d Declared) ReadCost(resp *http.Response, now time.Time) Report {
 	if len(br.Signals) > 0 {
 		rep.Signals = br.Signals
 	}
+	rep.Pause = max(rep.Pause, br.Pause)
 	return rep
 }
 

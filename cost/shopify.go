@@ -3,6 +3,7 @@ package cost
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -41,12 +42,14 @@ func ParseShopifyCost(body []byte) (c ShopifyCost, ok bool) {
 
 // ShopifyGraphQL returns a Reader of Shopify's extensions.cost for a key whose rule is the
 // bucket, with the given window (tokenbucket.Rule(bucket, restoreRate) gives it: the time an
-// empty bucket takes to fill). The cost is actualQueryCost, rounded up; a throttled query
-// (actualQueryCost null) reports Unknown, and its charge stands. throttleStatus gives the
-// remaining points (currentlyAvailable, rounded down) of a bucket of maximumAvailable. The
-// header says nothing: all comes from the body, once read. Of a body longer than MaxBody,
-// the last "extensions" member in its last TailBytes bytes is read. It declares that one
-// window.
+// empty bucket takes to fill). The cost is actualQueryCost, rounded up. throttleStatus gives
+// the remaining points (currentlyAvailable, rounded down) of a bucket of maximumAvailable. A
+// throttled query (Shopify answers 200, actualQueryCost null: the bucket held less than
+// requestedQueryCost) reports Unknown, its charge standing, and a Pause until the bucket holds
+// it: (requestedQueryCost − currentlyAvailable) / restoreRate, rounded up to the millisecond,
+// at most window. The header says nothing: all comes from the body, once read. Of a body
+// longer than MaxBody, the last "extensions" member in its last TailBytes bytes is read. It
+// declares that one window.
 func ShopifyGraphQL(window time.Duration) Declared {
 	body := func(_ *http.Response, b Body, _ time.Time) Report {
 		rep := Report{Cost: Unknown}
@@ -62,9 +65,29 @@ func ShopifyGraphQL(window time.Duration) Declared {
 			}
 			rep.Signals = []headers.Signal{sig}
 		}
+		rep.Pause = shopifyThrottled(c, window)
 		return rep
 	}
 	return declare(fmt.Sprintf("cost.ShopifyGraphQL(%v)", window), nil, body, headers.Window{Window: window})
+}
+
+// shopifyThrottled returns how long until the bucket holds the requested cost of a query
+// Shopify throttled (c's actualQueryCost null, its requestedQueryCost above currentlyAvailable),
+// at most window; 0 for a query that ran, or figures that do not say.
+func shopifyThrottled(c ShopifyCost, window time.Duration) time.Duration {
+	ts := c.ThrottleStatus
+	if c.ActualQueryCost != nil || c.RequestedQueryCost == nil || ts == nil || ts.CurrentlyAvailable == nil || ts.RestoreRate == nil {
+		return 0
+	}
+	missing, rate := *c.RequestedQueryCost-*ts.CurrentlyAvailable, *ts.RestoreRate
+	if !(missing > 0) || !(rate > 0) {
+		return 0
+	}
+	secs := missing / rate
+	if !(secs < window.Seconds()) {
+		return window
+	}
+	return time.Duration(math.Ceil(secs*1000-1e-6)) * time.Millisecond // 3.6 s, not 3.601 s
 }
 
 func shopifyBody(b Body) (ShopifyCost, bool) {

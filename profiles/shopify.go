@@ -62,7 +62,8 @@ func ShopifyREST() []ratemonitor.Option {
 // Each query is charged estimate(req) points before it is sent (Shopify requires the bucket to
 // hold a query's requestedQueryCost before running it; nil charges 1), and corrected to the
 // actualQueryCost of the response (cost.ShopifyGraphQL: the difference is given back, as
-// Shopify refunds it); throttleStatus.currentlyAvailable raises the count to Shopify's. A
+// Shopify refunds it); throttleStatus.currentlyAvailable raises the count to Shopify's, and a
+// THROTTLED answer pauses the store until the bucket holds the query's requestedQueryCost. A
 // bucket below 1, a rate that is not positive, or a pair beyond a token bucket's range makes
 // New fail.
 func ShopifyGraphQL(bucket int, restoreRate float64, estimate func(*http.Request) int) []ratemonitor.Option {
