@@ -84,7 +84,7 @@ func TestPacedPastTheDeadlineRefusedAtOnceAndCancelLeavesNothing(t *testing.T) {
 // counts every waiter ahead of it, beyond the key's largest burst. Key k allows 1 request a
 // second, taken; 5 reservations wait before ours (no deadline). Ours, with 4 s to its deadline,
 // needs at least 5 s (one second per request ahead), so Reserve returns a *DeadlineError at
-// once (DESIGN §5, RoundTrip's and Reserve's docs); a check that peeked a burst of
+// once (docs/pacing.md, RoundTrip's and Reserve's docs); a check that peeked a burst of
 // min(n+ahead, MaxBurst) = 1 would find 1 s, let it queue, and the caller would wait its whole
 // 4 s for the context's plain error. The manual clock never moves here: the only wait that
 // passes is real time, and "at once" is "before the deadline".

@@ -91,7 +91,7 @@ func (c *Counter) advance(t int64) int64 {
 
 // Add counts n attempts at instant now, in the window that holds the later of now and the
 // latest instant seen: an attempt dated in a window that has already ended there counts in
-// the current window instead, never dropped (DESIGN §4.3).
+// the current window instead, never dropped (docs/rules.md#window-semantics).
 func (c *Counter) Add(now time.Time, n int) {
 	hw := c.advance(now.UnixNano())
 	if c.count == 0 {

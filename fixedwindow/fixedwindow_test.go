@@ -140,7 +140,7 @@ func TestLayeredRulesCountRefusedInBoth(t *testing.T) {
 }
 
 // TestLateRecordsCountInCurrentWindow: a record from a window that has ended counts in the current
-// window (never dropped, DESIGN §4.3); a query dated before the latest instant seen is answered at
+// window (never dropped: docs/rules.md#window-semantics); a query dated before the latest instant seen is answered at
 // that instant.
 func TestLateRecordsCountInCurrentWindow(t *testing.T) {
 	c := NewCounter(time.Minute)

@@ -8,7 +8,7 @@ import (
 )
 
 // FuzzStrategy drives layered rolling windows with operations decoded from the input and checks
-// DESIGN.md §4's invariants after each: usage ≥ 0 and never below the reference's; wait within
+// the window semantics' invariants (docs/rules.md) after each: usage ≥ 0 and never below the reference's; wait within
 // [0, longest window]; a wait of zero for n exactly when a reserve of n succeeds; never early.
 func FuzzStrategy(f *testing.F) {
 	f.Add([]byte{2, 60, 6, 0, 10, 1, 3, 1, 200, 2, 5, 3, 9, 0, 255})

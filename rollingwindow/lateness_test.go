@@ -44,7 +44,7 @@ func TestDefaultGranularityLateness(t *testing.T) {
 		}
 
 		// Records in time order (an early record after a later query would be counted at the
-		// key's latest instant instead, DESIGN §4.3, which is no part of this bound), over up to
+		// key's latest instant instead, docs/rules.md, which is no part of this bound), over up to
 		// three windows from a random offset, so buckets fall anywhere in their granule.
 		base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano() + rapid.Int64Range(0, e).Draw(t, "offset")
 		type event struct {

@@ -54,7 +54,7 @@ func (r *reference) used(t int64) []int {
 	return u
 }
 
-// wait is DESIGN.md §4.5 read literally: the smallest d ≥ 0 with used+n ≤ limit in every rule.
+// wait is WaitTime's definition (docs/rules.md#window-semantics) read literally: the smallest d ≥ 0 with used+n ≤ limit in every rule.
 func (r *reference) wait(t int64, n int) time.Duration {
 	var d time.Duration
 	for _, rule := range r.rules {

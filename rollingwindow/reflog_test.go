@@ -94,7 +94,7 @@ func (l *refLog) grow() bool {
 // Add records n requests at instant now. Entries may arrive out of order; the result depends
 // only on which instants were recorded. A record dated so early that it would no longer count
 // at the latest instant the log has seen counts at that latest instant instead: it is never
-// dropped (DESIGN §4.3).
+// dropped (docs/rules.md#window-semantics).
 func (l *refLog) Add(now time.Time, n int) {
 	t := now.UnixNano()
 	if hw := l.advance(t); t+l.window <= hw {

@@ -54,7 +54,8 @@ func (k *key) wait(n int, at float64) time.Duration {
 
 var minute = strategy.Rule{Limit: 60, Window: time.Minute}
 
-// TestAnswersMatchWorkedValues is DESIGN.md §4's table, row by row.
+// TestAnswersMatchWorkedValues is the table of worked values (W = 60 s, N = 60
+// unless said; docs/rules.md#window-semantics), row by row.
 func TestAnswersMatchWorkedValues(t *testing.T) {
 	type query struct {
 		at   float64
@@ -449,7 +450,7 @@ func TestTimeNeverGoesBack(t *testing.T) {
 }
 
 // TestLateWriteAlreadyExpiredCountsAtLatest: a record that no longer counts when it arrives counts
-// at the latest instant instead (DESIGN §4.3: never dropped), even with the ring full.
+// at the latest instant instead (never dropped: docs/rules.md#window-semantics), even with the ring full.
 func TestLateWriteAlreadyExpiredCountsAtLatest(t *testing.T) {
 	k := newKey(t, strategy.Rule{Limit: 10, Window: 2 * time.Second})
 	k.record(10.5, 1)

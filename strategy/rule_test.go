@@ -28,7 +28,7 @@ func TestUndividedWindowRefusedWithAdvice(t *testing.T) {
 
 // TestDefaultGranularityLargestWholeSecondDivisor: with Granularity unset, Bucket is the largest whole number of seconds
 // that divides Window+Margin and is at most max(1 s, (Window+Margin)/60): 1 s up to a minute
-// (DESIGN §4's table is at 1 s), a sixtieth of a window of whole minutes, and 1 s, refused by
+// (rollingwindow's worked values are at 1 s), a sixtieth of a window of whole minutes, and 1 s, refused by
 // Validate, when Window+Margin is not a whole number of seconds.
 func TestDefaultGranularityLargestWholeSecondDivisor(t *testing.T) {
 	const day = 24 * time.Hour

@@ -20,7 +20,7 @@
 // Instants are whole microseconds (Redis TIME's resolution), so every rule's effective window
 // must be whole microseconds too.
 //
-// Clock steps (DESIGN §9, engine.Rebase): each logical key keeps a clock offset (µs, ≥ 0,
+// Clock steps (docs/reliability.md#clock-steps, engine.Rebase): each logical key keeps a clock offset (µs, ≥ 0,
 // in its value), and its instant is Redis TIME +
 // that offset. When Redis's clock has stepped back by more than engine.StepTolerance behind
 // the latest instant the key has seen, the script raises the offset so that the key continues

@@ -48,7 +48,7 @@ func usedOf(t testing.TB, st cache.Store, s *engine.Strategy, key string) []int 
 	return storetest.Used(t, st, s, key)
 }
 
-// TestScriptsAnswerWorkedValues runs DESIGN.md §4's table through the Lua script, on a manual clock.
+// TestScriptsAnswerWorkedValues runs the worked values of rollingwindow's TestAnswersMatchWorkedValues through the Lua script, on a manual clock.
 func TestScriptsAnswerWorkedValues(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)

@@ -16,7 +16,7 @@ import (
 
 // TestStrategiesSharingKeyCountOnce: two strategies of one algorithm on one logical key (a Transport's rules and
 // another's over the same store) share its one Redis key, and the counter they have in common
-// is counted once for both (DESIGN §9). A = {10/1m}, B = {100/1h, 10/1m} (the shared rule
+// is counted once for both (docs/reliability.md, the conformance suite). A = {10/1m}, B = {100/1h, 10/1m} (the shared rule
 // second, so B's slots are in another order): 3 recorded by A, then 2 by B, then 1 by A: A
 // counts 6; B counts 2 and 6; the key holds the two counters, each once; its TTL covers the
 // hour counter although A, which does not know it, wrote last (the window, or for the token

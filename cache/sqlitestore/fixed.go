@@ -43,7 +43,7 @@ func rows(s *engine.Strategy, key string, at time.Time) []row {
 // returns each row's window and count after it. The current window is the later of the one that
 // holds now and the slot's latest row: a clock read just behind another writer's (within
 // engine.StepTolerance, or a step back not yet rebased) counts in the key's latest window,
-// never in one that has already ended there (DESIGN §4.3). Arguments per slot: key, the start
+// never in one that has already ended there (docs/rules.md#window-semantics). Arguments per slot: key, the start
 // of the window that holds now, key again, n.
 func upsertSQL(slots int) string {
 	var b strings.Builder

@@ -46,7 +46,7 @@ func requirements(t *testing.T, gomod string) (direct, indirect []string) {
 }
 
 // TestCoreModuleStaysLight: the core module (the repository root) requires only what the core's
-// packages and tests use; the heavy backends are modules of their own (DESIGN §3, issue 16).
+// packages and tests use; the heavy backends are modules of their own (docs/packages.md, issue 16).
 // A new requirement of the core must be added here on purpose. golang.org/x/time is a test-only
 // one: the cache package's benchmarks run x/time/rate beside the memory store (issue 17), and no
 // non-test file may import it (TestRateIsTestOnly). (.ci/run checks every go.mod is

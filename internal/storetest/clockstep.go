@@ -34,7 +34,7 @@ func (c *SteppedClock) Step(d time.Duration) { c.off.Add(int64(d)) }
 // Advance moves time forward by d: Base, and so Now.
 func (c *SteppedClock) Advance(d time.Duration) { c.Base.Advance(d) }
 
-// ClockStep checks, on st whose clock is clk, what DESIGN §9 promises about a clock step
+// ClockStep checks, on st whose clock is clk, what docs/reliability.md#clock-steps promises about a clock step
 // (issue 13, defect 4), under the rolling window, the fixed window and the token bucket:
 //   - stepped back 1 h, every record is counted (none is dropped because it is dated before
 //     the key's latest instant), and the waits are what they would have been without the step;

@@ -22,7 +22,7 @@ var ErrNoRules = errors.New("strategy needs at least one rule")
 type Counter interface {
 	// Add records n ≥ 1 requests at instant now. A record dated so early that it would no
 	// longer count at the latest instant seen counts at that latest instant instead: a record
-	// is never dropped because it arrived late or the clock went back (DESIGN §4.3).
+	// is never dropped because it arrived late or the clock went back (docs/rules.md#window-semantics).
 	Add(now time.Time, n int)
 	// Remove takes back up to n requests recorded at instant at (a reservation given back);
 	// requests that no longer count, or were never recorded at that instant, are not

@@ -1,4 +1,4 @@
-// Package conformance is the suite every store runs (DESIGN.md §9): a strict reference model
+// Package conformance is the suite every store runs (docs/reliability.md): a strict reference model
 // (package storetest's Check and ModelUsed, every instant kept) judges each grant at the
 // store's own instant, through every entry point (Reserve with 64 goroutines on one key,
 // monitoring Record, middleware Admit, the paced Transport with 64 goroutines against an
@@ -98,7 +98,7 @@ func must(s *engine.Strategy, err error) *engine.Strategy {
 }
 
 // liveWithin is how long past a key's longest window the real-time cases wait for it to admit
-// again after a fault or a run (DESIGN.md §9: within the longest window). That promise is
+// again after a fault or a run (docs/reliability.md: within the longest window). That promise is
 // asserted on the store's own answers: every wait it tells lies within the longest window
 // (report.waitsInBounds), and the clock-step cases keep it on a manual clock; the real time a
 // grant takes on a loaded machine (a reconnect, a late wake) is asserted only against this

@@ -105,7 +105,7 @@ func (r *recorder) failed(ctx context.Context, err error) {
 		r.mu.Lock()
 		r.errs++
 		if strings.Contains(err.Error(), "contention") {
-			r.contended++ // DynamoDB's ErrContended: not an outage (DESIGN.md §9)
+			r.contended++ // DynamoDB's ErrContended: not an outage (docs/reliability.md)
 		}
 		r.lastErr, r.lastErrAt = err, time.Now()
 		r.mu.Unlock()

@@ -225,9 +225,9 @@ func asleep(t *testing.T, srv *redistest.Server) {
 // holds the slot (body open) when Redis restarts empty. a's renewal finds its lease gone, takes
 // the slot again (the key has room) and reports the loss (observe.StateLost, Op "lease"), so
 // Transport b (another process) then waits for the only slot until its deadline instead of
-// sending a second request against a limit of 1 (Xero's "concurrent" 429). DESIGN §9: "a
-// detected loss of state is reported". (Review rev2 #4: before, the lease was neither put back
-// nor reported, and the log said "its lease had expired".)
+// sending a second request against a limit of 1 (Xero's "concurrent" 429): a detected loss of
+// state is reported (docs/pacing.md). Before, the lease was neither put back nor reported, and
+// the log said "its lease had expired".
 func TestInFlightRedisRestartRestoresLeases(t *testing.T) {
 	srv := redistest.Start(t)
 	up, _, _ := upstreamtest.InFlight(t)
