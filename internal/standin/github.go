@@ -12,18 +12,100 @@ import (
 // limits for the REST API"). Every answer carries x-ratelimit-limit, -remaining, -used, -reset
 // (epoch seconds) and -resource: core; a request over the quota is a 403 with
 // x-ratelimit-remaining 0 and a JSON message, as GitHub answers its primary limit.
+//
+// With Secondary set it also keeps the secondary limits that page lists, per token: at most
+// 100 requests in progress (shared with GraphQL there; this stand-in serves REST only), and at
+// most 900 points a minute, a GET, HEAD or OPTIONS costing 1 point and a POST, PATCH, PUT or
+// DELETE 5. The page does not say how the minute is aligned: it is a rolling one here, the
+// strictest reading. Over either, GitHub answers 403 or 429 with a message naming the secondary
+// rate limit: here a 403 with that message and, for the points, retry-after (whole seconds
+// until the points fit); for the requests in progress, no field, so that a client waits the
+// page's "at least one minute". A refused request does not count. Service is how long each
+// accepted request stays in progress (real time), so that concurrent callers overlap; a test
+// that must know they overlap sets Gate instead, which holds each until it is closed.
 type GitHub struct {
-	Now   func() time.Time
-	Limit int
+	Now       func() time.Time
+	Limit     int
+	Secondary bool
+	Service   time.Duration
+	Gate      <-chan struct{}
 	Counts
 
-	mu     sync.Mutex
-	tokens map[string]*ghWindow
+	mu       sync.Mutex
+	tokens   map[string]*ghWindow
+	inFlight map[string]int
+	most     int
+	// the refusals of each secondary limit
+	pointsRefused, inFlightRefused int
+}
+
+// GitHub's secondary limits for REST (the page cited on GitHub).
+const (
+	GitHubInFlight      = 100
+	GitHubMinutePoints  = 900
+	GitHubReadPoints    = 1 // GET, HEAD, OPTIONS
+	GitHubWritePoints   = 5 // POST, PATCH, PUT, DELETE
+	githubSecondaryBody = `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`
+)
+
+// GitHubPoints is what a request of method costs on GitHub's secondary limit of points.
+func GitHubPoints(method string) int {
+	switch method {
+	case http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete:
+		return GitHubWritePoints
+	}
+	return GitHubReadPoints
+}
+
+// MaxInFlight returns the most requests of one token that were in progress at once.
+func (g *GitHub) MaxInFlight() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.most
+}
+
+// inProgress returns the requests of token in progress now.
+func (g *GitHub) inProgress(token string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inFlight[token]
+}
+
+// SecondaryRefused returns the requests refused for the points a minute and for the requests
+// in progress.
+func (g *GitHub) SecondaryRefused() (points, inFlight int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.pointsRefused, g.inFlightRefused
 }
 
 type ghWindow struct {
-	reset time.Time
-	used  int
+	reset  time.Time
+	used   int
+	points []ghPoints // the last minute's accepted requests, oldest first
+}
+
+type ghPoints struct {
+	at time.Time
+	n  int
+}
+
+// minutePoints drops the points older than a minute at now and returns those left, and when
+// the oldest of them leaves.
+func (win *ghWindow) minutePoints(now time.Time) (int, time.Time) {
+	i := 0
+	for i < len(win.points) && !now.Before(win.points[i].at.Add(time.Minute)) {
+		i++
+	}
+	win.points = win.points[i:]
+	sum := 0
+	for _, p := range win.points {
+		sum += p.n
+	}
+	if len(win.points) == 0 {
+		return 0, now
+	}
+	return sum, win.points[0].at.Add(time.Minute)
 }
 
 // NewGitHub returns a GitHub stand-in of 5000 an hour reading instants from now.
@@ -43,17 +125,63 @@ func (g *GitHub) window(token string, now time.Time) *ghWindow {
 	if win == nil || !now.Before(win.reset) {
 		// Reset is whole epoch seconds: the window ends at the second it names.
 		win = &ghWindow{reset: now.Add(time.Hour).Truncate(time.Second)}
+		if old := g.tokens[token]; old != nil {
+			win.points = old.points // the minute's points outlive the hour's reset
+		}
 		g.tokens[token] = win
 	}
 	return win
 }
 
 func (g *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token := r.Header.Get("Authorization")
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	if g.inFlight == nil {
+		g.inFlight = map[string]int{}
+	}
+	if g.Secondary && g.inFlight[token] >= GitHubInFlight {
+		g.inFlightRefused++
+		g.mu.Unlock()
+		g.refuse()
+		g.secondary(w, g.Now(), 0)
+		return
+	}
+	g.inFlight[token]++
+	g.most = max(g.most, g.inFlight[token])
+	accepted := g.serve(w, r, token)
+	g.mu.Unlock()
+	if accepted { // outside the lock: the request stays in progress meanwhile
+		time.Sleep(g.Service)
+		if g.Gate != nil {
+			<-g.Gate
+		}
+	}
+	g.mu.Lock()
+	g.inFlight[token]--
+	g.mu.Unlock()
+}
+
+// serve answers r under g.mu, and reports whether it was accepted.
+func (g *GitHub) serve(w http.ResponseWriter, r *http.Request, token string) bool {
 	now := g.Now()
+	win := g.window(token, now)
+	cost := GitHubPoints(r.Method)
+	if g.Secondary {
+		if used, free := win.minutePoints(now); used+cost > GitHubMinutePoints {
+			for _, p := range win.points {
+				if used+cost-p.n <= GitHubMinutePoints {
+					free = p.at.Add(time.Minute)
+					break
+				}
+				used -= p.n
+			}
+			g.pointsRefused++
+			g.refuse()
+			g.secondary(w, now, free.Sub(now))
+			return false
+		}
+	}
 	date(w, now)
-	win := g.window(r.Header.Get("Authorization"), now)
 	ok := win.used < g.Limit
 	if ok {
 		win.used++
@@ -69,8 +197,23 @@ func (g *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse()
 		w.WriteHeader(http.StatusForbidden)
 		w.Write([]byte(`{"message":"API rate limit exceeded for user ID 1.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}`))
-		return
+		return false
 	}
+	win.points = append(win.points, ghPoints{at: now, n: cost})
 	g.accept(now)
 	w.Write([]byte(`{"login":"octocat"}`))
+	return true
+}
+
+// secondary answers a secondary-limit refusal: a 403 with GitHub's message, and retry-after
+// when wait is positive.
+func (g *GitHub) secondary(w http.ResponseWriter, now time.Time, wait time.Duration) {
+	date(w, now)
+	h := w.Header()
+	if wait > 0 {
+		h.Set("retry-after", strconv.FormatInt(seconds(wait), 10))
+	}
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusForbidden)
+	w.Write([]byte(githubSecondaryBody))
 }
