@@ -3,6 +3,7 @@ package ratemonitor
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -30,6 +31,7 @@ type appLimit struct {
 // appKey shares the store with request keys: choose one no request is keyed by, such as
 // "xero-app:<client id>". New fails when appKey is empty or a rule is invalid.
 func WithAppRules(appKey string, rules ...strategy.Rule) Option {
+	rules = slices.Clone(rules) // the option is a value: the caller may reuse the slice
 	return func(t *Transport) error {
 		if appKey == "" {
 			return errors.New("ratemonitor: WithAppRules: the app key is empty: choose one no request is keyed by, such as \"xero-app:<client id>\"")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -183,6 +184,7 @@ type Option func(*Transport) error
 // another), all layered on every key: a request fits when it fits every rule. New fails when a
 // rule is invalid (see strategy.Rule.Validate).
 func WithRules(rules ...strategy.Rule) Option {
+	rules = slices.Clone(rules) // the option is a value: the caller may reuse the slice
 	return func(t *Transport) error {
 		if t.strat != nil {
 			return optionErr("WithRules", errTwoStrategies)

@@ -149,3 +149,20 @@ func TestReuseTableNamesEveryOption(t *testing.T) {
 		}
 	}
 }
+
+// TestVariadicOptionKeepsItsArguments: an option made from a slice holds a copy of it, so a
+// caller who changes or reuses the slice afterwards does not change the option.
+func TestVariadicOptionKeepsItsArguments(t *testing.T) {
+	rules := []strategy.Rule{{Limit: 3, Window: time.Second}}
+	appRules := []strategy.Rule{{Limit: 100, Window: time.Minute}}
+	opts := []Option{WithRules(rules...), WithAppRules("app", appRules...)}
+	rules[0], appRules[0] = strategy.Rule{}, strategy.Rule{} // not valid rules
+	tr, err := New(nil, opts...)
+	if err != nil {
+		t.Fatalf("New after the caller cleared its slices: %v; want the rules the options were made with", err)
+	}
+	defer tr.Close()
+	if got, want := fmt.Sprint(tr.Rules(), tr.app.strat.Rules()), "[3/1s] [100/1m0s]"; got != want {
+		t.Errorf("rules %s, want %s", got, want)
+	}
+}

@@ -6,7 +6,13 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the package when a test leaves a goroutine running (SecondaryWithin starts
+// one per call).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 

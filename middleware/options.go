@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/ratemonitor/ratemonitor/observe"
 )
@@ -94,10 +95,12 @@ func WithIPv6Prefix(bits int) Option {
 // through a proxy that writes the other. ranges must list every proxy that appends to the
 // field.
 func WithTrustedProxies(header string, ranges ...string) Option {
+	// Copied now: the option is a value, unchanged by what the caller later does to ranges.
+	ranges = slices.Clone(ranges)
 	return func(c *config) {
 		c.trustedCalled = true
 		c.proxyHeader = header
-		c.proxyRanges = append([]string(nil), ranges...)
+		c.proxyRanges = slices.Clone(ranges)
 	}
 }
 
@@ -118,7 +121,8 @@ func WithErrorHandler(f func(r *http.Request, err error)) Option {
 // is named after its effective limit and window, "<limit>-per-<window>" ("60-per-60s",
 // "10-per-500ms"), with "-2", "-3", … added to tell equal names apart.
 func WithPolicyNames(names ...string) Option {
-	return func(c *config) { c.names = append([]string(nil), names...) }
+	names = slices.Clone(names) // the option is a value: the caller may reuse the slice
+	return func(c *config) { c.names = slices.Clone(names) }
 }
 
 // WithProblemType sets the type URI of the 429 problem details (RFC 9457 §3.1.1; default

@@ -120,3 +120,16 @@ func headerOf(w *httptest.ResponseRecorder) http.Header {
 	h.Del("Date")
 	return h
 }
+
+// TestVariadicOptionKeepsItsArguments: an option made from a slice holds a copy of it, so a
+// caller who changes or reuses the slice afterwards does not change the option.
+func TestVariadicOptionKeepsItsArguments(t *testing.T) {
+	rolling := handlertest.Must(rollingwindow.New(strategy.Rule{Limit: 3, Window: time.Minute}))
+	names, ranges := []string{"per-client"}, []string{"10.0.0.0/8"}
+	opts := []Option{WithPolicyNames(names...), WithTrustedProxies("X-Forwarded-For", ranges...)}
+	want := answers(t, rolling, []Option{WithPolicyNames("per-client"), WithTrustedProxies("X-Forwarded-For", "10.0.0.0/8")})
+	names[0], ranges[0] = "", "not a range" // both refused by New, were they read now
+	if got := answers(t, rolling, opts); got != want {
+		t.Errorf("after the caller changed its slices the Limiter answered\n%s\nwant, as made,\n%s", got, want)
+	}
+}
