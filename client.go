@@ -150,7 +150,7 @@ type Transport struct {
 	pacer       pacer
 	contends    bool // the store can fail with cache.ErrContended: see contention.go
 	clockSet    bool
-	app         *appLimit               // WithAppRules
+	app         *meter                  // WithMeter, WithAppRules
 	sync        *SyncConfig             // WithSync
 	cost        func(*http.Request) int // WithCost
 	costReport  cost.Reader             // WithCostReport
@@ -171,6 +171,8 @@ type Transport struct {
 	// reserves is set by the first Reserve: before it, no request can carry a Reservation of
 	// this Transport, and RoundTrip does not look for one.
 	reserves atomic.Bool
+	// unitCost: every request costs 1 everywhere (no WithCost, no Meter.Cost).
+	unitCost bool
 }
 
 // errTwoStrategies is the cause of the error WithRules or WithStrategy returns when the
@@ -380,12 +382,18 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 			return nil, optionErr("WithStore", err)
 		}
 		if t.app != nil {
-			if err := cache.ClaimCounters(t.store, "app key "+t.app.key, t.app.strat); err != nil {
-				return nil, optionErr("WithAppRules", err)
+			// A meter's keys are its own: an app key, or keys derived under its name.
+			scope, opt := "meter "+t.app.name, fmt.Sprintf("WithMeter(%q)", t.app.name)
+			if t.app.key != "" {
+				scope, opt = "app key "+t.app.key, "WithAppRules"
+			}
+			if err := cache.ClaimCounters(t.store, scope, t.app.strat); err != nil {
+				return nil, optionErr(opt, err)
 			}
 		}
 	}
 	t.contends = contends(t.store)
+	t.unitCost = t.cost == nil && (t.app == nil || t.app.cost == nil)
 	if err := t.startDegrader(); err != nil {
 		return nil, err
 	}
@@ -486,24 +494,26 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		// A Transport wrapping this one, over the same store, counted this attempt in every
 		// counter this one keeps: counting it again would count it twice. The mark is passed
 		// on: this attempt took it. Its charge can be corrected up here (outerCharge).
-		return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0), key, t.outerCharge(om))
+		return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0), key, t.outerCharge(om, key))
 	}
-	n, err := t.requestCost(req, key, lim)
-	if err != nil {
-		if req.Body != nil {
-			req.Body.Close()
+	n, appN, err := 1, 1, error(nil) // every request costs 1 on each, without WithCost or Meter.Cost
+	if !t.unitCost {
+		if n, appN, err = t.requestCost(req, key, lim); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
 		}
-		return nil, err
 	}
 	ch := charge{n: n, lim: lim, gen: t.gen()}
 	switch {
 	case t.pacing && lim.strat == nil:
-		// Only the app key is left to count: pace on it alone.
-		ch.appAt, _, ch.local, err = t.acquire(ctx, lim.app.key, n, t.policy == SendUncounted, t.costReport != nil, limits{strat: lim.app.strat})
+		// Only the meter is left to count: pace on it alone.
+		ch.appAt, _, ch.local, err = t.acquire(ctx, lim.appKey, appN, 0, t.policy == SendUncounted, t.costReport != nil, limits{strat: lim.app.strat})
 	case t.pacing:
-		ch.at, ch.appAt, ch.local, err = t.acquire(ctx, key, n, t.policy == SendUncounted, t.costReport != nil, lim)
+		ch.at, ch.appAt, ch.local, err = t.acquire(ctx, key, n, appN, t.policy == SendUncounted, t.costReport != nil, lim)
 	default:
-		err = t.record(ctx, key, n, lim)
+		err = t.record(ctx, key, n, appN, lim)
 	}
 	if err != nil {
 		var se *StoreError
@@ -529,10 +539,10 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 // since the request is sent either way. Under SendNothing the app key goes first and a failure
 // there records nothing; when the request's key then fails, the app key keeps a count for a
 // request that was not sent (one of the app's many: an over-count, never an under-count).
-func (t *Transport) record(ctx context.Context, key string, n int, lim limits) error {
+func (t *Transport) record(ctx context.Context, key string, n, appN int, lim limits) error {
 	if !t.contends {
 		// No turns to take (recordTurn): the store's own error is the answer.
-		err := t.recordBoth(ctx, key, n, lim)
+		err := t.recordBoth(ctx, key, n, appN, lim)
 		if err != nil && ctx.Err() != nil {
 			return gaveUp(ctx, err)
 		}
@@ -542,7 +552,7 @@ func (t *Transport) record(ctx context.Context, key string, n int, lim limits) e
 	if err != nil {
 		return err
 	}
-	err = t.recordBoth(ctx, key, n, lim)
+	err = t.recordBoth(ctx, key, n, appN, lim)
 	leave()
 	if err != nil && ctx.Err() != nil {
 		return gaveUp(ctx, err) // the caller gave up: not the store's failure
@@ -550,16 +560,16 @@ func (t *Transport) record(ctx context.Context, key string, n int, lim limits) e
 	return err
 }
 
-func (t *Transport) recordBoth(ctx context.Context, key string, n int, lim limits) error {
+func (t *Transport) recordBoth(ctx context.Context, key string, n, appN int, lim limits) error {
 	var first error
 	if lim.app != nil {
-		if err := t.recordOn(ctx, lim.app.strat, lim.app.key, n); err != nil {
-			first = &StoreError{Key: lim.app.key, Err: err}
+		if err := t.recordOn(ctx, lim.app.strat, lim.appKey, appN); err != nil {
+			first = &StoreError{Key: lim.appKey, Err: err}
 			if t.policy != SendUncounted {
 				return first
 			}
 		} else {
-			t.recorded(lim.app.key, n)
+			t.recorded(lim.appKey, appN)
 		}
 	}
 	if lim.strat != nil {
@@ -631,8 +641,8 @@ func (t *Transport) storeFailed(req *http.Request, key string, err error) {
 }
 
 // AllocationUsed returns, for each rule in order, how many requests recorded under key count
-// now and how many remain. Errors come from the store (cache.ErrClosed, say). The app key's
-// rules (WithAppRules) are in Status.
+// now and how many remain. Errors come from the store (cache.ErrClosed, say). The meter's
+// (WithMeter, WithAppRules) are in Status.
 func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.Usage, error) {
 	if t.strat == nil {
 		return nil, ErrNotConfigured
@@ -643,7 +653,8 @@ func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.
 
 // WaitTime returns the smallest duration after which burst more requests under key fit in
 // every rule, assuming nothing else is recorded meanwhile. It is 0 when they fit now. With
-// WithAppRules it is the longer of the waits on key and on the app key; with WithSync it is
+// a meter (WithMeter, WithAppRules) it is the longer of the waits on key and on the meter's
+// key, burst costing 1 each there; with WithSync it is
 // at least the rest of a pause the upstream asked for.
 // burst < 1 returns strategy.ErrInvalidBurst; a burst larger than a rule's effective limit
 // (Limit − Headroom) returns an error wrapping strategy.ErrBurstTooLarge, since it can never
@@ -659,10 +670,11 @@ func (t *Transport) WaitTime(ctx context.Context, key string, burst int) (time.D
 	if err != nil || t.app == nil {
 		return snap.Wait, err
 	}
+	appKey := t.app.keyFor(key)
 	if err := t.app.strat.CheckBurst(burst); err != nil {
-		return 0, fmt.Errorf("app key %q: %w", t.app.key, err)
+		return 0, fmt.Errorf("meter %q, key %q: %w", t.app.name, appKey, err)
 	}
-	app, err := t.ops.Peek(ctx, t.app.strat, t.app.key, burst)
+	app, err := t.ops.Peek(ctx, t.app.strat, appKey, burst)
 	return max(snap.Wait, app.Wait), err
 }
 

@@ -77,7 +77,7 @@ func (t *Transport) recordTurn(ctx context.Context, key string) (func(), error) 
 	}
 	// Always the key's turn first, then the app key's, in one turn space of their own: no
 	// two callers can each hold what the other waits for.
-	leaveApp, err := t.appTurns.Take(ctx, t.app.key)
+	leaveApp, err := t.appTurns.Take(ctx, t.app.keyFor(key))
 	if err != nil {
 		leaveKey()
 		return nil, err

@@ -99,34 +99,44 @@ type charge struct {
 	gen       uint64
 }
 
-// requestCost returns the cost of req (1 without WithCost), or the error RoundTrip returns for a
-// cost that can never fit lim, or for a cost function that panicked.
-func (t *Transport) requestCost(req *http.Request, key string, lim limits) (n int, err error) {
-	if t.cost == nil {
-		return 1, nil // small enough to inline: no call on the common path
-	}
-	return t.costOf(req, key, lim)
-}
-
-// costOf is requestCost with WithCost.
-func (t *Transport) costOf(req *http.Request, key string, lim limits) (n int, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			n, err = 0, fmt.Errorf("ratemonitor: WithCost: not sent: the cost function panicked on %s %s: %v", req.Method, credential.URL(req.URL), p)
+// requestCost returns the cost of req on key (WithCost's) and on the meter (Meter.Cost's, or
+// the same), or the error RoundTrip returns for a cost that can never fit lim, or for a cost
+// function that panicked. RoundTrip calls it only without t.unitCost.
+func (t *Transport) requestCost(req *http.Request, key string, lim limits) (n, appN int, err error) {
+	n = 1
+	if t.cost != nil {
+		if n, err = callCost("WithCost", t.cost, req); err != nil {
+			return 0, 0, err
 		}
-	}()
-	n = t.cost(req)
+	}
 	if lim.strat != nil {
 		if err := lim.strat.CheckBurst(n); err != nil {
-			return 0, fmt.Errorf("ratemonitor: WithCost: not sent: request cost %d on key %q: %w", n, key, err)
+			return 0, 0, fmt.Errorf("ratemonitor: WithCost: not sent: request cost %d on key %q: %w", n, key, err)
 		}
 	}
-	if lim.app != nil {
-		if err := lim.app.strat.CheckBurst(n); err != nil {
-			return 0, fmt.Errorf("ratemonitor: WithCost: not sent: request cost %d on the app key %q: %w", n, lim.app.key, err)
+	if lim.app == nil {
+		return n, 1, nil
+	}
+	appN = n
+	if lim.app.cost != nil {
+		if appN, err = callCost(fmt.Sprintf("meter %q", lim.app.name), lim.app.cost, req); err != nil {
+			return 0, 0, err
 		}
 	}
-	return n, nil
+	if err := lim.app.strat.CheckBurst(appN); err != nil {
+		return 0, 0, fmt.Errorf("ratemonitor: not sent: request cost %d on meter %q, key %q: %w", appN, lim.app.name, lim.appKey, err)
+	}
+	return n, appN, nil
+}
+
+// callCost returns f(req), or an error saying that f, named what, panicked.
+func callCost(what string, f func(*http.Request) int, req *http.Request) (n int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			n, err = 0, fmt.Errorf("ratemonitor: %s: not sent: the cost function panicked on %s %s: %v", what, req.Method, credential.URL(req.URL), p)
+		}
+	}()
+	return f(req), nil
 }
 
 // costed reads resp's cost and corrects the charge ch (when the attempt was charged here), and
@@ -162,7 +172,7 @@ func (t *Transport) corrected(req *http.Request, key string, ch *charge, real in
 	if ch == nil || real < 0 || real == ch.n {
 		return
 	}
-	for _, s := range []*engine.Strategy{ch.lim.strat, ch.lim.appStrat()} {
+	for _, s := range []*engine.Strategy{ch.lim.strat, ch.lim.correctedStrat()} {
 		if s == nil {
 			continue
 		}
@@ -201,8 +211,9 @@ func (t *Transport) learnSignals(req *http.Request, key string, rep cost.Report)
 		}
 	}
 	if t.app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0) {
-		if err := syncer.Sync(ctx, t.app.strat, t.app.key, appUp); err != nil {
-			t.syncFailed(req, t.app.key, err)
+		appKey := t.app.keyFor(key)
+		if err := syncer.Sync(ctx, t.app.strat, appKey, appUp); err != nil {
+			t.syncFailed(req, appKey, err)
 		}
 	}
 }
@@ -212,9 +223,9 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 	ctx := context.WithoutCancel(req.Context()) // the response has arrived: keep what it said
 	if real > ch.n {
 		extra := min(real-ch.n, cache.MaxCount)
-		if ch.lim.app != nil {
-			if err := t.recordOn(ctx, ch.lim.app.strat, ch.lim.app.key, extra); err != nil {
-				t.syncFailed(req, ch.lim.app.key, err)
+		if ch.lim.app != nil && ch.lim.app.cost == nil {
+			if err := t.recordOn(ctx, ch.lim.app.strat, ch.lim.appKey, extra); err != nil {
+				t.syncFailed(req, ch.lim.appKey, err)
 			}
 		}
 		if ch.lim.strat != nil {
@@ -233,10 +244,10 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 			}
 		}
 	}
-	if ch.lim.app != nil && !ch.appAt.IsZero() {
+	if ch.lim.app != nil && ch.lim.app.cost == nil && !ch.appAt.IsZero() {
 		if k := owedBack(ch.lim.app.strat, ch.local, now, back); k > 0 {
-			if err := t.releaseIn(ctx, ch.gen, ch.lim.app.strat, ch.lim.app.key, ch.appAt, k); err != nil {
-				t.syncFailed(req, ch.lim.app.key, err)
+			if err := t.releaseIn(ctx, ch.gen, ch.lim.app.strat, ch.lim.appKey, ch.appAt, k); err != nil {
+				t.syncFailed(req, ch.lim.appKey, err)
 			}
 		}
 	}
@@ -306,9 +317,9 @@ func (t *Transport) slotCharge(lim limits) *charge {
 // at: a lower real cost is not given back, an over-count). nil when the outer did not charge,
 // or corrects its charge itself (WithCostReport there too: correcting here as well would count
 // the extra twice).
-func (t *Transport) outerCharge(m *countMark) *charge {
+func (t *Transport) outerCharge(m *countMark, key string) *charge {
 	if t.costReport == nil || m == nil || m.cost < 1 || m.corrects {
 		return nil
 	}
-	return &charge{n: m.cost, lim: t.allLimits(), gen: t.gen()}
+	return &charge{n: m.cost, lim: t.allLimits(key), gen: t.gen()}
 }

@@ -14,14 +14,32 @@ import (
 // in. A nil strat means nothing is left to count on the key; a nil app, nothing on the app key.
 type limits struct {
 	strat *engine.Strategy
-	app   *appLimit
+	app   *meter
+	// appKey is the request's key on the meter (app), when there is one; what the request
+	// costs there is passed beside lim (appN), so that limits stays small enough to live in
+	// registers.
+	appKey string
 }
 
-func (t *Transport) allLimits() limits { return limits{strat: t.strat, app: t.app} }
+// allLimits returns every limit of t for a request on key.
+func (t *Transport) allLimits(key string) limits {
+	if t.app == nil {
+		return limits{strat: t.strat} // small enough to inline: the common path
+	}
+	return t.meterLimits(key)
+}
 
-// appStrat returns the app rules' strategy, or nil.
-func (l limits) appStrat() *engine.Strategy {
-	if l.app == nil {
+// meterLimits is allLimits with a meter. Never inlined, so that allLimits is.
+//
+//go:noinline
+func (t *Transport) meterLimits(key string) limits {
+	return limits{strat: t.strat, app: t.app, appKey: t.app.keyFor(key)}
+}
+
+// correctedStrat returns the meter's strategy when a correction of the request's cost applies
+// to it (the meter charges the request's own cost), or nil.
+func (l limits) correctedStrat() *engine.Strategy {
+	if l.app == nil || l.app.cost != nil {
 		return nil
 	}
 	return l.app.strat
@@ -122,7 +140,7 @@ func (m *countMark) live() *countMark {
 // and the mark that said so (for outerCharge). Marks whose call has returned (done) are
 // skipped: they count nothing now.
 func (t *Transport) uncounted(m *countMark, key string) (limits, counters, *countMark) {
-	lim := t.allLimits()
+	lim := t.allLimits(key)
 	for m = m.live(); m != nil && !cache.SameStore(m.store, t.store); m = m.parent.live() {
 	}
 	if m == nil || m.taken.Swap(true) {
@@ -130,10 +148,12 @@ func (t *Transport) uncounted(m *countMark, key string) (limits, counters, *coun
 	}
 	lim.strat = t.strat.Without(func(id string) bool { return m.counted.has(key, id) })
 	if t.app != nil {
-		if s := t.app.strat.Without(func(id string) bool { return m.counted.has(t.app.key, id) }); s == nil {
+		if s := t.app.strat.Without(func(id string) bool { return m.counted.has(lim.appKey, id) }); s == nil {
 			lim.app = nil
 		} else if s != t.app.strat {
-			lim.app = &appLimit{key: t.app.key, strat: s}
+			app := *t.app
+			app.strat = s
+			lim.app = &app
 		}
 	}
 	return lim, m.counted, m
@@ -161,7 +181,7 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 	if self {
 		m.counted = append(m.counted, countedOn{key: key, strat: t.strat})
 		if t.app != nil {
-			m.counted = append(m.counted, countedOn{key: t.app.key, strat: t.app.strat})
+			m.counted = append(m.counted, countedOn{key: t.app.keyFor(key), strat: t.app.strat})
 		}
 	}
 	if cost > 0 {
@@ -197,8 +217,9 @@ func (t *Transport) unreserveCounted(ctx context.Context, r *Reservation, lim li
 		}
 	}
 	if t.app != nil && (lim.app == nil || lim.app.strat != t.app.strat) {
-		if s := t.app.strat.Without(func(id string) bool { return !outer.has(t.app.key, id) }); s != nil {
-			t.releaseIn(ctx, r.gen, s, t.app.key, r.appAt, 1)
+		appKey := t.app.keyFor(r.key)
+		if s := t.app.strat.Without(func(id string) bool { return !outer.has(appKey, id) }); s != nil {
+			t.releaseIn(ctx, r.gen, s, appKey, r.appAt, 1)
 		}
 	}
 }

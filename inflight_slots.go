@@ -98,7 +98,8 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 		wants = append(wants, want{key, inflightQueue + key, f.cfg.n})
 	}
 	if f.cfg.appN > 0 {
-		wants = append(wants, want{f.t.app.key, appInflightQueue + f.t.app.key, f.cfg.appN})
+		appKey := f.t.app.keyFor(key)
+		wants = append(wants, want{appKey, appInflightQueue + appKey, f.cfg.appN})
 	}
 	check := func() error { return f.t.rateDeadline(ctx, key) }
 	for _, w := range wants {
@@ -134,7 +135,7 @@ func (t *Transport) rateDeadline(ctx context.Context, key string) error {
 	}
 	wait := snap.Wait
 	if t.app != nil {
-		if app, err := t.ops.Peek(ctx, t.app.strat, t.app.key, 1); err == nil {
+		if app, err := t.ops.Peek(ctx, t.app.strat, t.app.keyFor(key), 1); err == nil {
 			wait = max(wait, app.Wait)
 		}
 	}

@@ -59,6 +59,9 @@ func reuseCases(t *testing.T) []reuseCase {
 			return WithStrategy(s)
 		}, nil, []Option{WithPacing(), WithSmoothing()}},
 		{"WithAppRules", func() Option { return WithAppRules("app", strategy.Rule{Limit: 100, Window: time.Minute}) }, []Option{xero}, []Option{perSecond, WithPacing()}},
+		{"WithMeter", func() Option {
+			return WithMeter(Meter{Name: "points", Rules: []strategy.Rule{{Limit: 900, Window: time.Minute}}, Cost: func(*http.Request) int { return 5 }})
+		}, []Option{hour}, []Option{perSecond, WithPacing()}},
 		{"WithStore", func() Option { return WithStore(mem) }, []Option{xero}, []Option{xero, WithPacing()}},
 		{"WithKeyFunc", func() Option { return WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil)) }, []Option{xero}, []Option{perSecond}},
 		{"WithClock", func() Option { return WithClock(manual) }, []Option{xero}, []Option{perSecond, WithPacing()}},
@@ -110,7 +113,7 @@ func setup(tr *Transport) string {
 	fmt.Fprintf(&b, "rules %v, pacing %v, smooth %v, policy %v, in flight %+v, clock set %v, cost %v, cost report %v, observer %v, error handler %v",
 		tr.Rules(), tr.pacing, tr.smooth, tr.policy, tr.inflightCfg, tr.clockSet, tr.cost != nil, tr.costReport != nil, tr.obs != nil, tr.onError != nil)
 	if tr.app != nil {
-		fmt.Fprintf(&b, ", app %s %v", tr.app.key, tr.app.strat.Rules())
+		fmt.Fprintf(&b, ", meter %s %q %v cost %v", tr.app.name, tr.app.key, tr.app.strat.Rules(), tr.app.cost != nil)
 	}
 	if tr.degradedCfg != nil {
 		fmt.Fprintf(&b, ", degraded %+v", *tr.degradedCfg)

@@ -97,9 +97,9 @@ func (t *Transport) queued(qkey string) int {
 	return 0
 }
 
-// acquire reserves a burst of n on key and, with WithAppRules, on the app key, waiting its turn
-// in key's queue and then until both have room at the same moment. It returns the instants the
-// burst was recorded at, on key and on the app key, and the Transport's clock just before the
+// acquire reserves a burst of n on key and, with a meter (WithMeter, WithAppRules), of appN on
+// the meter's key, waiting its turn in key's queue and then until both have room at the same
+// moment. It returns the instants the burst was recorded at, on key and on the meter's key, and the Transport's clock just before the
 // store was asked for them (no later than the store's own instant).
 //
 // A store error comes back as a *StoreError; a context that ends first comes back as its error,
@@ -108,12 +108,12 @@ func (t *Transport) queued(qkey string) int {
 // set (the request is then sent anyway, under SendUncounted). local is read only when
 // wantLocal is set (a clock read per reserve that a paced RoundTrip without WithCostReport does
 // not need), and is zero otherwise.
-func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError, wantLocal bool, lim limits) (at, appAt, local time.Time, err error) {
+func (t *Transport) acquire(ctx context.Context, key string, n, appN int, keepOnStoreError, wantLocal bool, lim limits) (at, appAt, local time.Time, err error) {
 	if t.obs == nil {
-		return t.acquireSlots(ctx, key, n, keepOnStoreError, wantLocal, lim)
+		return t.acquireSlots(ctx, key, n, appN, keepOnStoreError, wantLocal, lim)
 	}
 	start := t.clock.Now()
-	at, appAt, local, err = t.acquireSlots(ctx, key, n, keepOnStoreError, wantLocal, lim)
+	at, appAt, local, err = t.acquireSlots(ctx, key, n, appN, keepOnStoreError, wantLocal, lim)
 	if err == nil {
 		t.waited(key, n, start)
 	}
@@ -121,7 +121,7 @@ func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreE
 }
 
 // acquireSlots is acquire without the observer's Waited event.
-func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnStoreError, wantLocal bool, lim limits) (at, appAt, local time.Time, err error) {
+func (t *Transport) acquireSlots(ctx context.Context, key string, n, appN int, keepOnStoreError, wantLocal bool, lim limits) (at, appAt, local time.Time, err error) {
 	if err := ctx.Err(); err != nil {
 		return at, appAt, local, err
 	}
@@ -146,20 +146,20 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 			}
 			if lim.app != nil && keepOnStoreError {
 				// The request goes anyway (SendUncounted): the app key still counts it.
-				t.recordOn(ctx, lim.app.strat, lim.app.key, n)
+				t.recordOn(ctx, lim.app.strat, lim.appKey, appN)
 			}
 			return 0, &StoreError{Key: key, Err: err}
 		}
 		wait := res.Wait
 		if lim.app != nil {
 			if res.Allowed {
-				ares, err := t.reserveOn(ctx, lim.app.strat, lim.app.key, n)
+				ares, err := t.reserveOn(ctx, lim.app.strat, lim.appKey, appN)
 				if err == nil && t.obs != nil {
-					t.reserved(lim.app.key, n, ares)
+					t.reserved(lim.appKey, appN, ares)
 				}
 				var se *StoreError
 				if err != nil && ctx.Err() == nil {
-					se = &StoreError{Key: lim.app.key, Err: err}
+					se = &StoreError{Key: lim.appKey, Err: err}
 				} else if err != nil {
 					// The caller gave up: give the key's slots back and say so.
 					t.releaseIn(context.WithoutCancel(ctx), gen, lim.strat, key, res.At, n)
@@ -178,7 +178,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 					return 0, se
 				}
 				wait = ares.Wait
-			} else if snap, err := t.ops.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
+			} else if snap, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, appN); err == nil {
 				wait = max(wait, snap.Wait)
 			}
 		} else if res.Allowed {
@@ -200,7 +200,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 	// MaxOvertakes across the key's queue and the app key's: only the queues read it, so a
 	// request served at once above needs none (a context and its value, two allocations).
 	ctx = withPasses(ctx)
-	leaveKey, err := t.join(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, ahead, lim) })
+	leaveKey, err := t.join(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, appN, ahead, lim) })
 	if err != nil {
 		return at, appAt, local, err
 	}
@@ -210,13 +210,13 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 		if lim.app != nil {
 			// Wait for room on key first, holding only key's turn: a key at its limit or paused
 			// must not hold up the other keys at the app key meanwhile.
-			if err := t.waitKey(ctx, key, n, lim); err != nil {
+			if err := t.waitKey(ctx, key, n, appN, lim); err != nil {
 				return at, appAt, local, err
 			}
 			// Then wait for a turn at the app key: bursts and single requests of every key of
 			// this Transport are served there in order, so none starves.
-			leaveApp, err = t.join(ctx, appQueue+lim.app.key, n, func(ahead int) error {
-				snap, err := t.ops.Peek(ctx, lim.app.strat, lim.app.key, min(n+ahead, lim.app.strat.MaxBurst()))
+			leaveApp, err = t.join(ctx, appQueue+lim.appKey, appN, func(ahead int) error {
+				snap, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, min(appN+ahead, lim.app.strat.MaxBurst()))
 				if err != nil {
 					return nil
 				}
@@ -246,14 +246,14 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 
 // waitKey sleeps until a burst of n fits on key alone, or returns a *DeadlineError at once
 // when that wait, or the app key's, would pass ctx's deadline.
-func (t *Transport) waitKey(ctx context.Context, key string, n int, lim limits) error {
+func (t *Transport) waitKey(ctx context.Context, key string, n, appN int, lim limits) error {
 	for {
 		snap, err := t.ops.Peek(ctx, lim.strat, key, n)
 		if err != nil || snap.Wait == 0 {
 			return nil // the store's error, if any, comes from the reserve that follows
 		}
 		wait := snap.Wait
-		if app, err := t.ops.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
+		if app, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, appN); err == nil {
 			wait = max(wait, app.Wait)
 		}
 		if err := deadlineCheck(ctx, key, n, wait); err != nil {
@@ -350,7 +350,7 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 // the requests ahead of it and its own must all fit, which takes at least the wait for their
 // sum, or, when the sum is more than can ever go at once (MaxBurst), the wait for one plus
 // the least time the sum takes to go one after another (minSpan).
-func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead int, lim limits) error {
+func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, appN, ahead int, lim limits) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return nil
 	}
@@ -370,7 +370,7 @@ func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead
 	}
 	if lim.app != nil {
 		// The app key must have room for this burst too, whatever other keys take meanwhile.
-		if app, err := t.ops.Peek(ctx, lim.app.strat, lim.app.key, n); err == nil {
+		if app, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, appN); err == nil {
 			wait = max(wait, app.Wait)
 		}
 	}

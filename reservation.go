@@ -55,14 +55,15 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 	if err := t.strat.CheckBurst(n); err != nil {
 		return nil, err
 	}
+	lim := t.allLimits(key)
 	if t.app != nil {
 		if err := t.app.strat.CheckBurst(n); err != nil {
-			return nil, fmt.Errorf("app key %q: %w", t.app.key, err)
+			return nil, fmt.Errorf("meter %q, key %q: %w", t.app.name, lim.appKey, err)
 		}
 	}
 	t.reserves.Store(true) // before any Reservation of t exists (RoundTrip reads it)
 	gen := t.gen()
-	at, appAt, local, err := t.acquire(ctx, key, n, false, true, t.allLimits())
+	at, appAt, local, err := t.acquire(ctx, key, n, n, false, true, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -154,11 +155,12 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if err := r.t.releaseIn(ctx, r.gen, r.t.strat, r.key, r.at, r.left); err != nil {
 		return err
 	}
-	if r.t.app != nil {
-		// The key's slots are back; a failure here leaves only app slots held until they expire.
-		if err := r.t.releaseIn(ctx, r.gen, r.t.app.strat, r.t.app.key, r.appAt, r.left); err != nil {
+	if app := r.t.app; app != nil {
+		// The key's slots are back; a failure here leaves only the meter's held until they expire.
+		appKey := app.keyFor(r.key)
+		if err := r.t.releaseIn(ctx, r.gen, app.strat, appKey, r.appAt, r.left); err != nil {
 			r.left = 0
-			return fmt.Errorf("ratemonitor: the slots on key %q were given back, but not those on the app key %q: %w", r.key, r.t.app.key, err)
+			return fmt.Errorf("ratemonitor: the slots on key %q were given back, but not those on meter %q, key %q: %w", r.key, app.name, appKey, err)
 		}
 	}
 	r.left = 0

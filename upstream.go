@@ -275,10 +275,11 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response, ex
 		}
 	}
 	if appSync {
-		if err := syncer.Sync(ctx, t.app.strat, t.app.key, appUp); err != nil {
-			t.syncFailed(req, t.app.key, err)
+		appKey := t.app.keyFor(key)
+		if err := syncer.Sync(ctx, t.app.strat, appKey, appUp); err != nil {
+			t.syncFailed(req, appKey, err)
 		} else if appUp.Pause > 0 && t.obs != nil {
-			t.obs.Observe(observe.Event{Kind: observe.Paused, Key: t.app.key, Until: now.Add(appUp.Pause)})
+			t.obs.Observe(observe.Event{Kind: observe.Paused, Key: appKey, Until: now.Add(appUp.Pause)})
 		}
 	}
 }
@@ -368,10 +369,11 @@ type Status struct {
 	// PausedUntil is when a pause the upstream asked for ends; zero when not paused.
 	PausedUntil time.Time
 	// Wait is how long until one more request fits every rule and the pause has ended: with
-	// an app key, the longer of this key's wait and the app key's (App.Wait is the app key's
-	// alone), as WaitTime says.
+	// a meter, the longer of this key's wait and the meter's (App.Wait is the meter's alone),
+	// as WaitTime says.
 	Wait time.Duration
-	// App is the app key's status (WithAppRules); nil without one.
+	// App is the status of the meter's key for this key (WithMeter, WithAppRules); nil
+	// without a meter.
 	App *Status
 }
 
@@ -385,7 +387,7 @@ func (t *Transport) Status(ctx context.Context, key string) (Status, error) {
 	if err != nil || t.app == nil {
 		return st, err
 	}
-	app, err := t.status(ctx, t.app.strat, t.app.key)
+	app, err := t.status(ctx, t.app.strat, t.app.keyFor(key))
 	st.App = &app
 	st.Wait = max(st.Wait, app.Wait)
 	return st, err

@@ -22,6 +22,16 @@ const GitHubHourLimit = 5000
 // requests is 60 requests per hour").
 const GitHubUnauthenticatedHourLimit = 60
 
+// GitHub's secondary limits, per token (the REST page above, "About secondary rate limits"):
+// at most 100 requests in progress at once, and at most 900 points a minute for the REST API
+// and 2000 for the GraphQL API, a GET, HEAD or OPTIONS request (or a GraphQL query) costing
+// 1 point and a POST, PATCH, PUT or DELETE (or a GraphQL mutation) 5.
+const (
+	GitHubInFlight            = 100
+	GitHubMinutePoints        = 900
+	GitHubGraphQLMinutePoints = 2000
+)
+
 // githubSecondaryWait bounds how long RoundTrip waits for a 403's body to say whether it is a
 // secondary rate limit (headers.GitHubSecondaryWithin): GitHub's error documents are small and
 // come with the header; a body slower than this is not waited for.
@@ -39,7 +49,9 @@ const GitHubMaxPause = time.Hour + time.Minute
 const githubUnauthenticatedCost = GitHubHourLimit / GitHubUnauthenticatedHourLimit
 
 // GitHubREST paces a GitHub REST API client: requests are keyed by their token (a keyed hash of
-// the Authorization header, under "github-rest:"), each held to 5000 an hour with a 1 s margin.
+// the Authorization header, under "github-rest:"), each held to 5000 an hour with a 1 s margin,
+// and to GitHub's secondary limits: 900 points a minute on a meter of its own (a GET, HEAD or
+// OPTIONS 1 point, a POST, PATCH, PUT or DELETE 5) and 100 requests in progress.
 // Unauthenticated requests (no Authorization header) are keyed by host under
 // "github-rest-unauthenticated:" and charged 83 each against that hour, so that at most 60 go
 // in an hour: GitHub allows 60 per IP address. GitHub counts those per client IP address, not
@@ -68,6 +80,10 @@ func GitHubREST() []ratemonitor.Option {
 	return []ratemonitor.Option{
 		ratemonitor.WithRules(strategy.Rule{Limit: GitHubHourLimit, Window: time.Hour, Margin: time.Second}),
 		ratemonitor.WithKeyFunc(githubKey("github-rest")),
+		ratemonitor.WithMeter(ratemonitor.Meter{Name: "points",
+			Rules: []strategy.Rule{{Limit: GitHubMinutePoints, Window: time.Minute, Margin: time.Second}},
+			Cost:  githubRESTPoints}),
+		ratemonitor.WithInFlight(GitHubInFlight),
 		ratemonitor.WithCost(func(req *http.Request) int {
 			if req.Header.Get("Authorization") == "" {
 				return githubUnauthenticatedCost
@@ -82,7 +98,9 @@ func GitHubREST() []ratemonitor.Option {
 
 // GitHubGraphQL paces a GitHub GraphQL API client in points: 5000 an hour per token, as
 // GitHubREST does requests, on keys of their own ("github-graphql:"): GitHub counts GraphQL
-// points apart from REST requests, so the two profiles can share a store. Each query is
+// points apart from REST requests, so the two profiles can share a store. GitHub's secondary
+// limits are held too: 2000 points a minute (a query 1, a mutation 5, read from a copy of the
+// body; 5 when there is none) and 100 requests in progress. Each query is
 // charged estimate(req) points before it is sent (nil: 1, the least a query costs), and
 // corrected to the cost GitHub reports when the query asks for rateLimit { cost remaining
 // resetAt } (cost.GitHubGraphQL), once the caller has read the response body to its end; the
@@ -95,6 +113,10 @@ func GitHubGraphQL(estimate func(*http.Request) int) []ratemonitor.Option {
 	opts := []ratemonitor.Option{
 		ratemonitor.WithRules(strategy.Rule{Limit: GitHubHourLimit, Window: time.Hour, Margin: time.Second}),
 		ratemonitor.WithKeyFunc(githubKey("github-graphql")),
+		ratemonitor.WithMeter(ratemonitor.Meter{Name: "points",
+			Rules: []strategy.Rule{{Limit: GitHubGraphQLMinutePoints, Window: time.Minute, Margin: time.Second}},
+			Cost:  githubGraphQLPoints}),
+		ratemonitor.WithInFlight(GitHubInFlight),
 		ratemonitor.WithCostReport(githubBodyReader{r}),
 		githubSync(),
 		ratemonitor.WithPacing(),

@@ -1,8 +1,10 @@
 package standin
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -23,10 +25,16 @@ import (
 // page's "at least one minute". A refused request does not count. Service is how long each
 // accepted request stays in progress (real time), so that concurrent callers overlap; a test
 // that must know they overlap sets Gate instead, which holds each until it is closed.
+//
+// With GraphQL set it stands in for the GraphQL API instead ("Rate limits and query limits for
+// the GraphQL API", docs.github.com): each request costs 1 point of the hour (the least a query
+// costs there), its fields name the graphql resource, and the secondary limit is 2000 points a
+// minute, a query costing 1 and a mutation 5 (the REST page's table).
 type GitHub struct {
 	Now       func() time.Time
 	Limit     int
 	Secondary bool
+	GraphQL   bool
 	Service   time.Duration
 	Gate      <-chan struct{}
 	Counts
@@ -41,11 +49,13 @@ type GitHub struct {
 
 // GitHub's secondary limits for REST (the page cited on GitHub).
 const (
-	GitHubInFlight      = 100
-	GitHubMinutePoints  = 900
-	GitHubReadPoints    = 1 // GET, HEAD, OPTIONS
-	GitHubWritePoints   = 5 // POST, PATCH, PUT, DELETE
-	githubSecondaryBody = `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`
+	GitHubInFlight     = 100
+	GitHubMinutePoints = 900
+	GitHubReadPoints   = 1 // GET, HEAD, OPTIONS
+	GitHubWritePoints  = 5 // POST, PATCH, PUT, DELETE
+	// GitHubGraphQLMinutePoints is the GraphQL API's secondary limit of points a minute.
+	GitHubGraphQLMinutePoints = 2000
+	githubSecondaryBody       = `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`
 )
 
 // GitHubPoints is what a request of method costs on GitHub's secondary limit of points.
@@ -165,11 +175,14 @@ func (g *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (g *GitHub) serve(w http.ResponseWriter, r *http.Request, token string) bool {
 	now := g.Now()
 	win := g.window(token, now)
-	cost := GitHubPoints(r.Method)
+	cost, limit, resource := GitHubPoints(r.Method), GitHubMinutePoints, "core"
+	if g.GraphQL {
+		cost, limit, resource = graphQLPoints(r), GitHubGraphQLMinutePoints, "graphql"
+	}
 	if g.Secondary {
-		if used, free := win.minutePoints(now); used+cost > GitHubMinutePoints {
+		if used, free := win.minutePoints(now); used+cost > limit {
 			for _, p := range win.points {
-				if used+cost-p.n <= GitHubMinutePoints {
+				if used+cost-p.n <= limit {
 					free = p.at.Add(time.Minute)
 					break
 				}
@@ -191,7 +204,7 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request, token string) boo
 	h.Set("x-ratelimit-remaining", strconv.Itoa(max(0, g.Limit-win.used)))
 	h.Set("x-ratelimit-used", strconv.Itoa(win.used))
 	h.Set("x-ratelimit-reset", strconv.FormatInt(win.reset.Unix(), 10))
-	h.Set("x-ratelimit-resource", "core")
+	h.Set("x-ratelimit-resource", resource)
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	if !ok {
 		g.refuse()
@@ -216,4 +229,19 @@ func (g *GitHub) secondary(w http.ResponseWriter, now time.Time, wait time.Durat
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(http.StatusForbidden)
 	w.Write([]byte(githubSecondaryBody))
+}
+
+// graphQLPoints reads r's GraphQL request and returns 5 for a mutation, 1 for a query: the
+// operation's keyword, the first word of the document ("query" may be left out).
+func graphQLPoints(r *http.Request) int {
+	var req struct {
+		Query string `json:"query"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		return GitHubWritePoints
+	}
+	if f := strings.Fields(req.Query); len(f) > 0 && strings.HasPrefix(f[0], "mutation") {
+		return GitHubWritePoints
+	}
+	return GitHubReadPoints
 }

@@ -1,0 +1,194 @@
+package ratemonitor
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// pointsByMethod is GitHub's secondary cost: a write 5 points, anything else 1.
+func pointsByMethod(req *http.Request) int {
+	switch req.Method {
+	case http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete:
+		return 5
+	}
+	return 1
+}
+
+// meterSetup is a Transport with one rule on the request's key and meter m, over a memory store
+// on a manual clock, keyed by the X-Token header.
+func meterSetup(t *testing.T, key strategy.Rule, m Meter, opts ...Option) (*Transport, *clockBase, *clock.Manual) {
+	clk := clock.NewManual(t0)
+	st, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b := &clockBase{clk: clk}
+	opts = append([]Option{WithStore(st), WithRules(key), WithMeter(m), WithLogger(discard),
+		WithKeyFunc(func(r *http.Request) string { return r.Header.Get("X-Token") })}, opts...)
+	return newTransport(t, b, opts...), b, clk
+}
+
+func tokenRequest(ctx context.Context, method, token string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, method, "http://api.test/repos", nil)
+	req.Header.Set("X-Token", token)
+	return req
+}
+
+// TestMeterChargesEachRequestItsOwnCost: a request costs 1 on the key's rules and what the
+// meter's Cost says on the meter, under the meter's key for the request's key (its name and
+// the key, by default), in monitoring and in pacing mode; each token's meter is its own.
+func TestMeterChargesEachRequestItsOwnCost(t *testing.T) {
+	for _, paced := range []bool{false, true} {
+		name := "monitoring"
+		var opts []Option
+		if paced {
+			name, opts = "paced", []Option{WithPacing()}
+		}
+		t.Run(name, func(t *testing.T) {
+			tr, b, _ := meterSetup(t, strategy.Rule{Limit: 5000, Window: time.Hour},
+				Meter{Name: "points", Rules: []strategy.Rule{{Limit: 900, Window: time.Minute}}, Cost: pointsByMethod}, opts...)
+			ctx := context.Background()
+			for i := range 10 {
+				method := http.MethodGet
+				if i%5 == 4 {
+					method = http.MethodPost
+				}
+				if _, err := tr.RoundTrip(tokenRequest(ctx, method, "a")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := tr.RoundTrip(tokenRequest(ctx, http.MethodDelete, "b")); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				token, meterKey  string
+				requests, points int
+			}{{"a", "points:a", 10, 8 + 2*5}, {"b", "points:b", 1, 5}} {
+				st, err := tr.Status(ctx, c.token)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Rules[0].Used != c.requests || st.App == nil || st.App.Key != c.meterKey || st.App.Rules[0].Used != c.points {
+					t.Errorf("token %s: %d requests on its key; meter %+v; want %d requests, and %d points on %s", c.token, st.Rules[0].Used, st.App, c.requests, c.points, c.meterKey)
+				}
+			}
+			if b.count() != 11 {
+				t.Errorf("the upstream saw %d requests, want 11", b.count())
+			}
+		})
+	}
+}
+
+// TestMeterPacesUntilEveryChargeFits: a paced request waits until both its key and the meter
+// have room, and holds neither while it waits. Points 10 a minute and POSTs of 5: two go at
+// once, the third a minute after the first, although the key allows 100 a minute; the key
+// counts only the requests sent.
+func TestMeterPacesUntilEveryChargeFits(t *testing.T) {
+	tr, b, clk := meterSetup(t, strategy.Rule{Limit: 100, Window: time.Minute},
+		Meter{Name: "points", Rules: []strategy.Rule{{Limit: 10, Window: time.Minute}}, Cost: pointsByMethod}, WithPacing())
+	ctx := context.Background()
+	done := make(chan error, 1)
+	for range 2 {
+		if _, err := tr.RoundTrip(tokenRequest(ctx, http.MethodPost, "a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		_, err := tr.RoundTrip(tokenRequest(ctx, http.MethodPost, "a"))
+		done <- err
+	}()
+	waitSleepers(t, clk, 1)
+	if st, _ := tr.Status(ctx, "a"); st.Rules[0].Used != 2 || st.App.Rules[0].Used != 10 {
+		t.Fatalf("while the third waits: %d on the key and %d points, want 2 and 10 (nothing held)", st.Rules[0].Used, st.App.Rules[0].Used)
+	}
+	clk.Advance(time.Minute)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.sent) != 3 || b.sent[2].Sub(t0) != time.Minute {
+		t.Errorf("sent at %v, want two at t0 and the third at t0+1m", b.sent)
+	}
+}
+
+// TestMeterRefusesBadSettingsAndCosts: New says what is wrong with a meter; a request whose
+// meter cost is below 1, above what the meter allows, or whose cost function panics is not
+// sent, and nothing is counted.
+func TestMeterRefusesBadSettingsAndCosts(t *testing.T) {
+	minute := []strategy.Rule{{Limit: 10, Window: time.Minute}}
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want string
+	}{
+		{"no name", []Option{WithMeter(Meter{Rules: minute})}, "the meter has no name"},
+		{"no rules", []Option{WithMeter(Meter{Name: "points"})}, `WithMeter("points"): no rules`},
+		{"bad rule", []Option{WithMeter(Meter{Name: "points", Rules: []strategy.Rule{{Window: time.Minute}}})}, `WithMeter("points"): invalid rule`},
+		{"two meters", []Option{WithMeter(Meter{Name: "points", Rules: minute}), WithMeter(Meter{Name: "bytes", Rules: minute})}, `WithMeter("bytes"): a meter is already set ("points"`},
+		{"meter and app rules", []Option{WithMeter(Meter{Name: "points", Rules: minute}), WithAppRules("app", minute...)}, `WithAppRules: a meter is already set ("points"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(nil, append([]Option{WithRules(minute...)}, c.opts...)...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New: %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+	for _, c := range []struct {
+		name string
+		cost func(*http.Request) int
+		want string
+	}{
+		{"cost 0", func(*http.Request) int { return 0 }, `request cost 0 on meter "points", key "points:a"`},
+		{"cost over the limit", func(*http.Request) int { return 11 }, `request cost 11 on meter "points", key "points:a"`},
+		{"cost panics", func(*http.Request) int { panic("no") }, `meter "points": not sent: the cost function panicked`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, b, _ := meterSetup(t, strategy.Rule{Limit: 100, Window: time.Minute}, Meter{Name: "points", Rules: minute, Cost: c.cost}, WithPacing())
+			_, err := tr.RoundTrip(tokenRequest(context.Background(), http.MethodGet, "a"))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("RoundTrip: %v, want an error saying %q", err, c.want)
+			}
+			if st, _ := tr.Status(context.Background(), "a"); b.count() != 0 || st.Rules[0].Used != 0 || st.App.Rules[0].Used != 0 {
+				t.Errorf("sent %d, counted %d on the key and %d on the meter; want nothing", b.count(), st.Rules[0].Used, st.App.Rules[0].Used)
+			}
+		})
+	}
+}
+
+// TestMeterKeyIsTheMetersOwn: a meter's key is AppKey for every request, or Key's for the
+// request's key, or its name and the request's key; AppKey reports only the first.
+func TestMeterKeyIsTheMetersOwn(t *testing.T) {
+	minute := []strategy.Rule{{Limit: 10, Window: time.Minute}}
+	for _, c := range []struct {
+		meter  Meter
+		want   string
+		appKey string
+		isApp  bool
+	}{
+		{Meter{Name: "app", AppKey: "xero-app:1", Rules: minute}, "xero-app:1", "xero-app:1", true},
+		{Meter{Name: "points", Key: func(k string) string { return "gh-points/" + k }, Rules: minute}, "gh-points/a", "", false},
+		{Meter{Name: "points", Rules: minute}, "points:a", "", false},
+	} {
+		tr, _, _ := meterSetup(t, strategy.Rule{Limit: 100, Window: time.Minute}, c.meter)
+		if _, err := tr.RoundTrip(tokenRequest(context.Background(), http.MethodGet, "a")); err != nil {
+			t.Fatal(err)
+		}
+		st, err := tr.Status(context.Background(), "a")
+		if err != nil || st.App.Key != c.want || st.App.Rules[0].Used != 1 {
+			t.Errorf("%+v: meter status %+v, %v; want 1 counted on %s", c.meter, st.App, err, c.want)
+		}
+		if k, ok := tr.AppKey(); k != c.appKey || ok != c.isApp {
+			t.Errorf("AppKey() = %q, %v; want %q, %v", k, ok, c.appKey, c.isApp)
+		}
+	}
+}
