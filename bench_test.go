@@ -85,26 +85,34 @@ func BenchmarkTransport(b *testing.B) {
 	b.Run("base-only", func(b *testing.B) { run(b, base, requests(1)) })
 	// The memory store's rows, then the same with a store that does nothing: the Transport's own
 	// part.
+	// meters=xero adds Xero's second meter, the app's minute (WithAppRules); its third, 5 in
+	// flight per tenant, is BenchmarkInFlight's.
 	for _, noop := range []bool{false, true} {
-		for _, mode := range []string{"monitor", "paced"} {
-			for _, keys := range []int{1, 10_000} {
-				name := mode + "/keys=" + strconv.Itoa(keys)
-				opts := []Option{WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil))}
-				if noop {
-					name += "/store=noop"
-					opts = append(opts, WithStore(&noopStore{}))
-				}
-				if mode == "paced" {
-					opts = append(opts, WithPacing())
-				}
-				b.Run(name, func(b *testing.B) {
-					tr, err := New(base, opts...)
-					if err != nil {
-						b.Fatal(err)
+		for _, meters := range []string{"", "xero"} {
+			for _, mode := range []string{"monitor", "paced"} {
+				for _, keys := range []int{1, 10_000} {
+					name := mode + "/keys=" + strconv.Itoa(keys)
+					opts := []Option{WithRules(rules...), WithKeyFunc(KeyByHeader("Xero-Tenant-Id", nil))}
+					if meters != "" {
+						name += "/meters=" + meters
+						opts = append(opts, WithAppRules("xero-app", strategy.Rule{Limit: 1 << 30, Window: time.Minute, Margin: time.Second}))
 					}
-					defer tr.Close()
-					run(b, tr, requests(keys))
-				})
+					if noop {
+						name += "/store=noop"
+						opts = append(opts, WithStore(&noopStore{}))
+					}
+					if mode == "paced" {
+						opts = append(opts, WithPacing())
+					}
+					b.Run(name, func(b *testing.B) {
+						tr, err := New(base, opts...)
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer tr.Close()
+						run(b, tr, requests(keys))
+					})
+				}
 			}
 		}
 	}

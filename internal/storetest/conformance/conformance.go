@@ -175,6 +175,7 @@ func Run(t *testing.T, tg Target) {
 	t.Run("transport64", func(t *testing.T) {
 		forEach(t, realStrategies(), func(t *testing.T, s *engine.Strategy) { transport64(t, tg, s) })
 	})
+	t.Run("meters", func(t *testing.T) { meters(t, tg) })
 	t.Run("stacked", func(t *testing.T) { stacked(t, tg) })
 	t.Run("split", func(t *testing.T) { splitCount(t, tg) })
 	t.Run("faults", func(t *testing.T) { faults(t, tg) })
