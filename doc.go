@@ -7,7 +7,7 @@
 // profile ([github.com/ratemonitor/ratemonitor/profiles]) sets an API's limits, keys and
 // headers as its owner documents them:
 //
-//	tr, err := ratemonitor.New(http.DefaultTransport, profiles.Xero("xero-app:"+clientID)...)
+//	tr, err := ratemonitor.New(http.DefaultTransport, profiles.Xero("xero-app:"+clientID).Options()...)
 //	if err != nil { ... }
 //	client := &http.Client{Transport: tr}
 //

@@ -20,7 +20,7 @@ type Xero struct {
 }
 
 func NewXero(clientID string) (*Xero, error) {
-	tr, err := ratemonitor.New(http.DefaultTransport, profiles.Xero("xero-app:"+clientID)...)
+	tr, err := ratemonitor.New(http.DefaultTransport, profiles.Xero("xero-app:"+clientID).Options()...)
 	if err != nil {
 		return nil, err
 	}

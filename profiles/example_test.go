@@ -49,7 +49,7 @@ func ExampleXero() {
 	defer srv.Close()
 
 	// A real program passes http.DefaultTransport and leaves out WithClock.
-	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.Xero("xero-app:example"), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.Xero("xero-app:example").Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -77,4 +77,19 @@ func ExampleXero() {
 	defer mu.Unlock()
 	fmt.Printf("%d accepted, %d refused, the last after %v\n", len(accepted), refused, accepted[len(accepted)-1].Sub(start))
 	// Output: 61 accepted, 0 refused, the last after 1m1s
+}
+
+// A profile is a value: change a figure (here a GITHUB_TOKEN's 1000 an hour) before New.
+func ExampleProfile() {
+	p := profiles.GitHubREST()
+	p.Rules[0].Limit = 1000
+	tr, err := ratemonitor.New(http.DefaultTransport, p.Options()...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer tr.Close()
+	points, _ := p.Meter("points")
+	fmt.Println(tr.Rules(), points.Name, points.Rules, p.InFlight)
+	// Output: [1000/1h0m0s (margin 1s)] points [900/1m0s (margin 1s)] 100
 }

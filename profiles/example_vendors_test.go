@@ -40,7 +40,7 @@ func ExampleGitHubREST() {
 		}
 	}))
 	defer srv.Close()
-	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.GitHubREST(), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.GitHubREST().Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -103,7 +103,7 @@ func ExampleGitHubGraphQL() {
 	}))
 	defer srv.Close()
 	estimate := func(*http.Request) int { return 10 } // what the caller expects a query to cost
-	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.GitHubGraphQL(estimate), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.GitHubGraphQL(estimate).Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -147,7 +147,7 @@ func ExampleShopifyREST() {
 		w.Header().Set("X-Shopify-Shop-Api-Call-Limit", "30/40")
 	}))
 	defer srv.Close()
-	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.ShopifyREST(), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.ShopifyREST().Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -194,7 +194,7 @@ func ExampleShopifyGraphQL() {
 	defer srv.Close()
 	estimate := func(req *http.Request) int { n, _ := strconv.Atoi(req.Header.Get("X-Query-Cost")); return max(n, 1) }
 	tr, err := ratemonitor.New(srv.Client().Transport,
-		append(profiles.ShopifyGraphQL(1000, 100, estimate), ratemonitor.WithClock(clk))...)
+		append(profiles.ShopifyGraphQL(1000, 100, estimate).Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -241,7 +241,7 @@ func ExampleHubSpot() {
 		w.Header().Set("X-HubSpot-RateLimit-Daily-Remaining", "249000")
 	}))
 	defer srv.Close()
-	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.HubSpot(), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.HubSpot().Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -288,7 +288,7 @@ func ExampleStripe() {
 		}
 	}))
 	defer srv.Close()
-	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.Stripe(), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.Stripe().Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -344,7 +344,7 @@ func ExampleSlack() {
 		}
 	}))
 	defer srv.Close()
-	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.Slack(3), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.Slack(3).Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		fmt.Println(err)
 		return

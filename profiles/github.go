@@ -75,24 +75,24 @@ const githubUnauthenticatedCost = GitHubHourLimit / GitHubUnauthenticatedHourLim
 // most githubSecondaryWait, 100 ms, for them: a message slower than that is not seen, and the
 // 403 is taken to be about permissions; a 429's body is not read). A reset or pause
 // beyond GitHubMaxPause is cut to it. Package retry retries such a 403 after the pause.
-func GitHubREST() []ratemonitor.Option {
-	r := githubReader{resource: "core", name: "profiles.GitHubREST"}
-	return []ratemonitor.Option{
-		ratemonitor.WithRules(strategy.Rule{Limit: GitHubHourLimit, Window: time.Hour, Margin: time.Second}),
-		ratemonitor.WithKeyFunc(githubKey("github-rest")),
-		ratemonitor.WithMeter(ratemonitor.Meter{Name: "points",
-			Rules: []strategy.Rule{{Limit: GitHubMinutePoints, Window: time.Minute, Margin: time.Second}},
-			Cost:  githubRESTPoints}),
-		ratemonitor.WithInFlight(GitHubInFlight),
-		ratemonitor.WithCost(func(req *http.Request) int {
+func GitHubREST() Profile {
+	return Profile{
+		Name:  "profiles.GitHubREST",
+		Key:   githubKey("github-rest"),
+		Rules: []strategy.Rule{{Limit: GitHubHourLimit, Window: time.Hour, Margin: time.Second}},
+		Cost: func(req *http.Request) int {
 			if req.Header.Get("Authorization") == "" {
 				return githubUnauthenticatedCost
 			}
 			return 1
-		}),
-		ratemonitor.WithCostReport(r),
-		githubSync(),
-		ratemonitor.WithPacing(),
+		},
+		CostReport: githubReader{resource: "core", name: "profiles.GitHubREST"},
+		Meters: []ratemonitor.Meter{{Name: "points",
+			Rules: []strategy.Rule{{Limit: GitHubMinutePoints, Window: time.Minute, Margin: time.Second}},
+			Cost:  githubRESTPoints}},
+		InFlight: GitHubInFlight,
+		Sync:     githubSync(),
+		Pacing:   true,
 	}
 }
 
@@ -108,33 +108,31 @@ func GitHubREST() []ratemonitor.Option {
 // graphql (or absent) and from that object, raise the count. An estimate below the real cost
 // lets a burst overshoot until the first answers arrive: ask for rateLimit, and estimate from
 // it. Refusals are read as GitHubREST reads them.
-func GitHubGraphQL(estimate func(*http.Request) int) []ratemonitor.Option {
+func GitHubGraphQL(estimate func(*http.Request) int) Profile {
 	r := githubReader{resource: "graphql", name: "profiles.GitHubGraphQL", body: cost.GitHubGraphQL(time.Hour), hasBody: true}
-	opts := []ratemonitor.Option{
-		ratemonitor.WithRules(strategy.Rule{Limit: GitHubHourLimit, Window: time.Hour, Margin: time.Second}),
-		ratemonitor.WithKeyFunc(githubKey("github-graphql")),
-		ratemonitor.WithMeter(ratemonitor.Meter{Name: "points",
+	return Profile{
+		Name:       "profiles.GitHubGraphQL",
+		Key:        githubKey("github-graphql"),
+		Rules:      []strategy.Rule{{Limit: GitHubHourLimit, Window: time.Hour, Margin: time.Second}},
+		Cost:       estimate,
+		CostReport: githubBodyReader{r},
+		Meters: []ratemonitor.Meter{{Name: "points",
 			Rules: []strategy.Rule{{Limit: GitHubGraphQLMinutePoints, Window: time.Minute, Margin: time.Second}},
-			Cost:  githubGraphQLPoints}),
-		ratemonitor.WithInFlight(GitHubInFlight),
-		ratemonitor.WithCostReport(githubBodyReader{r}),
-		githubSync(),
-		ratemonitor.WithPacing(),
+			Cost:  githubGraphQLPoints}},
+		InFlight: GitHubInFlight,
+		Sync:     githubSync(),
+		Pacing:   true,
 	}
-	if estimate != nil {
-		opts = append(opts, ratemonitor.WithCost(estimate))
-	}
-	return opts
 }
 
 // githubSync is the GitHub profiles' WithSync: the figures come from the profile's cost
 // reader (githubReader), which sees the request; the pauses from the refusals.
-func githubSync() ratemonitor.Option {
-	return ratemonitor.WithSync(ratemonitor.SyncConfig{
+func githubSync() *ratemonitor.SyncConfig {
+	return &ratemonitor.SyncConfig{
 		Readers:  []headers.Reader{},
 		Fallback: time.Minute,
 		MaxPause: GitHubMaxPause,
-	})
+	}
 }
 
 // githubKey keys a request by its token under prefix (byCredential), and an unauthenticated

@@ -39,7 +39,7 @@ func TestGitHubRefusalReturnsAtHeader(t *testing.T) {
 				w.Write([]byte(`slow"}`))
 			}))
 			defer srv.Close()
-			tr, err := ratemonitor.New(srv.Client().Transport, profiles.GitHubREST()...)
+			tr, err := ratemonitor.New(srv.Client().Transport, profiles.GitHubREST().Options()...)
 			if err != nil {
 				t.Fatal(err)
 			}

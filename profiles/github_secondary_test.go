@@ -40,14 +40,14 @@ type githubLoad struct {
 // at least 95 % of what a rolling minute allows over the span (a margin of 1 s costs 1/61).
 func TestGitHubHoldsSecondaryLimits(t *testing.T) {
 	loads := map[string]githubLoad{
-		"REST": {profiles.GitHubREST(), false, 3150, 3150 - 315 + 315*5, profiles.GitHubMinutePoints, func(write bool) *http.Request {
+		"REST": {profiles.GitHubREST().Options(), false, 3150, 3150 - 315 + 315*5, profiles.GitHubMinutePoints, func(write bool) *http.Request {
 			req := request("http://api.github.test/repos/o/r/issues", "Authorization", "Bearer ghp_test")
 			if write {
 				req.Method = http.MethodPost
 			}
 			return req
 		}},
-		"GraphQL": {profiles.GitHubGraphQL(nil), true, 4280, 4280 - 428 + 428*5, profiles.GitHubGraphQLMinutePoints, func(write bool) *http.Request {
+		"GraphQL": {profiles.GitHubGraphQL(nil).Options(), true, 4280, 4280 - 428 + 428*5, profiles.GitHubGraphQLMinutePoints, func(write bool) *http.Request {
 			body := `{"query":"query { viewer { login } }"}`
 			if write {
 				body = `{"query":"mutation { addStar(input: {starrableId: \"R_1\"}) { clientMutationId } }"}`

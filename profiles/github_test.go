@@ -52,7 +52,7 @@ func ghWait(t *testing.T, tr *ratemonitor.Transport) time.Duration {
 // its JSON message pauses the token at least a minute (GitHub: "wait for at least one minute").
 func TestGitHubSecondaryMessage403PausesAMinute(t *testing.T) {
 	clk := clock.NewManual(t0)
-	tr, err := ratemonitor.New(nil, append(profiles.GitHubREST(), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(nil, append(profiles.GitHubREST().Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestGitHubSecondaryMessage403PausesAMinute(t *testing.T) {
 // (x-ratelimit-resource: search) does not hold core requests of the token.
 func TestGitHubOtherResourceNotRead(t *testing.T) {
 	clk := clock.NewManual(t0)
-	tr, err := ratemonitor.New(nil, append(profiles.GitHubREST(), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(nil, append(profiles.GitHubREST().Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +92,12 @@ func TestGitHubRESTAndGraphQLCountApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	rest, err := ratemonitor.New(nil, append(profiles.GitHubREST(), ratemonitor.WithStore(store))...)
+	rest, err := ratemonitor.New(nil, append(profiles.GitHubREST().Options(), ratemonitor.WithStore(store))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rest.Close()
-	gql, err := ratemonitor.New(nil, append(profiles.GitHubGraphQL(nil), ratemonitor.WithStore(store))...)
+	gql, err := ratemonitor.New(nil, append(profiles.GitHubGraphQL(nil).Options(), ratemonitor.WithStore(store))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestGitHubRESTAndGraphQLCountApart(t *testing.T) {
 // and a minute.
 func TestGitHubFarResetCutToAnHour(t *testing.T) {
 	clk := clock.NewManual(t0)
-	tr, err := ratemonitor.New(nil, append(profiles.GitHubREST(), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(nil, append(profiles.GitHubREST().Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestGitHubJustPassedResetPausesUntilIt(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clk := clock.NewManual(t0)
-			tr, err := ratemonitor.New(nil, append(profiles.GitHubREST(), ratemonitor.WithClock(clk))...)
+			tr, err := ratemonitor.New(nil, append(profiles.GitHubREST().Options(), ratemonitor.WithClock(clk))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +162,7 @@ func TestGitHubJustPassedResetPausesUntilIt(t *testing.T) {
 // first answer's X-RateLimit-Remaining (9) raises the count, so the next 9 go and the rest wait for
 // X-RateLimit-Reset: GitHub refuses none.
 func TestGitHubRESTSharedTokenWaitsForReset(t *testing.T) {
-	s, _ := drive(t, profiles.GitHubREST(), func(now func() time.Time) standIn {
+	s, _ := drive(t, profiles.GitHubREST().Options(), func(now func() time.Time) standIn {
 		gh := standin.NewGitHub(now)
 		gh.Use("Bearer ghp_test", 4990)
 		return gh

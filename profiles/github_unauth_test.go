@@ -34,7 +34,7 @@ func TestGitHubUnauthenticatedAllows60(t *testing.T) {
 		w.Write([]byte(`{}`))
 	}))
 	defer srv.Close()
-	tr, err := ratemonitor.New(srv.Client().Transport, profiles.GitHubREST()...)
+	tr, err := ratemonitor.New(srv.Client().Transport, profiles.GitHubREST().Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestGitHubUnauthenticatedHeldTo60(t *testing.T) {
 	})
 	srv := httptest.NewServer(up)
 	defer srv.Close()
-	tr, err := ratemonitor.New(srv.Client().Transport, profiles.GitHubREST()...)
+	tr, err := ratemonitor.New(srv.Client().Transport, profiles.GitHubREST().Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}

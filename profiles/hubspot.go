@@ -30,17 +30,18 @@ const (
 // 25-hour day (daylight saving ends), when two bursts 24 h apart can fall in one HubSpot day. HubSpot
 // counts per account: two tokens of one account are counted apart here, so give them one key
 // (WithKeyFunc) if you use several.
-func HubSpot() []ratemonitor.Option {
-	return []ratemonitor.Option{
-		ratemonitor.WithRules(
-			strategy.Rule{Limit: HubSpotTenSecondLimit, Window: 10 * time.Second, Granularity: 100 * time.Millisecond, Margin: 200 * time.Millisecond},
+func HubSpot() Profile {
+	return Profile{
+		Name: "profiles.HubSpot",
+		Key:  byCredential,
+		Rules: []strategy.Rule{
+			{Limit: HubSpotTenSecondLimit, Window: 10 * time.Second, Granularity: 100 * time.Millisecond, Margin: 200 * time.Millisecond},
 			// The day in the default 24m1s buckets, as Xero's (see Xero): 61 a key.
-			strategy.Rule{Limit: HubSpotDayLimit, Window: 24 * time.Hour, Margin: time.Minute}),
-		ratemonitor.WithKeyFunc(byCredential),
-		ratemonitor.WithSync(ratemonitor.SyncConfig{
+			{Limit: HubSpotDayLimit, Window: 24 * time.Hour, Margin: time.Minute}},
+		Sync: &ratemonitor.SyncConfig{
 			Readers:  []headers.Reader{headers.HubSpotReader(10*time.Second, 24*time.Hour)},
 			Fallback: 10 * time.Second,
-		}),
-		ratemonitor.WithPacing(),
+		},
+		Pacing: true,
 	}
 }

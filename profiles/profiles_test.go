@@ -108,8 +108,8 @@ func check(t *testing.T, s standIn, allowed func(span time.Duration) float64) {
 // TestKeysHideTokens: the profiles keyed by a token never key by the token itself, and two
 // tokens get two keys, each a keyed hash (after the API's prefix, for GitHub's).
 func TestKeysHideTokens(t *testing.T) {
-	for name, p := range map[string][]ratemonitor.Option{"GitHubREST": profiles.GitHubREST(), "HubSpot": profiles.HubSpot(),
-		"Stripe": profiles.Stripe(), "Slack": profiles.Slack(3)} {
+	for name, p := range map[string][]ratemonitor.Option{"GitHubREST": profiles.GitHubREST().Options(), "HubSpot": profiles.HubSpot().Options(),
+		"Stripe": profiles.Stripe().Options(), "Slack": profiles.Slack(3).Options()} {
 		t.Run(name, func(t *testing.T) {
 			tr, err := ratemonitor.New(nil, p...)
 			if err != nil {
@@ -130,7 +130,7 @@ func TestProfileErrorsNameProfile(t *testing.T) {
 	for _, c := range []struct {
 		opts []ratemonitor.Option
 		want string
-	}{{profiles.Slack(5), "Slack(5)"}, {profiles.ShopifyGraphQL(0, 50, nil), "ShopifyGraphQL(0, 50)"}, {profiles.ShopifyGraphQL(1000, -1, nil), "ShopifyGraphQL(1000, -1)"}} {
+	}{{profiles.Slack(5).Options(), "Slack(5)"}, {profiles.ShopifyGraphQL(0, 50, nil).Options(), "ShopifyGraphQL(0, 50)"}, {profiles.ShopifyGraphQL(1000, -1, nil).Options(), "ShopifyGraphQL(1000, -1)"}} {
 		t.Run(c.want, func(t *testing.T) {
 			if _, err := ratemonitor.New(nil, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("New: %v, want an error naming %s", err, c.want)
@@ -148,7 +148,7 @@ func TestAppendToProfileKeepsStoreAndKeyFunc(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	tr, err := ratemonitor.New(http.DefaultTransport, append(profiles.GitHubREST(), ratemonitor.WithStore(mem),
+	tr, err := ratemonitor.New(http.DefaultTransport, append(profiles.GitHubREST().Options(), ratemonitor.WithStore(mem),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "mine" }))...)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestAppendToProfileKeepsStoreAndKeyFunc(t *testing.T) {
 	if tr.Store() != cache.Store(mem) {
 		t.Error("the appended store is not the Transport's")
 	}
-	_, err = ratemonitor.New(http.DefaultTransport, append(profiles.GitHubREST(), ratemonitor.WithRules(strategy.Rule{Limit: 1, Window: time.Second}))...)
+	_, err = ratemonitor.New(http.DefaultTransport, append(profiles.GitHubREST().Options(), ratemonitor.WithRules(strategy.Rule{Limit: 1, Window: time.Second}))...)
 	if err == nil || !strings.Contains(err.Error(), "given twice") {
 		t.Errorf("rules appended to a profile: %v, want an error saying they are given twice", err)
 	}

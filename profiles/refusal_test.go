@@ -24,26 +24,26 @@ func TestRefusalPausesKeyUntilUpstreamFrees(t *testing.T) {
 		req     func(url string) *http.Request
 		frees   time.Duration // when the other client's usage frees, from t0
 	}{
-		{"xero minute", profiles.Xero("xero-app:test"),
+		{"xero minute", profiles.Xero("xero-app:test").Options(),
 			func(now func() time.Time) standIn { x := standin.NewXero(now); x.Use("t1", 60); return x },
 			func(url string) *http.Request { return request(url, "Xero-Tenant-Id", "t1") }, time.Minute},
-		{"github primary 403", profiles.GitHubREST(),
+		{"github primary 403", profiles.GitHubREST().Options(),
 			func(now func() time.Time) standIn { g := standin.NewGitHub(now); g.Use(auth, 5000); return g },
 			func(url string) *http.Request { return request(url, "Authorization", auth) }, time.Hour},
-		{"shopify 429 Retry-After 2.0", profiles.ShopifyREST(),
+		{"shopify 429 Retry-After 2.0", profiles.ShopifyREST().Options(),
 			func(now func() time.Time) standIn {
 				s := standin.NewShopifyREST(now)
 				s.Use("standin.test", 40)
 				return s
 			},
 			func(url string) *http.Request { return request(url) }, 500 * time.Millisecond},
-		{"hubspot 429 without Retry-After", profiles.HubSpot(),
+		{"hubspot 429 without Retry-After", profiles.HubSpot().Options(),
 			func(now func() time.Time) standIn { s := standin.NewHubSpot(now); s.Use(auth, 100); return s },
 			func(url string) *http.Request { return request(url, "Authorization", auth) }, 10 * time.Second},
-		{"stripe 429", profiles.Stripe(),
+		{"stripe 429", profiles.Stripe().Options(),
 			func(now func() time.Time) standIn { s := standin.NewStripe(now); s.Use(auth, 100); return s },
 			func(url string) *http.Request { return request(url, "Authorization", auth) }, time.Second},
-		{"slack 429 Retry-After", profiles.Slack(2),
+		{"slack 429 Retry-After", profiles.Slack(2).Options(),
 			func(now func() time.Time) standIn {
 				s := standin.NewSlack(now, 20)
 				s.Use(auth, "/api/users.list", 20)

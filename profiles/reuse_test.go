@@ -17,14 +17,14 @@ func TestProfileReusedInManyNewCalls(t *testing.T) {
 		name string
 		opts []ratemonitor.Option
 	}{
-		{"Xero", profiles.Xero("xero-app:reuse")},
-		{"GitHubREST", profiles.GitHubREST()},
-		{"GitHubGraphQL", profiles.GitHubGraphQL(nil)},
-		{"HubSpot", profiles.HubSpot()},
-		{"ShopifyREST", profiles.ShopifyREST()},
-		{"ShopifyGraphQL", profiles.ShopifyGraphQL(1000, 50, nil)},
-		{"Slack", profiles.Slack(2)},
-		{"Stripe", profiles.Stripe()},
+		{"Xero", profiles.Xero("xero-app:reuse").Options()},
+		{"GitHubREST", profiles.GitHubREST().Options()},
+		{"GitHubGraphQL", profiles.GitHubGraphQL(nil).Options()},
+		{"HubSpot", profiles.HubSpot().Options()},
+		{"ShopifyREST", profiles.ShopifyREST().Options()},
+		{"ShopifyGraphQL", profiles.ShopifyGraphQL(1000, 50, nil).Options()},
+		{"Slack", profiles.Slack(2).Options()},
+		{"Stripe", profiles.Stripe().Options()},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			var first string

@@ -7,6 +7,7 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
@@ -30,25 +31,23 @@ const (
 // reports smaller than 40 leaves exactly its free room ("10/10": the bucket is full). If a
 // 429's Retry-After is a fraction ("2.0"), which RFC 9110 does not allow and the monitor does
 // not read, the pause is the fallback, 2 s, the time the bucket takes to leak a few requests.
-func ShopifyREST() []ratemonitor.Option {
+func ShopifyREST() Profile {
 	rule, err := tokenbucket.Rule(ShopifyRESTBucket, ShopifyRESTLeakRate)
 	if err != nil {
-		return failed("ShopifyREST: %v", err)
+		return failed("profiles.ShopifyREST", "ShopifyREST: %v", err)
 	}
 	window := rule.Window
 	rule.Margin = 500 * time.Millisecond
-	s, err := tokenbucket.New(rule)
-	if err != nil {
-		return failed("ShopifyREST: %v", err)
-	}
-	return []ratemonitor.Option{
-		ratemonitor.WithStrategy(s),
-		ratemonitor.WithKeyFunc(ratemonitor.KeyByHost),
-		ratemonitor.WithSync(ratemonitor.SyncConfig{
+	return Profile{
+		Name:      "profiles.ShopifyREST",
+		Key:       ratemonitor.KeyByHost,
+		Rules:     []strategy.Rule{rule},
+		Algorithm: tokenbucket.New,
+		Sync: &ratemonitor.SyncConfig{
 			Readers:  []headers.Reader{headers.ShopifyReader(window)},
 			Fallback: 2 * time.Second,
-		}),
-		ratemonitor.WithPacing(),
+		},
+		Pacing: true,
 	}
 }
 
@@ -66,24 +65,19 @@ func ShopifyREST() []ratemonitor.Option {
 // THROTTLED answer pauses the store until the bucket holds the query's requestedQueryCost. A
 // bucket below 1, a rate that is not positive, or a pair beyond a token bucket's range makes
 // New fail.
-func ShopifyGraphQL(bucket int, restoreRate float64, estimate func(*http.Request) int) []ratemonitor.Option {
+func ShopifyGraphQL(bucket int, restoreRate float64, estimate func(*http.Request) int) Profile {
 	rule, err := tokenbucket.Rule(bucket, restoreRate)
 	if err != nil {
-		return failed("ShopifyGraphQL(%d, %v): %v", bucket, restoreRate, err)
+		return failed("profiles.ShopifyGraphQL", "ShopifyGraphQL(%d, %v): %v", bucket, restoreRate, err)
 	}
-	s, err := tokenbucket.New(rule)
-	if err != nil {
-		return failed("ShopifyGraphQL(%d, %v): %v", bucket, restoreRate, err)
+	return Profile{
+		Name:       "profiles.ShopifyGraphQL",
+		Key:        ratemonitor.KeyByHost,
+		Rules:      []strategy.Rule{rule},
+		Algorithm:  tokenbucket.New,
+		Cost:       estimate,
+		CostReport: cost.ShopifyGraphQL(rule.Window),
+		Sync:       &ratemonitor.SyncConfig{Readers: []headers.Reader{}, Fallback: time.Second},
+		Pacing:     true,
 	}
-	opts := []ratemonitor.Option{
-		ratemonitor.WithStrategy(s),
-		ratemonitor.WithKeyFunc(ratemonitor.KeyByHost),
-		ratemonitor.WithCostReport(cost.ShopifyGraphQL(rule.Window)),
-		ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{}, Fallback: time.Second}),
-		ratemonitor.WithPacing(),
-	}
-	if estimate != nil {
-		opts = append(opts, ratemonitor.WithCost(estimate))
-	}
-	return opts
 }

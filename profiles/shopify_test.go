@@ -18,7 +18,7 @@ import (
 // than the rule's 40, full) the next request waits.
 func TestShopifySmallerBucketFullWaits(t *testing.T) {
 	clk := clock.NewManual(t0)
-	tr, err := ratemonitor.New(nil, append(profiles.ShopifyREST(), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(nil, append(profiles.ShopifyREST().Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestShopifySmallerBucketFullWaits(t *testing.T) {
 // recorded: the shop waits at most the bucket's 20 s.
 func TestShopifyAbsurdCostNotRecorded(t *testing.T) {
 	clk := clock.NewManual(t0)
-	tr, err := ratemonitor.New(nil, append(profiles.ShopifyGraphQL(1000, 50, nil), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(nil, append(profiles.ShopifyGraphQL(1000, 50, nil).Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestShopifyAbsurdCostNotRecorded(t *testing.T) {
 // (50 left); from then on every throttled query pauses the shop (300 − 50) / 50 = 5 s and the
 // next one runs. Of 40: 21 run, 19 throttled, never two in a row.
 func TestShopifyThrottledPausesTheShop(t *testing.T) {
-	s, _ := drive(t, profiles.ShopifyGraphQL(1000, 50, nil), func(now func() time.Time) standIn {
+	s, _ := drive(t, profiles.ShopifyGraphQL(1000, 50, nil).Options(), func(now func() time.Time) standIn {
 		return standin.NewShopifyGraphQL(now, 1000, 50)
 	}, 40, func(i int, url string) *http.Request {
 		return request(url, "X-Standin-Requested-Cost", "300", "X-Standin-Actual-Cost", "250")

@@ -29,14 +29,15 @@ var SlackTierLimits = [5]int{0, 1, 20, 50, 100}
 // those. Two tokens of one workspace and app are counted apart here, though Slack counts them
 // together: give them one key (WithKeyFunc) if you use several. A tier outside 1 to 4 makes
 // New fail.
-func Slack(tier int) []ratemonitor.Option {
+func Slack(tier int) Profile {
 	if tier < 1 || tier > 4 {
-		return failed("Slack(%d): Slack's Web API tiers are 1 to 4", tier)
+		return failed("profiles.Slack", "Slack(%d): Slack's Web API tiers are 1 to 4", tier)
 	}
-	return []ratemonitor.Option{
-		ratemonitor.WithRules(strategy.Rule{Limit: SlackTierLimits[tier], Window: time.Minute, Margin: time.Second}),
-		ratemonitor.WithKeyFunc(func(req *http.Request) string { return byCredential(req) + " " + req.URL.Path }),
-		ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{}, Fallback: time.Minute}),
-		ratemonitor.WithPacing(),
+	return Profile{
+		Name:   "profiles.Slack",
+		Key:    func(req *http.Request) string { return byCredential(req) + " " + req.URL.Path },
+		Rules:  []strategy.Rule{{Limit: SlackTierLimits[tier], Window: time.Minute, Margin: time.Second}},
+		Sync:   &ratemonitor.SyncConfig{Readers: []headers.Reader{}, Fallback: time.Minute},
+		Pacing: true,
 	}
 }

@@ -22,11 +22,12 @@ const StripeLiveLimit = 100
 // single endpoints (25 a second by default, on the same page) are not paced here. Two secret
 // keys of one account (restricted keys) are counted apart here, though Stripe counts them
 // together: give them one key (WithKeyFunc) if you use several.
-func Stripe() []ratemonitor.Option {
-	return []ratemonitor.Option{
-		ratemonitor.WithRules(strategy.Rule{Limit: StripeLiveLimit, Window: time.Second, Granularity: 10 * time.Millisecond, Margin: 20 * time.Millisecond}),
-		ratemonitor.WithKeyFunc(byCredential),
-		ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{}, Fallback: time.Second}),
-		ratemonitor.WithPacing(),
+func Stripe() Profile {
+	return Profile{
+		Name:   "profiles.Stripe",
+		Key:    byCredential,
+		Rules:  []strategy.Rule{{Limit: StripeLiveLimit, Window: time.Second, Granularity: 10 * time.Millisecond, Margin: 20 * time.Millisecond}},
+		Sync:   &ratemonitor.SyncConfig{Readers: []headers.Reader{}, Fallback: time.Second},
+		Pacing: true,
 	}
 }

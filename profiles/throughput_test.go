@@ -36,7 +36,7 @@ func TestProfilesReachLimitsWithoutRefusal(t *testing.T) {
 		request   func(i int, url string) *http.Request
 		allowed   func(span time.Duration) float64
 	}{
-		{"Xero", profiles.Xero("xero-app:test"), false,
+		{"Xero", profiles.Xero("xero-app:test").Options(), false,
 			func(now func() time.Time) standIn { return standin.NewXero(now) },
 			3 * 2 * profiles.XeroMinuteLimit, // three minutes of two tenants
 			func(i int, url string) *http.Request {
@@ -45,21 +45,21 @@ func TestProfilesReachLimitsWithoutRefusal(t *testing.T) {
 			func(span time.Duration) float64 {
 				return float64(2 * rollingAllowed(profiles.XeroMinuteLimit, time.Minute, span))
 			}},
-		{"GitHubREST", profiles.GitHubREST(), true,
+		{"GitHubREST", profiles.GitHubREST().Options(), true,
 			func(now func() time.Time) standIn { return standin.NewGitHub(now) },
 			2 * profiles.GitHubHourLimit,
 			func(i int, url string) *http.Request { return request(url, "Authorization", "Bearer ghp_test") },
 			func(span time.Duration) float64 {
 				return float64(rollingAllowed(profiles.GitHubHourLimit, time.Hour, span))
 			}},
-		{"ShopifyREST", profiles.ShopifyREST(), false,
+		{"ShopifyREST", profiles.ShopifyREST().Options(), false,
 			func(now func() time.Time) standIn { return standin.NewShopifyREST(now) },
 			profiles.ShopifyRESTBucket + 2*60*profiles.ShopifyRESTLeakRate,
 			func(i int, url string) *http.Request { return request(url) },
 			func(span time.Duration) float64 {
 				return profiles.ShopifyRESTBucket + profiles.ShopifyRESTLeakRate*span.Seconds()
 			}},
-		{"ShopifyGraphQL", profiles.ShopifyGraphQL(size, rate, estimate), false,
+		{"ShopifyGraphQL", profiles.ShopifyGraphQL(size, rate, estimate).Options(), false,
 			func(now func() time.Time) standIn { return standin.NewShopifyGraphQL(now, size, rate) },
 			400,
 			func(i int, url string) *http.Request {
@@ -70,21 +70,21 @@ func TestProfilesReachLimitsWithoutRefusal(t *testing.T) {
 			func(span time.Duration) float64 {
 				return float64((size-requested)/actual+1) + span.Seconds()*rate/actual
 			}},
-		{"HubSpot", profiles.HubSpot(), false,
+		{"HubSpot", profiles.HubSpot().Options(), false,
 			func(now func() time.Time) standIn { return standin.NewHubSpot(now) },
 			3 * profiles.HubSpotTenSecondLimit,
 			func(i int, url string) *http.Request { return request(url, "Authorization", "Bearer pat-na1-test") },
 			func(span time.Duration) float64 {
 				return float64(rollingAllowed(profiles.HubSpotTenSecondLimit, 10*time.Second, span))
 			}},
-		{"Stripe", profiles.Stripe(), false,
+		{"Stripe", profiles.Stripe().Options(), false,
 			func(now func() time.Time) standIn { return standin.NewStripe(now) },
 			3 * profiles.StripeLiveLimit,
 			func(i int, url string) *http.Request { return request(url, "Authorization", "Bearer sk_live_test") },
 			func(span time.Duration) float64 {
 				return float64(rollingAllowed(profiles.StripeLiveLimit, time.Second, span))
 			}},
-		{"Slack", profiles.Slack(2), false,
+		{"Slack", profiles.Slack(2).Options(), false,
 			func(now func() time.Time) standIn { return standin.NewSlack(now, slackPerMinute) },
 			3 * 2 * slackPerMinute,
 			func(i int, url string) *http.Request {

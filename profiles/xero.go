@@ -46,21 +46,23 @@ const (
 // the tenant for 1 s (SyncConfig.Fallback). In-flight slots are
 // leases in the store, so the store must hold them (cache.Leaser: the memory and Redis
 // stores); New refuses the profile over the SQLite and DynamoDB stores.
-func Xero(appKey string) []ratemonitor.Option {
+func Xero(appKey string) Profile {
 	if appKey == "" {
-		return failed(`Xero(""): the app key must not be empty: give one no tenant id can be, such as "xero-app:<client id>"`)
+		return failed("profiles.Xero", `Xero(""): the app key must not be empty: give one no tenant id can be, such as "xero-app:<client id>"`)
 	}
-	return []ratemonitor.Option{
-		ratemonitor.WithRules(
-			strategy.Rule{Limit: XeroMinuteLimit, Window: time.Minute, Margin: time.Second},
-			strategy.Rule{Limit: XeroDayLimit, Window: 24 * time.Hour, Margin: time.Minute}),
-		ratemonitor.WithKeyFunc(ratemonitor.KeyByHeader("Xero-Tenant-Id", nil)),
-		ratemonitor.WithAppRules(appKey, strategy.Rule{Limit: XeroAppMinuteLimit, Window: time.Minute, Margin: time.Second}),
-		ratemonitor.WithInFlight(XeroInFlight),
+	return Profile{
+		Name: "profiles.Xero",
+		Key:  ratemonitor.KeyByHeader("Xero-Tenant-Id", nil),
+		Rules: []strategy.Rule{
+			{Limit: XeroMinuteLimit, Window: time.Minute, Margin: time.Second},
+			{Limit: XeroDayLimit, Window: 24 * time.Hour, Margin: time.Minute}},
+		Meters: []ratemonitor.Meter{{Name: "app", AppKey: appKey,
+			Rules: []strategy.Rule{{Limit: XeroAppMinuteLimit, Window: time.Minute, Margin: time.Second}}}},
+		InFlight: XeroInFlight,
 		// Fallback: Xero sends Retry-After with its minute and day 429s; the one without is
 		// the concurrent limit's (X-Rate-Limit-Problem: concurrent), where a slot frees as soon
 		// as a call in progress ends: a second, not the default minute.
-		ratemonitor.WithSync(ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour)}, Fallback: time.Second}),
-		ratemonitor.WithPacing(),
+		Sync:   &ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour)}, Fallback: time.Second},
+		Pacing: true,
 	}
 }

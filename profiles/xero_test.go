@@ -26,7 +26,7 @@ func TestXeroConcurrentNeverRefused(t *testing.T) {
 	s.Hold = 2 * time.Millisecond
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	tr, err := ratemonitor.New(srv.Client().Transport, profiles.Xero("xero-app:test")...)
+	tr, err := ratemonitor.New(srv.Client().Transport, profiles.Xero("xero-app:test").Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestXeroHoldsFiveInFlightAtXero(t *testing.T) {
 	up := newBarrier(10, func(_ int, w http.ResponseWriter) { w.Write([]byte(`{}`)) })
 	srv := httptest.NewServer(up)
 	defer srv.Close()
-	tr, err := ratemonitor.New(srv.Client().Transport, profiles.Xero("xero-app:test")...)
+	tr, err := ratemonitor.New(srv.Client().Transport, profiles.Xero("xero-app:test").Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestXeroHoldsFiveInFlightAtXero(t *testing.T) {
 // tenant a few seconds at most, not a minute.
 func TestXeroConcurrent429PausesASecond(t *testing.T) {
 	clk := clock.NewManual(t0)
-	tr, err := ratemonitor.New(nil, append(profiles.Xero("xero-app:test"), ratemonitor.WithClock(clk))...)
+	tr, err := ratemonitor.New(nil, append(profiles.Xero("xero-app:test").Options(), ratemonitor.WithClock(clk))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestXeroConcurrent429PausesASecond(t *testing.T) {
 
 // TestXeroEmptyAppKeyNamesProfile: Xero("") makes New fail with an error naming Xero("").
 func TestXeroEmptyAppKeyNamesProfile(t *testing.T) {
-	tr, err := ratemonitor.New(nil, profiles.Xero("")...)
+	tr, err := ratemonitor.New(nil, profiles.Xero("").Options()...)
 	if err == nil {
 		tr.Close()
 		t.Fatal("New accepted Xero(\"\")")

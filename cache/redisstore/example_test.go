@@ -37,7 +37,7 @@ func ExampleNew() {
 	defer store.Close()
 
 	tr, err := ratemonitor.New(http.DefaultTransport,
-		append(profiles.Xero("xero-app:"+os.Getenv("XERO_CLIENT_ID")), ratemonitor.WithStore(store))...)
+		append(profiles.Xero("xero-app:"+os.Getenv("XERO_CLIENT_ID")).Options(), ratemonitor.WithStore(store))...)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func ExampleNew_cluster() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	tr, err := ratemonitor.New(http.DefaultTransport, append(profiles.GitHubREST(), ratemonitor.WithStore(store))...)
+	tr, err := ratemonitor.New(http.DefaultTransport, append(profiles.GitHubREST().Options(), ratemonitor.WithStore(store))...)
 	if err != nil {
 		log.Fatal(err)
 	}

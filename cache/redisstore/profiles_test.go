@@ -16,9 +16,9 @@ import (
 func TestProfilesAccepted(t *testing.T) {
 	srv := redistest.Start(t)
 	for name, p := range map[string][]ratemonitor.Option{
-		"Xero": profiles.Xero("xero-app:test"), "GitHubREST": profiles.GitHubREST(), "GitHubGraphQL": profiles.GitHubGraphQL(nil),
-		"ShopifyREST": profiles.ShopifyREST(), "ShopifyGraphQL": profiles.ShopifyGraphQL(1000, 1, nil), // 1 point a second back: a slow machine does not refill the one reserved before it is read
-		"HubSpot": profiles.HubSpot(), "Stripe": profiles.Stripe(), "Slack": profiles.Slack(3),
+		"Xero": profiles.Xero("xero-app:test").Options(), "GitHubREST": profiles.GitHubREST().Options(), "GitHubGraphQL": profiles.GitHubGraphQL(nil).Options(),
+		"ShopifyREST": profiles.ShopifyREST().Options(), "ShopifyGraphQL": profiles.ShopifyGraphQL(1000, 1, nil).Options(), // 1 point a second back: a slow machine does not refill the one reserved before it is read
+		"HubSpot": profiles.HubSpot().Options(), "Stripe": profiles.Stripe().Options(), "Slack": profiles.Slack(3).Options(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := newStore(t, srv.Client(), Options{Prefix: "profile-" + name})
