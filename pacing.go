@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // WithPacing makes RoundTrip wait for a free slot before each attempt instead of only recording
@@ -120,128 +122,158 @@ func (t *Transport) acquire(ctx context.Context, key string, n, appN int, keepOn
 	return at, appAt, local, err
 }
 
+// slotAsk is one acquire: what it asks the store for, and what it got.
+type slotAsk struct {
+	key                         string
+	n, appN                     int
+	keepOnStoreError, wantLocal bool
+	lim                         limits
+	at, appAt, local            time.Time
+	// keyFull: the last reserve was refused by key itself, not by the meter.
+	keyFull bool
+}
+
 // acquireSlots is acquire without the observer's Waited event.
 func (t *Transport) acquireSlots(ctx context.Context, key string, n, appN int, keepOnStoreError, wantLocal bool, lim limits) (at, appAt, local time.Time, err error) {
 	if err := ctx.Err(); err != nil {
 		return at, appAt, local, err
 	}
-	// reserve asks the store once for both keys. The key's slots are never held while waiting
-	// for the app key's: a slot is counted from the instant it is recorded, so one held for a
-	// while before the send would free early by as much. A refusal whose wait would pass the
-	// deadline is an error; the wait reported is the longer of the two keys'.
-	keyFull := false // the last reserve was refused by key itself, not by the app key
-	reserve := func() (time.Duration, error) {
-		if wantLocal {
-			local = t.clock.Now()
-		}
-		gen := t.gen() // before the reserve: a switch since then keeps the slots (releaseIn)
-		res, err := t.reserveOn(ctx, lim.strat, key, n)
-		keyFull = err == nil && !res.Allowed
-		if err == nil && t.obs != nil { // checked here too: reserved is not inlined
-			t.reserved(key, n, res)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return 0, gaveUp(ctx, err) // the caller gave up: not the store's failure
-			}
-			if lim.app != nil && keepOnStoreError {
-				// The request goes anyway (SendUncounted): the app key still counts it.
-				t.recordOn(ctx, lim.app.strat, lim.appKey, appN)
-			}
-			return 0, &StoreError{Key: key, Err: err}
-		}
-		wait := res.Wait
-		if lim.app != nil {
-			if res.Allowed {
-				ares, err := t.reserveOn(ctx, lim.app.strat, lim.appKey, appN)
-				if err == nil && t.obs != nil {
-					t.reserved(lim.appKey, appN, ares)
-				}
-				var se *StoreError
-				if err != nil && ctx.Err() == nil {
-					se = &StoreError{Key: lim.appKey, Err: err}
-				} else if err != nil {
-					// The caller gave up: give the key's slots back and say so.
-					t.releaseIn(context.WithoutCancel(ctx), gen, lim.strat, key, res.At, n)
-					return 0, gaveUp(ctx, err)
-				}
-				if err == nil && ares.Allowed {
-					at, appAt = res.At, ares.At
-					return 0, nil
-				}
-				if se == nil || !keepOnStoreError {
-					// Give the key's slots back, even if ctx has ended: they were never used.
-					t.releaseIn(context.WithoutCancel(ctx), gen, lim.strat, key, res.At, n)
-				}
-				if se != nil {
-					at = res.At
-					return 0, se
-				}
-				wait = ares.Wait
-			} else if snap, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, appN); err == nil {
-				wait = max(wait, snap.Wait)
-			}
-		} else if res.Allowed {
-			at = res.At
-			return 0, nil
-		}
-		return wait, deadlineCheck(ctx, key, n, wait)
-	}
+	a := slotAsk{key: key, n: n, appN: appN, keepOnStoreError: keepOnStoreError, wantLocal: wantLocal, lim: lim}
 	// Nobody waits on this key: try at once, without queueing. Not over a store that contends:
 	// callers arriving together would race for the key's item there, so every caller takes the
-	// key's turn. Not with app rules either: there a reserve holds the key's slot for a moment
-	// while it asks the app key, and a caller arriving together, refused by that slot, would be
+	// key's turn. Not with a meter either: there a reserve holds the key's slot for a moment
+	// while it asks the meter, and a caller arriving together, refused by that slot, would be
 	// told to wait a whole window for it.
 	if !t.contends && lim.app == nil && t.queued(key) == 0 {
-		if wait, err := reserve(); err != nil || wait == 0 {
-			return at, appAt, local, err
+		if wait, err := t.reserveOnce(ctx, &a); err != nil || wait == 0 {
+			return a.at, a.appAt, a.local, err
 		}
 	}
-	// MaxOvertakes across the key's queue and the app key's: only the queues read it, so a
+	// MaxOvertakes across the key's queue and the meter's: only the queues read it, so a
 	// request served at once above needs none (a context and its value, two allocations).
 	ctx = withPasses(ctx)
 	leaveKey, err := t.join(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, appN, ahead, lim) })
 	if err != nil {
-		return at, appAt, local, err
+		return a.at, a.appAt, a.local, err
 	}
 	defer leaveKey()
 	for {
-		leaveApp := func() {}
-		if lim.app != nil {
-			// Wait for room on key first, holding only key's turn: a key at its limit or paused
-			// must not hold up the other keys at the app key meanwhile.
-			if err := t.waitKey(ctx, key, n, appN, lim); err != nil {
-				return at, appAt, local, err
-			}
-			// Then wait for a turn at the app key: bursts and single requests of every key of
-			// this Transport are served there in order, so none starves.
-			leaveApp, err = t.join(ctx, appQueue+lim.appKey, appN, func(ahead int) error {
-				snap, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, min(appN+ahead, lim.app.strat.MaxBurst()))
-				if err != nil {
-					return nil
-				}
-				return deadlineCheck(ctx, key, n, snap.Wait)
-			})
-			if err != nil {
-				return at, appAt, local, err
-			}
+		leaveApp, err := t.meterTurn(ctx, &a)
+		if err != nil {
+			return a.at, a.appAt, a.local, err
 		}
 		for {
-			wait, err := reserve()
+			wait, err := t.reserveOnce(ctx, &a)
 			if err != nil || wait == 0 {
 				leaveApp()
-				return at, appAt, local, err
+				return a.at, a.appAt, a.local, err
 			}
-			if lim.app != nil && keyFull {
-				break // key is full again (a pause, another process): give up the app turn
+			if lim.app != nil && a.keyFull {
+				break // key is full again (a pause, another process): give up the meter's turn
 			}
 			if err := t.clock.Sleep(ctx, t.nap(wait)); err != nil {
 				leaveApp()
-				return at, appAt, local, err
+				return a.at, a.appAt, a.local, err
 			}
 		}
 		leaveApp()
 	}
+}
+
+// meterTurn waits, with a meter, first for room on a.key, holding only the key's turn (a key at
+// its limit or paused must not hold up the other keys at the meter meanwhile), then for a turn
+// at the meter's key: bursts and single requests of every key of this Transport are served
+// there in order, so none starves. It returns the func that gives the meter's turn back.
+func (t *Transport) meterTurn(ctx context.Context, a *slotAsk) (func(), error) {
+	lim := a.lim
+	if lim.app == nil {
+		return func() {}, nil
+	}
+	if err := t.waitKey(ctx, a.key, a.n, a.appN, lim); err != nil {
+		return nil, err
+	}
+	key, n, appN := a.key, a.n, a.appN
+	return t.join(ctx, appQueue+lim.appKey, appN, func(ahead int) error {
+		snap, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, min(appN+ahead, lim.app.strat.MaxBurst()))
+		if err != nil {
+			return nil
+		}
+		return deadlineCheck(ctx, key, n, snap.Wait)
+	})
+}
+
+// reserveOnce asks the store once for the key's slots and the meter's. The key's slots are
+// never held while waiting for the meter's: a slot is counted from the instant it is recorded,
+// so one held for a while before the send would free early by as much. It returns 0 once both
+// are granted (a.at, a.appAt), or the wait before asking again, the longer of the two keys'; a
+// refusal whose wait would pass the deadline is an error.
+func (t *Transport) reserveOnce(ctx context.Context, a *slotAsk) (time.Duration, error) {
+	lim := a.lim
+	if a.wantLocal {
+		a.local = t.clock.Now()
+	}
+	gen := t.gen() // before the reserve: a switch since then keeps the slots (releaseIn)
+	res, err := t.reserveOn(ctx, lim.strat, a.key, a.n)
+	a.keyFull = err == nil && !res.Allowed
+	if err == nil && t.obs != nil { // checked here too: reserved is not inlined
+		t.reserved(a.key, a.n, res)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, gaveUp(ctx, err) // the caller gave up: not the store's failure
+		}
+		if lim.app != nil && a.keepOnStoreError {
+			// The request goes anyway (SendUncounted): the meter still counts it.
+			t.recordOn(ctx, lim.app.strat, lim.appKey, a.appN)
+		}
+		return 0, &StoreError{Key: a.key, Err: err}
+	}
+	switch {
+	case lim.app == nil && res.Allowed:
+		a.at = res.At
+		return 0, nil
+	case lim.app == nil:
+		return res.Wait, deadlineCheck(ctx, a.key, a.n, res.Wait)
+	case res.Allowed:
+		return t.reserveMeter(ctx, a, res, gen)
+	}
+	wait := res.Wait
+	if snap, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, a.appN); err == nil {
+		wait = max(wait, snap.Wait)
+	}
+	return wait, deadlineCheck(ctx, a.key, a.n, wait)
+}
+
+// reserveMeter is reserveOnce once the key granted res: it reserves the meter's slots, and
+// gives the key's back when the meter refuses or fails (but under SendUncounted, where the
+// request goes anyway).
+func (t *Transport) reserveMeter(ctx context.Context, a *slotAsk, res engine.Result, gen uint64) (time.Duration, error) {
+	lim := a.lim
+	ares, err := t.reserveOn(ctx, lim.app.strat, lim.appKey, a.appN)
+	if err == nil && t.obs != nil {
+		t.reserved(lim.appKey, a.appN, ares)
+	}
+	var se *StoreError
+	if err != nil && ctx.Err() == nil {
+		se = &StoreError{Key: lim.appKey, Err: err}
+	} else if err != nil {
+		// The caller gave up: give the key's slots back and say so.
+		t.releaseIn(context.WithoutCancel(ctx), gen, lim.strat, a.key, res.At, a.n)
+		return 0, gaveUp(ctx, err)
+	}
+	if err == nil && ares.Allowed {
+		a.at, a.appAt = res.At, ares.At
+		return 0, nil
+	}
+	if se == nil || !a.keepOnStoreError {
+		// Give the key's slots back, even if ctx has ended: they were never used.
+		t.releaseIn(context.WithoutCancel(ctx), gen, lim.strat, a.key, res.At, a.n)
+	}
+	if se != nil {
+		a.at = res.At
+		return 0, se
+	}
+	return ares.Wait, deadlineCheck(ctx, a.key, a.n, ares.Wait)
 }
 
 // waitKey sleeps until a burst of n fits on key alone, or returns a *DeadlineError at once

@@ -259,7 +259,12 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response, ex
 	}
 	keyUp.Pause = min(max(0, keyReset), t.sync.MaxPause)
 	appUp.Pause = min(max(0, appReset), t.sync.MaxPause)
+	t.keep(req, key, now, keyUp, appUp)
+}
 
+// keep stores what a response to req said, keyUp on key and appUp on the meter's key, and
+// reports the pauses (now: the Transport's clock, read when there is an observer).
+func (t *Transport) keep(req *http.Request, key string, now time.Time, keyUp, appUp engine.Update) {
 	keySync := keyUp.Pause > 0 || len(keyUp.Reports) > 0
 	appSync := t.app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0)
 	if !keySync && !appSync {
