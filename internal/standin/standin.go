@@ -88,6 +88,44 @@ func (r *rolling) remaining(now time.Time) int {
 	return max(0, r.limit-n)
 }
 
+// fixed is a fixed window: limit calls in each span of w that starts at offset plus a whole
+// number of w; the count starts again at each such start.
+type fixed struct {
+	limit  int
+	w      time.Duration
+	offset time.Duration
+	start  time.Time // the current window's start
+	n      int
+}
+
+// roll moves the window to the one now falls in.
+func (f *fixed) roll(now time.Time) {
+	since := now.Sub(time.Unix(0, 0).Add(f.offset))
+	start := now.Add(-(since % f.w))
+	if since%f.w < 0 {
+		start = start.Add(-f.w)
+	}
+	if !start.Equal(f.start) {
+		f.start, f.n = start, 0
+	}
+}
+
+// room reports whether one more fits at now, and if not, how long until the window resets.
+func (f *fixed) room(now time.Time) (bool, time.Duration) {
+	f.roll(now)
+	if f.n < f.limit {
+		return true, 0
+	}
+	return false, f.start.Add(f.w).Sub(now)
+}
+
+func (f *fixed) add(now time.Time) { f.roll(now); f.n++ }
+
+func (f *fixed) remaining(now time.Time) int {
+	f.roll(now)
+	return max(0, f.limit-f.n)
+}
+
 // seconds rounds d up to whole seconds, as delay-seconds are written.
 func seconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)

@@ -1,15 +1,17 @@
 package standin
 
 import (
+	"hash/fnv"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 )
 
-// Xero stands in for the Xero API: per tenant (the Xero-Tenant-Id header) 60 calls in a
-// rolling minute and 5000 in a rolling day, per app 10 000 a minute (developer.xero.com,
-// "OAuth 2.0 API limits"). Every answer carries X-MinLimit-Remaining, X-DayLimit-Remaining and
+// Xero stands in for the Xero API: per tenant (the Xero-Tenant-Id header) 60 calls a minute
+// and 5000 a day, per app 10 000 a minute (developer.xero.com, "OAuth 2.0 API limits"), each in
+// fixed windows, as Xero's page says: a tenant's windows start at an offset of their own (from
+// a hash of its id: "will reset at different times for each tenant"), the app's on the minute. Every answer carries X-MinLimit-Remaining, X-DayLimit-Remaining and
 // X-AppMinLimit-Remaining; a refusal is a 429 with Retry-After (seconds) and
 // X-Rate-Limit-Problem: minute, day or appminute. A call without a tenant is a 400. Xero
 // also allows 5 calls in progress per tenant: a sixth is refused with a 429 and
@@ -22,8 +24,8 @@ type Xero struct {
 	Counts
 
 	mu       sync.Mutex
-	tenants  map[string]*[2]rolling
-	app      rolling
+	tenants  map[string]*[2]fixed
+	app      fixed
 	inFlight map[string]int
 	most     int
 }
@@ -40,7 +42,20 @@ func (x *Xero) MaxInFlight() int {
 
 // NewXero returns a Xero stand-in reading instants from now.
 func NewXero(now func() time.Time) *Xero {
-	return &Xero{Now: now, tenants: map[string]*[2]rolling{}, app: rolling{limit: 10_000, w: time.Minute}}
+	return &Xero{Now: now, tenants: map[string]*[2]fixed{}, app: fixed{limit: 10_000, w: time.Minute}}
+}
+
+// tenant returns tenant's windows, made on first use at the tenant's own offset.
+func (x *Xero) tenant(id string) *[2]fixed {
+	tl := x.tenants[id]
+	if tl == nil {
+		h := fnv.New64a()
+		h.Write([]byte(id))
+		off := time.Duration(h.Sum64() % uint64(24*time.Hour/time.Second) * uint64(time.Second))
+		tl = &[2]fixed{{limit: 60, w: time.Minute, offset: off % time.Minute}, {limit: 5000, w: 24 * time.Hour, offset: off}}
+		x.tenants[id] = tl
+	}
+	return tl
 }
 
 func (x *Xero) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -73,11 +88,7 @@ func (x *Xero) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer x.mu.Unlock()
 	now := x.Now()
 	date(w, now)
-	tl := x.tenants[tenant]
-	if tl == nil {
-		tl = &[2]rolling{{limit: 60, w: time.Minute}, {limit: 5000, w: 24 * time.Hour}}
-		x.tenants[tenant] = tl
-	}
+	tl := x.tenant(tenant)
 	problem, wait := "", time.Duration(0)
 	if ok, d := tl[0].room(now); !ok {
 		problem, wait = "minute", d
@@ -107,16 +118,22 @@ func (x *Xero) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(`{"Status":"OK"}`))
 }
 
+// MinuteEnds returns when the minute window of tenant that holds at ends: its calls count no
+// more from then on.
+func (x *Xero) MinuteEnds(tenant string, at time.Time) time.Time {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	f := x.tenant(tenant)[0] // a copy: rolling it moves nothing of the tenant's
+	f.roll(at)
+	return f.start.Add(f.w)
+}
+
 // Use counts n calls of tenant made by another client of the app, as if made now.
 func (x *Xero) Use(tenant string, n int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	now := x.Now()
-	tl := x.tenants[tenant]
-	if tl == nil {
-		tl = &[2]rolling{{limit: 60, w: time.Minute}, {limit: 5000, w: 24 * time.Hour}}
-		x.tenants[tenant] = tl
-	}
+	tl := x.tenant(tenant)
 	for range n {
 		tl[0].add(now)
 		tl[1].add(now)
