@@ -38,51 +38,15 @@ const (
 	SendUncounted StoreErrorPolicy = iota
 	// SendNothing sends nothing and returns a *StoreError from RoundTrip.
 	SendNothing
-	// Degrade paces on a memory store of the Transport's own while the shared store is
-	// unreachable, at this process's share of each limit, and goes back to the shared store
-	// when it answers (settings: WithDegraded, DegradedConfig). The default for paced
-	// Transports (WithPacing).
-	//
-	// An outage is any error of the shared store except the caller's (its context ended),
-	// contention (cache.ErrContended), a closed store (cache.ErrClosed) and errors about the
-	// request itself (an invalid count or burst). The first one makes the Transport degraded:
-	// it reports observe.Degraded (Store, Err) once and logs a warning; the operation and
-	// every later one are served by the memory store. At most every
-	// DegradedConfig.ProbeInterval one caller asks the shared store again (waiting at most
-	// the store's own timeout; the others are served meanwhile); when it answers, the
-	// Transport reports observe.Recovered (Wait: the time degraded) and returns to it.
-	//
-	// Safety across the switches, for a fleet whose shares add up to at most 1:
-	//   - Hold-back: a degraded key is treated as if its window had filled at the instant the
-	//     outage was seen, which is after every grant the shared store made: its first local
-	//     grant comes one longest window (margins included) later. For a 1 s rule that is 1 s
-	//     without sending; for a day rule, a day. DegradedConfig.NoHoldBack trades it away.
-	//     A paced caller sleeps at most ProbeInterval at a time while degraded, so that when
-	//     the store is back sooner (a blip) it is served by the store then, not after the
-	//     hold-back; deadline checks still use the whole wait.
-	//   - Carry-over: on return, the grants made locally that still count are recorded in the
-	//     shared store (cache.Store.Record, at the store's instant: they count a little longer
-	//     there than upstream), so its count is not low.
-	//   - Settling: after the return, for one longest window plus ProbeInterval plus the
-	//     slowest failed call to the shared store seen in the outage, a grant needs room both
-	//     at the share on the memory store and on the shared store (which holds what it
-	//     granted before the outage: no hold-back then). So while other processes may still
-	//     be degraded this one stays at its share, and their last local grants, which reach
-	//     the shared store late or never (a process with no further request does not probe),
-	//     age out meanwhile. For a day rule that is a day at the share. This holds when the
-	//     store kept its state: a restart without persistence loses counts for every process,
-	//     degraded or not (reported as observe.StateLost).
-	// It does not hold when the store is unreachable from some processes only (a partition):
-	// those that still reach it use the whole limit there.
-	//
-	// While degraded, AllocationUsed, WaitTime and Wait answer from the memory store, against
-	// the scaled rules, and a burst above this process's share of a limit is refused with an
-	// error wrapping strategy.ErrBurstTooLarge. Slots reserved on one store and given back
-	// after a switch (Reservation.Cancel) are not given back: they count until they expire.
-	// Errors degraded mode does not cover, and every error of an in-process store (cache.Memory,
-	// which is never unreachable), are handled as under SendNothing. Two Transports over one
-	// store in one process pace on separate memory stores: count each as a process in the
-	// share (stacked Transports count different counters and need not).
+	// Degrade paces on a memory store of the Transport's own, at this process's share of each
+	// limit, while the shared store is unreachable, and goes back to the shared store when it
+	// answers (settings: WithDegraded, DegradedConfig). The default for paced Transports
+	// (WithPacing). An outage is any error of the shared store but the caller's own (its context
+	// ended), contention (cache.ErrContended), a closed store (cache.ErrClosed) and errors about
+	// the request itself. A degraded key waits one longest window before its first local grant,
+	// and the local grants are carried into the shared store on return. Errors degraded mode does
+	// not cover, and every error of an in-process store (cache.Memory), are handled as under
+	// SendNothing. See docs/fleet.md#degraded-mode.
 	Degrade
 )
 
@@ -116,16 +80,9 @@ func (e *StoreError) Unwrap() error { return e.Err }
 
 // Transport is an http.RoundTripper that records each attempt in a Store before passing it to
 // its base RoundTripper. It never modifies the request, and returns the base's response and
-// error untouched (every attempt that reaches the base is recorded once per
-// rule, whether it then fails, returns 429, is a retry or a redirect hop).
-//
-// Transports can be stacked (one the base of another, with other RoundTrippers between them or
-// not), say a minute rule wrapping an hour rule: over the same store, an attempt is counted once
-// in each counter, however the layers' rules overlap. For that, when another Transport of the
-// process uses the same store (cache.SameStore) and the base is not a *http.Transport, the base
-// receives a shallow copy of the request (Request.WithContext) whose context says which counters
-// the attempt was counted in; a retry between two layers is a new attempt and is counted by the
-// inner one in full. A Transport alone on its store passes the request itself.
+// error untouched; every attempt that reaches the base is recorded once per rule (failures,
+// 429s, retries and redirect hops included). Stacked Transports over one store count an
+// attempt once in each counter (docs/rules.md#several-rules-on-one-key).
 //
 // Make one with New. The zero Transport records nothing: its RoundTrip passes every request to
 // http.DefaultTransport and its methods return ErrNotConfigured. A Transport is safe for
@@ -433,25 +390,14 @@ func (t *Transport) Rules() []strategy.Rule {
 // Store returns the store counts live in (nil for the zero Transport).
 func (t *Transport) Store() cache.Store { return t.store }
 
-// RoundTrip counts the request under its key, then sends it through the base RoundTripper.
-//
-// In monitoring mode (the default) it records the attempt and sends it at once. In pacing mode
-// (WithPacing) it first reserves a slot, waiting its turn and then until the slot is free: when
-// that wait would end after the request context's deadline it returns at once a *DeadlineError
-// (wrapping context.DeadlineExceeded), and when the context ends while waiting it returns the
-// context's error promptly; in both cases nothing is sent or recorded. A request whose context
-// carries a Reservation for its key (Reservation.Context) uses one of its slots instead.
-// With WithInFlight (or WithAppInFlight), in either mode, it first waits for an in-flight slot,
-// held until the response body is closed or read to EOF: see WithInFlight.
-//
-// When the store fails it follows the StoreErrorPolicy; under SendNothing it returns a *StoreError,
-// and so it does under Degrade for the errors degraded mode does not cover (see Degrade).
-// Contention (an error wrapping cache.ErrContended) is not a failure: the store call is tried
-// again until the request's context ends, and then RoundTrip sends nothing and returns an
-// error wrapping both the context's error and cache.ErrContended.
-// With WithCost, a request whose cost is below 1 or above what a rule allows per window is
-// refused at once with an error naming the cost and the rule: nothing is sent or recorded.
-// Whenever RoundTrip returns an error without sending, it has closed the request body.
+// RoundTrip counts the request under its key, then sends it through the base RoundTripper: at
+// once in monitoring mode (the default); in pacing mode (WithPacing) once it has reserved a
+// slot, or on a slot of the Reservation its context carries; with WithInFlight, once it holds
+// an in-flight slot. It sends and records nothing, and closes the request body, when it returns
+// a *DeadlineError (the wait would pass the context's deadline), the context's error (it ended
+// while waiting, or while the store was contended), a *StoreError (the store failed, under
+// SendNothing or Degrade), or an error naming a WithCost cost no rule can take.
+// See docs/pacing.md#when-roundtrip-sends-nothing.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.base
 	if base == nil {

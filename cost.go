@@ -38,45 +38,17 @@ func WithCost(f func(*http.Request) int) Option {
 	}
 }
 
-// WithCostReport makes the Transport read, from every response to a request it charged, what
-// the upstream says the request really cost (package cost: cost.ShopifyGraphQL,
-// cost.GitHubGraphQL), and correct the charge: a higher real cost is recorded on top (on the
-// request's key and on the app key, the counters the request was charged in), and a lower one
-// is given back (the store's Release at the instant the charge was reserved, so the slots given
-// back are the request's own; a token bucket gets back only what its refill since that
-// instant has not already paid, for the tokens it refilled may have been those: see owedBack). A response that does not say
-// (cost.Unknown) leaves the charge as it was, and so does a real cost no rule could ever allow
-// (above a rule's Limit − Headroom: a garbled body, another server's figure), which is reported
-// to the error handler and the logger instead of stopping the key for years.
-//
-// A cost.BodyReader (the readers of package cost are) is not given the body before RoundTrip
-// returns: RoundTrip returns at the header, as net/http's Transport does, and the body the
-// caller gets yields the same bytes and, once read to its end (io.EOF), hands them to the
-// reader and corrects the charge, in that last Read, before an in-flight slot (WithInFlight)
-// is freed; so does closing it having read one complete JSON value (json.Valid on what was
-// read, within cost.MaxBody: json.NewDecoder(resp.Body).Decode stops at the value's end
-// without reading io.EOF). Any other body closed before its end leaves the charge as it was. Responses to HEAD
-// requests, 1xx (a 101's upgraded connection), 204 and 304 responses, bodies that are not JSON
-// (an absent Content-Type may be) and encodings other than gzip are left alone. Another Reader
-// is called before RoundTrip returns.
-//
-// A request sent on a Reservation's slot was charged one slot: a higher real cost is recorded
-// on top, a lower one not given back (a spent slot never is). An attempt a Transport wrapping
-// this one counted in all of this one's counters (stacked over one store) was charged there:
-// its cost is corrected up here likewise, never down; unless that Transport has WithCostReport
-// too, which then corrects its charge itself (once, up or down), and this one leaves it alone.
-//
-// In monitoring mode a lower cost is not given back: the store does not say at which instant it
-// recorded the charge, and a Release elsewhere could free other requests' slots early; the
-// excess counts until it expires (an over-count, never an under-count). Neither is a charge
-// given back after the Transport switched stores (StoreErrorPolicy Degrade) since it was made.
-//
-// The remaining points the reader gives (cost.Report.Signals) go, with WithSync, to the rule
-// whose window they name, as the header readers' figures do; without WithSync they are not
-// used (only the cost is). A reader that declares its windows
-// (cost.Declared) must name windows the rules have: New fails otherwise, naming the window and
-// the rules. A store error while correcting does not fail the response: it goes to the error
-// handler and the logger, as WithSync's do. r must be safe for concurrent use.
+// WithCostReport makes the Transport read, from each response to a request it charged, what the
+// upstream says the request cost (a cost.Reader, such as cost.ShopifyGraphQL or
+// cost.GitHubGraphQL), and correct the charge: a higher cost is recorded on top, a lower one
+// given back under pacing (never in monitoring mode, nor for a Reservation's slot). A response
+// that does not say (cost.Unknown) leaves the charge as it was, and so does a cost above a
+// rule's Limit − Headroom, which goes to the error handler and the logger, as store errors do.
+// A cost.BodyReader corrects the charge once the caller has read the body to its end, or closed
+// it after one whole JSON value. With WithSync, the points the reader says remain update the
+// rules. New fails when a cost.Declared reader names a window no rule has. r must be safe for
+// concurrent use. See docs/cost.md#charge-then-correct and
+// docs/cost.md#reading-the-cost-from-the-body.
 func WithCostReport(r cost.Reader) Option {
 	return func(t *Transport) error {
 		if r == nil || isNilPointer(r) || isNilFunc(r) {

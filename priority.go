@@ -7,25 +7,13 @@ import (
 )
 
 // Priority orders the requests and reservations waiting on one key of a Transport (pacing
-// mode, Reserve) and at its app key (WithAppRules): when a turn is free it goes to the waiter
-// of the highest priority, and among waiters of one priority to the one that started waiting
-// first. Any int8 is a priority; higher is served first. The zero value is PriorityNormal, the
-// priority of every request whose context carries none, so a Transport whose requests carry
-// no priority serves them strictly in arrival order, as it always has.
-//
-// Priorities reorder only waiters: a caller arriving when nobody waits on its key tries the
-// store at once whatever its priority, and the waiter whose turn it is (asleep until its slot
-// is free) keeps it when a higher priority arrives. Waiters in other Transports or processes
-// sharing the store are not ordered with these.
-//
-// No starvation: a waiter is passed by at most MaxOvertakes waiters that started waiting after
-// it. Every waiter served before it either started waiting before it or is one of those
-// MaxOvertakes; so under a steady stream of interactive requests a batch waiter at the front
-// of the queue gets the turn after at most MaxOvertakes of them. The bound holds per request,
-// not per queue: a request that waits in several queues one after another (WithInFlight's
-// queue, then its key's, then the app key's of WithAppRules) carries the passes it took in
-// one into the next, so at most MaxOvertakes requests that started waiting after it in a
-// queue are served before it across all of them.
+// mode, Reserve, WithInFlight) and at its app key (WithAppRules): a free turn goes to the
+// waiter of the highest priority, and among waiters of one priority to the one that started
+// waiting first. Any int8 is a priority; higher is served first. The zero value is
+// PriorityNormal, the priority of a request whose context carries none, so a Transport whose
+// requests carry none serves them in arrival order. No waiter is passed by more than
+// MaxOvertakes waiters that started waiting after it, across every queue it waits in.
+// See docs/pacing.md#serve-interactive-requests-first-priorities.
 type Priority int8
 
 // The named priorities. Values between and beyond them are valid too.

@@ -27,27 +27,15 @@ type Reservation struct {
 	stale bool // the clock was seen stepped back past from: the slots' end is unknown
 }
 
-// Reserve waits its turn on key and then until a burst of n fits in every rule, records the n
-// requests, and returns the Reservation holding them. With WithAppRules the burst must fit on
-// the app key too, at the same moment, and is recorded on both. A pause the upstream asked for
-// (WithSync) is waited out like a full window; slots already reserved are still spent during a
-// pause that begins later. Requests sent with Reservation.Context
-// spend its slots instead of being recorded (or paced) again.
-//
-// Fairness: within one Transport, callers waiting on a key — Reserve and paced RoundTrips alike
-// — are served one at a time, by priority (WithPriority on ctx; see Priority and its bound
-// MaxOvertakes) and, within a priority, strictly in the order they started waiting; a newcomer
-// never takes a slot while an earlier caller of its priority or a higher one waits on that key,
-// and a caller that gives up leaves its place to the next. Without priorities the order is
-// arrival order. A caller arriving when nobody waits tries the store at once. Waiters in other
-// Transports or processes sharing the store are not ordered with these.
-//
-// Errors: strategy.ErrInvalidBurst or one wrapping strategy.ErrBurstTooLarge for a burst that
-// can never fit; a *DeadlineError (wrapping context.DeadlineExceeded), at once, when the wait would pass the
-// context's deadline; the context's error if it ends while waiting, or, when the store was
-// contended until then (cache.ErrContended, retried meanwhile), an error wrapping both; a
-// *StoreError when the store fails (the StoreErrorPolicy does not apply: nothing is sent here). On
-// error nothing is recorded.
+// Reserve waits its turn on key and then until a burst of n fits in every rule (and on the app
+// key of WithAppRules), records the n requests, and returns the Reservation holding them.
+// Requests sent with Reservation.Context spend the Reservation's slots instead of being
+// recorded again. Waiters on a key are served by priority (Priority), then in the order they
+// started waiting. Errors: strategy.ErrInvalidBurst, or one wrapping strategy.ErrBurstTooLarge,
+// for a burst that can never fit; a *DeadlineError, at once, when the wait would pass the
+// context's deadline; the context's error if it ends while waiting; a *StoreError when the
+// store fails, whatever the StoreErrorPolicy. On error nothing is recorded.
+// See docs/pacing.md#reserve-slots-ahead.
 func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservation, error) {
 	if t.strat == nil {
 		return nil, ErrNotConfigured

@@ -63,39 +63,14 @@ type SyncConfig struct {
 }
 
 // WithSync makes the Transport feed what the upstream says back into the store, for the
-// request's key, after every response:
-//
-//   - A 429, a 403 that is about a rate limit (X-RateLimit-Remaining: 0 or a Retry-After, as
-//     GitHub sends for its primary and secondary limits: headers.Refused), or a 503 with
-//     Retry-After, pauses the key until the upstream's Retry-After (RFC
-//     9110 §10.2.3) has passed (see below for a 429 without one). An HTTP-date is measured from
-//     the response's Date when that is within headers.MaxDateSkew (5 min) of the Transport's
-//     clock, and from the Transport's clock otherwise: a response whose Date is further off is
-//     reported (a warning to the logger, at most one a second, and an observe.SkewedDate
-//     event), since its Retry-After may be as wrong as its Date. While
-//     paused, every Transport sharing the store (the Redis store included) waits: Reserve and
-//     paced requests are held, and WaitTime is at least the rest of the pause. A 429 that names
-//     an app-wide limit (Xero's X-Rate-Limit-Problem: appminute) pauses the app key of
-//     WithAppRules instead.
-//   - A remaining count (Xero's X-MinLimit-Remaining, IETF RateLimit, …) below what we count
-//     raises our usage of that rule to match; it never lowers it. The difference is recorded so
-//     that it stops counting when the upstream says that usage is freed (IETF t,
-//     X-RateLimit-Reset, a 429's Retry-After for the limit Xero's X-Rate-Limit-Problem names),
-//     and when it does not say, at the response's instant, held for a whole window. The rule
-//     is the first of that key whose Window equals the figure's window: Xero's
-//     X-DayLimit-Remaining updates the 24-hour rule, X-AppMinLimit-Remaining the app key's
-//     1-minute rule.
-//   - A limit the response says is used up (remaining 0) with a reset (GitHub's
-//     X-RateLimit-Reset, IETF t) pauses its key until that reset, whatever the status, so that
-//     a reset longer than our rule's window is kept too. A 429 (or such a 403) that gives
-//     neither a usable Retry-After nor such a reset pauses for SyncConfig.Fallback.
-//
-// A reader that declares its windows (headers.Windowed, as headers.XeroReader and
-// headers.XRateLimitReader do) must name only windows that rules have: New fails otherwise,
-// saying which window and which rules there are. A figure of a reader that declares nothing
-// (the IETF fields carry their own windows) that no rule matches is dropped. A store error
-// while syncing does not fail the response: it goes to the error handler and the logger. The
-// store must implement cache.Syncer (the memory and Redis stores do); New fails otherwise.
+// request's key, after every response. A 429, a 403 about a rate limit (headers.Refused) or a
+// 503 with Retry-After pauses the key until the Retry-After (RFC 9110 §10.2.3) has passed, or
+// until the reset of a limit the response says is used up, else for SyncConfig.Fallback; every
+// Transport sharing the store waits the pause out. A remaining count below ours raises our
+// usage of the rule with that window; it never lowers it. New fails when a reader declares a
+// window no rule has, or when the store is not a cache.Syncer (the memory and Redis stores
+// are); a store error while syncing goes to the error handler and the logger.
+// See docs/sync.md#what-withsync-does-with-an-answer.
 func WithSync(given SyncConfig) Option {
 	return func(t *Transport) error {
 		// A copy per New: an Option is a value the caller may pass to any number of New calls,

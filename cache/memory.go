@@ -32,29 +32,12 @@ const (
 // MemoryConfig configures NewMemory. Its zero value gives the defaults.
 type MemoryConfig struct {
 	// MaxCost bounds the heap held for keys' state, in bytes (default 64 MiB). Each key is
-	// charged the heap it really holds: 504 bytes for a key with one minute rule and a few
-	// requests (so 64 MiB holds about 133 000 such keys), 648 with a minute rule and a day
-	// rule, 1 016 when every 1 s bucket of the minute is in use; of this the store's own part
-	// (its entry, index slot and ristretto's item) is 376 bytes plus the key, the rest the
-	// rules' counters (80 bytes a log and 8 a bucket; a key's one or two logs keep their first 4
-	// buckets inside its entry, whose 32 bytes stay there, idle, once a log needs more). A rule's
-	// state is at most 80 + 32 bytes and a ring of W/g + 1 buckets of 8 bytes (16 in a log that
-	// had to widen: a window over 39 h, a bucket of more than 65 535 requests), rounded up to a
-	// Go size class. For 1 000 000 live keys of one minute rule set MaxCost to at least 481 MiB
-	// (969 MiB when every second of their minute saw a request) and MaxKeys to 1 000 000
-	// (BenchmarkMillionKeys). The bound is enforced as keys are admitted: one key whose state
-	// grows can pass it until the next key is admitted.
-	//
-	// A flood of new keys costs at most MaxCost plus the fixed part below: measured with
-	// 1 000 000 distinct keys against the defaults (one request each, while 10 000 keys sat
-	// at their limits), the heap peaked at 0.93 × MaxCost above the empty store (1.00 × with
-	// it), about 133 000 keys were held (123 311 flood keys), no key was refused, none at its
-	// limit was evicted, and the heap went back to the empty store's once the keys had
-	// expired. The flood evicts the keys below their limits (each one reported, see
-	// OnEvictLive), the ones not in use first; keys at or over a limit, or paused, are never
-	// evicted while others can go, and a new key gets ErrFull only when every byte is held by such
-	// keys. Besides MaxCost, the empty store holds ristretto's set buffer and frequency
-	// sketch: 256 KiB plus 40 to 55 bytes per MaxKeys (4.3 MiB for the defaults).
+	// charged the heap it really holds: about 504 bytes for a key with one minute rule and a
+	// few requests, so 64 MiB holds about 133 000 such keys. To make room for a new key, keys
+	// below their limits are evicted (OnEvictLive); keys at or over a limit, or paused, are
+	// never evicted while others can go, and a new key gets ErrFull only when every byte is
+	// held by such keys. Besides MaxCost, the empty store holds 256 KiB plus 40 to 55 bytes per
+	// MaxKeys. See docs/stores.md#memory-the-default.
 	MaxCost int64
 	// MaxKeys is how many keys are expected to be live at once (default 100 000); ristretto
 	// tracks the access frequency of ten times as many.

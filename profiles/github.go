@@ -48,33 +48,14 @@ const GitHubMaxPause = time.Hour + time.Minute
 // requests remaining: r × 83 points, which hold exactly r requests).
 const githubUnauthenticatedCost = GitHubHourLimit / GitHubUnauthenticatedHourLimit
 
-// GitHubREST paces a GitHub REST API client: requests are keyed by their token (a keyed hash of
-// the Authorization header, under "github-rest:"), each held to 5000 an hour with a 1 s margin,
-// and to GitHub's secondary limits: 900 points a minute on a meter of its own (a GET, HEAD or
-// OPTIONS 1 point, a POST, PATCH, PUT or DELETE 5) and 100 requests in progress.
-// Unauthenticated requests (no Authorization header) are keyed by host under
-// "github-rest-unauthenticated:" and charged 83 each against that hour, so that at most 60 go
-// in an hour: GitHub allows 60 per IP address. GitHub counts those per client IP address, not
-// per host: the key is the host so that the processes of one IP address sharing a store share
-// it; processes behind different IP addresses each get their own 60 from GitHub but share this
-// key over one store (fewer sent than allowed, never more); to count per machine instead, wrap
-// the key function (WithKeyFunc after these options) to key unauthenticated requests by a
-// fixed name of your own per IP address.
-//
-// It reads X-RateLimit-Limit, -Remaining and -Reset (epoch seconds) on every response whose
-// X-RateLimit-Resource is core (or absent): the search, code_search, graphql and other
-// resources have limits of their own, which the fields then describe, and are not read (a
-// refusal of one of those still pauses the token, for the fallback minute at most). A
-// limit reported below the rule's (GITHUB_TOKEN's 1000, a token GitHub has lowered) raises the
-// count to the rule's limit less the remaining. GitHub refuses with a 403 or a 429 (its page
-// above): with X-RateLimit-Remaining 0 for the primary limit, which pauses the token until
-// X-RateLimit-Reset (by GitHub's clock, its Date field; one just passed is a second away); with Retry-After for a secondary limit, which pauses it that long; and
-// when neither says, GitHub asks for at least a minute, which is the pause
-// (SyncConfig.Fallback), for a 429 and for a 403 whose JSON message names the secondary rate
-// limit (the first 4 KiB of a 403's JSON body are read before RoundTrip returns, waiting at
-// most githubSecondaryWait, 100 ms, for them: a message slower than that is not seen, and the
-// 403 is taken to be about permissions; a 429's body is not read). A reset or pause
-// beyond GitHubMaxPause is cut to it. Package retry retries such a 403 after the pause.
+// GitHubREST paces a GitHub REST API client: each token (a keyed hash of the Authorization
+// header, under "github-rest:") is held to 5000 requests an hour with a 1 s margin, to 900
+// points a minute (a GET, HEAD or OPTIONS 1 point, a POST, PATCH, PUT or DELETE 5) and to 100
+// requests in progress. Unauthenticated requests are keyed by host under
+// "github-rest-unauthenticated:" and charged 83 each, so that at most 60 go in an hour. It reads
+// X-RateLimit-Limit, -Remaining and -Reset of the core resource, and pauses the token on
+// GitHub's 403 and 429 refusals, for at most GitHubMaxPause. Source: GitHub, "Rate limits for
+// the REST API" (see GitHubHourLimit). See docs/profiles.md#github-rest.
 func GitHubREST() Profile {
 	return Profile{
 		Name:  "profiles.GitHubREST",

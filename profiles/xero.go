@@ -21,31 +21,15 @@ const (
 	XeroAppMinuteLimit = 10_000
 )
 
-// Xero paces a Xero API client: requests are keyed by their Xero-Tenant-Id header (the
-// tenant; a request without one by its host), each tenant held to 60 a minute and 5000 a day,
-// and every request also counted under appKey (choose one no tenant id can be, such as
-// "xero-app:<client id>") against the app's 10 000 a minute. Each minute rule keeps a 1 s
-// margin for the time between recording a request and Xero counting it. The day rule keeps a
-// 1 min margin: more than that delay needs, and a whole minute keeps Window+Margin (24h1m) a
-// whole number of minutes, so the default granularity is its sixtieth, 24m1s, and a tenant's
-// day is at most 61 buckets on every store (a 10 s margin would give 10 s buckets, up to 8 642;
-// a 1 s one 7 s buckets, up to 12 344, more than Redis takes). The minute costs 1/1441 of the
-// day's throughput. The 24m1s buckets free a day's slot less than 24m1s late, never early: at
-// any instant only one bucket's requests are held past their day, about 1/60 of them (some 83
-// of 5 000) for a tenant in steady traffic at its limit. For exact 1 s buckets, copy the rules
-// with Granularity: time.Second on the day rule: the memory and SQLite stores keep them (about
-// 5 000 buckets a tenant after a steady day, 38 times the bytes; docs/performance.md), the
-// Redis and DynamoDB stores refuse a day of them.
-//
-// It reads Xero's X-MinLimit-Remaining, X-DayLimit-Remaining and X-AppMinLimit-Remaining on
-// every response (headers.XeroReader), and a 429's Retry-After with X-Rate-Limit-Problem
-// (minute, day, appminute, compared case-insensitively) pauses the tenant, or the app key.
-// Xero's third limit, 5 calls in progress per tenant, is held too (ratemonitor.WithInFlight):
-// a sixth call waits until one of the five has its response closed. A 429 without Retry-After
-// (Xero's concurrent limit, when another client of the tenant has calls in progress) pauses
-// the tenant for 1 s (SyncConfig.Fallback). In-flight slots are
-// leases in the store, so the store must hold them (cache.Leaser: the memory and Redis
-// stores); New refuses the profile over the SQLite and DynamoDB stores.
+// Xero paces a Xero API client: requests are keyed by their Xero-Tenant-Id header (without one,
+// by their host), each tenant held to 60 a minute, 5000 a day and 5 calls in progress, and
+// every request also counted under appKey (one no tenant id can be, such as
+// "xero-app:<client id>") against the app's 10 000 a minute. The minute rules keep a 1 s
+// margin, the day rule 1 min (24m1s buckets, at most 61 a tenant on every store). It reads
+// X-MinLimit-Remaining, X-DayLimit-Remaining and X-AppMinLimit-Remaining, and a 429 pauses the
+// tenant or the app key (1 s without Retry-After). The store must hold leases (cache.Leaser:
+// the memory and Redis stores). Source: Xero, "OAuth 2.0 API limits" (see XeroMinuteLimit).
+// See docs/profiles.md#xero.
 func Xero(appKey string) Profile {
 	if appKey == "" {
 		return failed("profiles.Xero", `Xero(""): the app key must not be empty: give one no tenant id can be, such as "xero-app:<client id>"`)

@@ -26,24 +26,13 @@ const DefaultGranularity = time.Second
 
 // DefaultGranularityFor returns the bucket width a rule gets when its Granularity is zero, for
 // its effective window e = Window+Margin: the largest whole number of seconds that divides e
-// and is at most max(1 s, e/60). A slot is then held less than max(1 s, e/60) past its end
-// (under 1.7 % of the window; never early, see Rule.Granularity), and a window that is a whole
-// number of minutes is kept in 60 buckets per key (61 with the one straddling its trailing
-// edge); other windows in e/d + 1, as many as their divisors allow:
-//
-//   - 1 s for every e up to a minute (the window's worked values count in seconds), and whenever no whole second count
-//     from 2 s to e/60 divides e: 1m1s (61 is prime), 2m1s (121 is 11·11);
-//   - exactly e/60 when e is a whole number of minutes: 10 s for 10 minutes, 1 min for an
-//     hour, 24 min for a day, 2h48m for a week;
-//   - otherwise the largest divisor of e below e/60: 10 s for 24h10s (86 410 is 10·8 641,
-//     so 8 642 buckets, e/d + 1),
-//     7 s for 24h1s (86 401 is 7·12 343), 13 s for 1h1s (13·277), 24m1s for 24h1m;
-//   - DefaultGranularity, 1 s, when e is not a whole number of seconds or not positive (such a
-//     rule's Validate then fails and asks for a Granularity).
-//
-// It allocates nothing and costs O(1) when e is a whole number of minutes; otherwise a divisor
-// search of at most about 2·√(e/1 s) divisions (600 for a day and a few seconds, about 1 µs;
-// some 35 000, 80 µs, near MaxWindow; BenchmarkBucket).
+// and is at most max(1 s, e/60). That is 1 s for every e up to a minute, 1 min for an hour,
+// 24 min for a day and 24m1s for 24h1m: a slot is freed less than max(1 s, e/60) late (under
+// 1.7 % of the window; never early), and a window of whole minutes is kept in at most 61
+// buckets a key. When e is not a positive whole number of seconds it returns
+// DefaultGranularity. It allocates nothing; an e that is not whole minutes costs a divisor
+// search (about 1 µs for a day; BenchmarkBucket).
+// See docs/rules.md#granularity-how-late-a-slot-can-be-freed.
 func DefaultGranularityFor(e time.Duration) time.Duration {
 	if e <= 0 || e%time.Second != 0 {
 		return DefaultGranularity
@@ -87,23 +76,14 @@ type Rule struct {
 	Limit int
 	// Window is the length of the window, e.g. time.Minute for "60 per minute".
 	Window time.Duration
-	// Granularity is the width g of the time buckets counts are grouped in. Zero means the
-	// default (Bucket returns the width in force): the largest whole number of seconds that
-	// divides Window+Margin and is at most max(1 s, (Window+Margin)/60), DefaultGranularityFor
-	// — 1 s for every window up to a minute, a sixtieth of a window of whole minutes (1 min
-	// for an hour, 24 min for a day). It applies to the rolling window; the fixed window and
-	// the token bucket ignore it. Window+Margin must be a whole multiple of it.
-	//
-	// A request recorded at s is never released before s+Window+Margin (never early), and
-	// less than g late: its bucket counts until its latest request + Window + Margin, which is
-	// before s+Window+Margin+g. With the default that is less than 1 s for every window up to
-	// a minute, where the answers are exact to the second (the worked values of rollingwindow's
-	// TestAnswersMatchWorkedValues hold as they stand), and less than (Window+Margin)/60, 1.7 %
-	// of the window, beyond. Finer buckets cost memory: a key keeps up to
-	// (Window+Margin)/g + 1 of them per rule. Set time.Second
-	// to count a day in exact 1 s buckets: a key of 5000 requests a day in steady traffic then
-	// keeps about 5 000 buckets, some 50 KB in the memory store, instead of 61 and under 1 KiB
-	// (docs/performance.md), and the Redis and DynamoDB stores refuse the rule.
+	// Granularity is the width g of the time buckets counts are grouped in. Zero means
+	// DefaultGranularityFor(Window+Margin), which Bucket returns: 1 s for every window up to a
+	// minute, a sixtieth of a window of whole minutes (24 min for a day). It applies to the
+	// rolling window; the fixed window and the token bucket ignore it. Window+Margin must be a
+	// whole multiple of it. A slot is never freed early, and less than g late; a key keeps up to
+	// (Window+Margin)/g + 1 buckets per rule, so time.Second on a day rule costs about 5 000
+	// buckets for a key of 5000 a day in steady traffic, and the Redis and DynamoDB stores
+	// refuse it. See docs/rules.md#granularity-how-late-a-slot-can-be-freed.
 	Granularity time.Duration
 	// Margin is time added to Window when counting: a request recorded at s is held until
 	// s+Window+Margin. It absorbs the delay between recording a request and the upstream
