@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,9 @@ type waiter struct {
 	prio      Priority      // from the caller's context (WithPriority)
 	overtaken int           // waiters that arrived later and got the turn first (MaxOvertakes)
 	turn      chan struct{} // closed when the waiter becomes the head
+	// reserving: the head is asking the store, or was granted and is leaving: its n is in the
+	// store, or about to be, and servedBefore leaves it out (see checkAhead).
+	reserving atomic.Bool
 }
 
 // handOn gives the turn to the waiter pick chooses, counting it as passing every older waiter.
@@ -152,22 +156,24 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n, appN int, k
 	// MaxOvertakes across the key's queue and the meter's: only the queues read it, so a
 	// request served at once above needs none (a context and its value, two allocations).
 	ctx = withPasses(ctx)
-	leaveKey, err := t.join(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, appN, ahead, lim) })
+	leaveKey, kw, err := t.joinWaiter(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, appN, ahead, lim) })
 	if err != nil {
 		return a.at, a.appAt, a.local, err
 	}
 	defer leaveKey()
 	for {
-		leaveApp, err := t.meterTurn(ctx, &a)
+		leaveApp, mw, err := t.meterTurn(ctx, &a)
 		if err != nil {
 			return a.at, a.appAt, a.local, err
 		}
 		for {
+			reserving(true, kw, mw)
 			wait, err := t.reserveOnce(ctx, &a)
 			if err != nil || wait == 0 {
 				leaveApp()
 				return a.at, a.appAt, a.local, err
 			}
+			reserving(false, kw, mw) // refused: it will take its n later, after a wait
 			if lim.app != nil && a.keyFull {
 				break // key is full again (a pause, another process): give up the meter's turn
 			}
@@ -184,22 +190,31 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n, appN int, k
 // its limit or paused must not hold up the other keys at the meter meanwhile), then for a turn
 // at the meter's key: bursts and single requests of every key of this Transport are served
 // there in order, so none starves. It returns the func that gives the meter's turn back.
-func (t *Transport) meterTurn(ctx context.Context, a *slotAsk) (func(), error) {
+func (t *Transport) meterTurn(ctx context.Context, a *slotAsk) (func(), *waiter, error) {
 	lim := a.lim
 	if lim.app == nil {
-		return func() {}, nil
+		return func() {}, nil, nil
 	}
 	if err := t.waitKey(ctx, a.key, a.n, a.appN, lim); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	key, n, appN := a.key, a.n, a.appN
-	return t.join(ctx, appQueue+lim.appKey, appN, func(ahead int) error {
+	return t.joinWaiter(ctx, appQueue+lim.appKey, appN, func(ahead int) error {
 		snap, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, min(appN+ahead, lim.app.strat.MaxBurst()))
 		if err != nil {
 			return nil
 		}
 		return deadlineCheck(ctx, key, n, snap.Wait)
 	})
+}
+
+// reserving says of the heads ws (nil: none) whether they are asking the store.
+func reserving(on bool, ws ...*waiter) {
+	for _, w := range ws {
+		if w != nil {
+			w.reserving.Store(on)
+		}
+	}
 }
 
 // reserveOnce asks the store once for the key's slots and the meter's. The key's slots are
@@ -308,6 +323,13 @@ const appQueue = "\x00app\x00"
 // the turn on; it must be called once the waiter is done, and is already called when join
 // fails.
 func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahead int) error) (func(), error) {
+	leave, _, err := t.joinWaiter(ctx, qkey, n, check)
+	return leave, err
+}
+
+// joinWaiter is join, returning the waiter too, for its head to say when it asks the store
+// (waiter.reserving).
+func (t *Transport) joinWaiter(ctx context.Context, qkey string, n int, check func(ahead int) error) (func(), *waiter, error) {
 	sh := t.pacer.shard(qkey)
 	sh.mu.Lock()
 	q := sh.queues[qkey]
@@ -338,16 +360,16 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 	leave := func() { t.leave(sh, qkey, q, w) }
 	if !first {
 		if ahead > 0 {
-			if err := check(ahead); err != nil {
+			if err := checkAhead(sh, q, w, ahead, check); err != nil {
 				leave()
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		select {
 		case <-w.turn:
 		case <-ctx.Done():
 			leave()
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		if carried != nil {
 			sh.mu.Lock() // the head is passed no more: its count is final
@@ -355,7 +377,36 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 			sh.mu.Unlock()
 		}
 	}
-	return leave, nil
+	return leave, w, nil
+}
+
+// checkAhead runs check with the requests served before w (ahead), and again when it refuses
+// and the queue has moved since ahead was read: a head that started asking the store meanwhile
+// may be in what check read from the store as well as in ahead, counted twice, which would
+// refuse a waiter whose requests fit. A head is left out of servedBefore from the moment it
+// asks (waiter.reserving), so a refusal that stands was read with no head granted twice. After a
+// few moves it lets w wait: its own turn then decides, as the head's reserve does.
+func checkAhead(sh *pacerShard, q *queue, w *waiter, ahead int, check func(int) error) error {
+	for range 4 {
+		err := check(ahead)
+		if err == nil {
+			return nil
+		}
+		sh.mu.Lock()
+		now := 0
+		if i := slices.Index(q.waiters, w); i > 0 {
+			now = servedBefore(q.waiters[:i+1], q.head, w)
+		}
+		sh.mu.Unlock()
+		if now == ahead {
+			return err
+		}
+		if now == 0 {
+			return nil
+		}
+		ahead = now
+	}
+	return nil
 }
 
 // leave takes w out of its queue and, when it had the turn, hands the turn on.

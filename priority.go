@@ -93,7 +93,9 @@ func servedBefore(ws []*waiter, head, w *waiter) int {
 	// of order even among waiters of one priority: replay then.
 	ahead, mixed := 0, w.overtaken >= MaxOvertakes
 	for _, o := range ws[:len(ws)-1] {
-		ahead += o.n
+		if !o.reserving.Load() { // a head asking the store: its n is there (checkAhead)
+			ahead += o.n
+		}
 		mixed = mixed || (o != head && (o.prio != w.prio || o.overtaken >= MaxOvertakes))
 	}
 	if !mixed {
@@ -104,7 +106,9 @@ func servedBefore(ws []*waiter, head, w *waiter) int {
 	rest := make([]waiter, 0, len(ws))
 	for _, o := range ws {
 		if o == head {
-			ahead += o.n
+			if !o.reserving.Load() {
+				ahead += o.n
+			}
 			continue
 		}
 		rest = append(rest, waiter{n: o.n, prio: o.prio, overtaken: o.overtaken, turn: o.turn})

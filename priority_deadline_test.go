@@ -3,6 +3,7 @@ package ratemonitor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -58,7 +59,8 @@ func TestPriorityDeadlineCountsOnlyTheWaitersServedFirst(t *testing.T) {
 
 // TestServedBeforeCountsTheWaitersServedFirst: servedBefore, what the deadline check of a
 // queued request adds up, counts the requests of the waiters that will have their turn before
-// the newcomer (the queue's last), the head's included, and changes nothing in the queue:
+// the newcomer (the queue's last), the head's included unless it is asking the store (its
+// requests are in the store then, or about to be: checkAhead), and changes nothing in the queue:
 //   - the aging rule: a batch waiter passed MaxOvertakes-1 times goes before a normal newcomer
 //     once one more interactive waiter has passed it;
 //   - one priority behind a head of another: arrival order, everyone before the newcomer;
@@ -79,29 +81,35 @@ func TestServedBeforeCountsTheWaitersServedFirst(t *testing.T) {
 		interactive = PriorityInteractive
 	)
 	for _, c := range []struct {
-		name  string
-		queue []w // the head first, the newcomer last
-		want  int
-		who   string
+		name      string
+		queue     []w // the head first, the newcomer last
+		reserving bool
+		want      int
+		who       string
 	}{
+		{"head asking the store, one priority", []w{{1, normal, 0}, {2, normal, 0}, {4, normal, 0}, {8, normal, 0}}, true,
+			6, "2 and 4: the head's 1 is in the store already, or about to be"},
+		{"head asking the store, mixed", []w{{1, normal, 0}, {2, batch, MaxOvertakes - 1}, {4, interactive, 0}, {8, normal, 0}}, true,
+			6, "interactive 4, aged batch 2"},
 		{"aged batch waiter", []w{{1, normal, 0}, {2, batch, MaxOvertakes - 1}, {4, interactive, 0}, {8, normal, 0}},
-			7, "head 1, interactive 4, aged batch 2"},
+			false, 7, "head 1, interactive 4, aged batch 2"},
 		{"batch waiter not aged yet", []w{{1, normal, 0}, {2, batch, MaxOvertakes - 2}, {4, interactive, 0}, {8, normal, 0}},
-			5, "head 1, interactive 4"},
+			false, 5, "head 1, interactive 4"},
 		{"one priority behind a head of another", []w{{1, normal, 0}, {2, batch, MaxOvertakes - 2}, {2, batch, 0}, {16, batch, 0}},
-			5, "head 1, batch 2 and 2"},
+			false, 5, "head 1, batch 2 and 2"},
 		{"newcomer carrying MaxOvertakes passes", []w{{1, normal, 0}, {2, normal, 0}, {4, normal, 0}, {8, normal, MaxOvertakes}},
-			1, "the head's"},
+			false, 1, "the head's"},
 		{"older waiter carrying as many", []w{{1, normal, 0}, {2, normal, MaxOvertakes}, {4, normal, 0}, {8, normal, MaxOvertakes}},
-			3, "head 1, that waiter 2"},
+			false, 3, "head 1, that waiter 2"},
 		{"none passed MaxOvertakes times", []w{{1, normal, 0}, {2, normal, 0}, {4, normal, 0}, {8, normal, MaxOvertakes - 1}},
-			7, "arrival order"},
+			false, 7, "arrival order"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q := make([]*waiter, len(c.queue))
 			for i, x := range c.queue {
 				q[i] = &waiter{n: x.n, prio: x.prio, overtaken: x.overtaken, turn: make(chan struct{})}
 			}
+			q[0].reserving.Store(c.reserving)
 			if got := servedBefore(q, q[0], q[len(q)-1]); got != c.want {
 				t.Errorf("%s: %d requests served before the newcomer, want %d (%s)", c.name, got, c.want, c.who)
 			}
@@ -109,6 +117,50 @@ func TestServedBeforeCountsTheWaitersServedFirst(t *testing.T) {
 				if q[i].overtaken != x.overtaken {
 					t.Error("servedBefore changed the queue")
 				}
+			}
+		})
+	}
+}
+
+// TestCheckAheadRechecksWhenAHeadAsksTheStore: a waiter's deadline check that refuses is run
+// again, without the head, when the head started asking the store since the check read the
+// queue (its grant may be in what the check read from the store: counted twice, it refused
+// requests that fit); a refusal read on a queue that did not move stands.
+func TestCheckAheadRechecksWhenAHeadAsksTheStore(t *testing.T) {
+	full := errors.New("full")
+	for _, c := range []struct {
+		name      string
+		n         []int // the queue's waiters before the newcomer, the head first
+		headAsks  bool  // the head starts asking the store during the first check
+		fitsUpTo  int   // the check passes when ahead is at most this
+		want      error
+		wantCalls []int // the aheads the check was given
+	}{
+		{"head asks: nothing ahead any more", []int{83}, true, 0, nil, []int{83}},
+		{"head asks: checked again without it", []int{83, 83}, true, 83, nil, []int{166, 83}},
+		{"a queue that did not move", []int{83, 83}, false, 83, full, []int{166}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := &queue{}
+			for _, n := range c.n {
+				q.waiters = append(q.waiters, &waiter{n: n, turn: make(chan struct{})})
+			}
+			w := &waiter{n: 83, turn: make(chan struct{})}
+			q.waiters = append(q.waiters, w)
+			q.head = q.waiters[0]
+			var calls []int
+			err := checkAhead(&pacerShard{}, q, w, servedBefore(q.waiters, q.head, w), func(ahead int) error {
+				calls = append(calls, ahead)
+				if len(calls) == 1 && c.headAsks {
+					q.head.reserving.Store(true)
+				}
+				if ahead > c.fitsUpTo {
+					return full
+				}
+				return nil
+			})
+			if err != c.want || fmt.Sprint(calls) != fmt.Sprint(c.wantCalls) {
+				t.Errorf("checkAhead: %v after checks with %v ahead, want %v after %v", err, calls, c.want, c.wantCalls)
 			}
 		})
 	}
