@@ -19,12 +19,15 @@
 // Transport only counts, and [Transport.AllocationUsed] and [Transport.WaitSeconds] say how
 // much of each rule a key has used and how long until a burst fits. [WithStore] shares the
 // counts between processes (Redis: package cache/redisstore). A request recorded at instant s
-// counts at t when s ≤ t < s+W, and no wait is ever early.
+// counts at t when s ≤ t < s+W, and no wait is ever early. [WithMeter] charges each request
+// on a second limit in its own unit (GitHub's points a minute), seen in [Transport.Status]; a
+// profile is a value whose figures can be changed before New.
 //
-// Guides: [Pace requests], [Rules], [Stores], [Learn from the upstream], [Profiles].
+// Guides: [Pace requests], [Rules], [Meters], [Stores], [Learn from the upstream], [Profiles].
 //
 // [Pace requests]: https://github.com/ratemonitor/ratemonitor/blob/main/docs/pacing.md
 // [Rules]: https://github.com/ratemonitor/ratemonitor/blob/main/docs/rules.md
+// [Meters]: https://github.com/ratemonitor/ratemonitor/blob/main/docs/meters.md
 // [Stores]: https://github.com/ratemonitor/ratemonitor/blob/main/docs/stores.md
 // [Learn from the upstream]: https://github.com/ratemonitor/ratemonitor/blob/main/docs/sync.md
 // [Profiles]: https://github.com/ratemonitor/ratemonitor/blob/main/docs/profiles.md

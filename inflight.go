@@ -90,8 +90,8 @@ func (t *Transport) checkInFlight() error {
 		}
 		return nil
 	}
-	if c.appN > 0 && t.app == nil {
-		return fmt.Errorf("ratemonitor: WithAppInFlight(%d) needs WithAppRules: it limits the app key's requests in flight", c.appN)
+	if c.appN > 0 && (t.app == nil || t.app.key == "") {
+		return fmt.Errorf("ratemonitor: WithAppInFlight(%d) needs WithAppRules (or a Meter with an AppKey): it limits the app key's requests in flight, across every key", c.appN)
 	}
 	if t.store == nil {
 		return nil // New makes a cache.Memory, which holds leases

@@ -23,6 +23,7 @@ type Meter struct {
 	// app-wide limit). Choose one no request is keyed by, such as "xero-app:<client id>".
 	AppKey string
 	// Key returns the meter's key for a request's key (nil, without AppKey: Name + ":" + key).
+	// It must return a key no request is keyed by, never "", and must not panic.
 	Key func(key string) string
 	// Rules are the meter's rolling windows, layered on each of its keys.
 	Rules []strategy.Rule
@@ -76,6 +77,9 @@ func WithMeter(m Meter) Option {
 		if m.Name == "" {
 			return errors.New("ratemonitor: WithMeter: the meter has no name: name what it counts, such as \"points\"")
 		}
+		if m.AppKey != "" && m.Key != nil {
+			return fmt.Errorf("ratemonitor: WithMeter(%q): both AppKey and Key are set: give AppKey for one key of the whole app, or Key to derive one per request key", m.Name)
+		}
 		if len(m.Rules) == 0 {
 			return fmt.Errorf("ratemonitor: WithMeter(%q): no rules: give the meter's limits", m.Name)
 		}
@@ -92,7 +96,9 @@ func WithMeter(m Meter) Option {
 // a limit the upstream applies to the whole app across every key, such as Xero's 10 000 calls
 // per minute per app across all tenants. It is WithMeter(Meter{Name: "app", AppKey: appKey,
 // Rules: rules}); WithSync sends the upstream's app-wide figures (Xero's
-// X-AppMinLimit-Remaining) to appKey. New fails when appKey is empty or a rule is invalid.
+// X-AppMinLimit-Remaining) to appKey. New fails when appKey is empty, a rule is invalid, or
+// a meter is already set (WithAppRules twice, or a profile's meter such as GitHub's points:
+// this release keeps one meter besides the request's rules).
 func WithAppRules(appKey string, rules ...strategy.Rule) Option {
 	rules = slices.Clone(rules) // the option is a value: the caller may reuse the slice
 	return func(t *Transport) error {

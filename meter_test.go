@@ -134,6 +134,8 @@ func TestMeterRefusesBadSettingsAndCosts(t *testing.T) {
 		{"no rules", []Option{WithMeter(Meter{Name: "points"})}, `WithMeter("points"): no rules`},
 		{"bad rule", []Option{WithMeter(Meter{Name: "points", Rules: []strategy.Rule{{Window: time.Minute}}})}, `WithMeter("points"): invalid rule`},
 		{"two meters", []Option{WithMeter(Meter{Name: "points", Rules: minute}), WithMeter(Meter{Name: "bytes", Rules: minute})}, `WithMeter("bytes"): a meter is already set ("points"`},
+		{"app key and key func", []Option{WithMeter(Meter{Name: "points", AppKey: "app", Key: func(k string) string { return "p/" + k }, Rules: minute})}, `WithMeter("points"): both AppKey and Key are set`},
+		{"app in flight on a meter of keys", []Option{WithMeter(Meter{Name: "points", Rules: minute}), WithAppInFlight(1)}, "WithAppInFlight(1) needs WithAppRules (or a Meter with an AppKey)"},
 		{"meter and app rules", []Option{WithMeter(Meter{Name: "points", Rules: minute}), WithAppRules("app", minute...)}, `WithAppRules: a meter is already set ("points"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

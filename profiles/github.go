@@ -22,7 +22,9 @@ const GitHubHourLimit = 5000
 // requests is 60 requests per hour").
 const GitHubUnauthenticatedHourLimit = 60
 
-// GitHub's secondary limits, per token (the REST page above, "About secondary rate limits"):
+// GitHub's secondary limits kept here, per token (the REST page above, "About secondary rate
+// limits"; its 80 content-generating requests a minute and 500 an hour are not kept:
+// docs/meters.md#limits-of-this-release):
 // at most 100 requests in progress at once, and at most 900 points a minute for the REST API
 // and 2000 for the GraphQL API, a GET, HEAD or OPTIONS request (or a GraphQL query) costing
 // 1 point and a POST, PATCH, PUT or DELETE (or a GraphQL mutation) 5.

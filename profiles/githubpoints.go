@@ -64,7 +64,14 @@ func graphQLMutates(doc string) bool {
 			for i < len(doc) && doc[i] != '\n' && doc[i] != '\r' {
 				i++
 			}
-		case c == '"': // a string (a block string's quotes pair up the same way)
+		case strings.HasPrefix(doc[i:], `"""`): // a block string: only \""" escapes in it
+			for i += 3; i < len(doc) && !strings.HasPrefix(doc[i:], `"""`); i++ {
+				if strings.HasPrefix(doc[i:], `\"""`) {
+					i += 3
+				}
+			}
+			i += 2
+		case c == '"': // a string, with backslash escapes
 			for i++; i < len(doc) && doc[i] != '"'; i++ {
 				if doc[i] == '\\' {
 					i++

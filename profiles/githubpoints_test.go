@@ -22,6 +22,10 @@ func TestGitHubGraphQLPointsReadTheOperation(t *testing.T) {
 		{"query naming a mutation in a string", `{"query":"query { search(query: \"mutation\", type: REPOSITORY, first: 1) { repositoryCount } }"}`, 1},
 		{"a field whose name starts with mutation", `{"query":"query { viewer { mutationCount } }"}`, 1},
 		{"a query and a mutation", `{"query":"query A { viewer { login } } mutation B { addStar(input: {}) { clientMutationId } }"}`, 5},
+		{"a mutation after a block string holding a quote", `{"query":"fragment F on Query { search(query: \"\"\"it's 5\" long\"\"\", type: ISSUE, first: 1) { issueCount } } mutation M { addStar(input: {starrableId: \"R_1\"}) { clientMutationId } }"}`, 5},
+		{"a mutation after a block string holding a brace", `{"query":"query Q { search(query: \"\"\"a\"{\"b\"\"\", type: ISSUE, first: 1) { issueCount } } mutation M { addStar(input: {}) { clientMutationId } }"}`, 5},
+		{"a mutation after a block string holding a hash", `{"query":"query Q { search(query: \"\"\"a\"#\"b\"\"\", type: ISSUE, first: 1) { issueCount } } mutation M { addStar(input: {}) { clientMutationId } }"}`, 5},
+		{"a block string naming a mutation", `{"query":"query { search(query: \"\"\"mutation\"\"\", type: ISSUE, first: 1) { issueCount } }"}`, 1},
 		{"not JSON", `query { viewer { login } }`, 5},
 		{"no query", `{"variables":{}}`, 5},
 	} {
