@@ -52,6 +52,12 @@ func (b *clockBase) count() int { b.mu.Lock(); defer b.mu.Unlock(); return len(b
 // appSetup is a paced Transport with one rule on the request's key and one on the app key,
 // over a memory store on a manual clock.
 func appSetup(t *testing.T, key, app strategy.Rule, opts ...Option) (*Transport, *clockBase, *clock.Manual) {
+	return onManualClock(t, append([]Option{WithRules(key), WithAppRules("app", app), WithPacing()}, opts...)...)
+}
+
+// onManualClock is a Transport made with opts over a memory store on a manual clock at t0,
+// logging nothing, whose base logs the instant of every request it is given.
+func onManualClock(t *testing.T, opts ...Option) (*Transport, *clockBase, *clock.Manual) {
 	clk := clock.NewManual(t0)
 	st, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
 	if err != nil {
@@ -59,8 +65,7 @@ func appSetup(t *testing.T, key, app strategy.Rule, opts ...Option) (*Transport,
 	}
 	t.Cleanup(func() { st.Close() })
 	b := &clockBase{clk: clk}
-	opts = append([]Option{WithStore(st), WithRules(key), WithAppRules("app", app), WithPacing(), WithLogger(discard)}, opts...)
-	return newTransport(t, b, opts...), b, clk
+	return newTransport(t, b, append([]Option{WithStore(st), WithLogger(discard)}, opts...)...), b, clk
 }
 
 // waitLimit bounds, in real time, how long a test waits for goroutines to reach a state (asleep

@@ -71,25 +71,33 @@ func (m *meter) derivedKey(key string) string {
 func WithMeter(m Meter) Option {
 	m.Rules = slices.Clone(m.Rules) // the option is a value: the caller may reuse the slice
 	return func(t *Transport) error {
-		if t.app != nil {
-			return fmt.Errorf("ratemonitor: WithMeter(%q): a meter is already set (%q, by WithMeter or WithAppRules): this release keeps one meter besides the request's rules", m.Name, t.app.name)
-		}
 		if m.Name == "" {
 			return errors.New("ratemonitor: WithMeter: the meter has no name: name what it counts, such as \"points\"")
 		}
 		if m.AppKey != "" && m.Key != nil {
 			return fmt.Errorf("ratemonitor: WithMeter(%q): both AppKey and Key are set: give AppKey for one key of the whole app, or Key to derive one per request key", m.Name)
 		}
+		opt := fmt.Sprintf("WithMeter(%q)", m.Name)
 		if len(m.Rules) == 0 {
-			return fmt.Errorf("ratemonitor: WithMeter(%q): no rules: give the meter's limits", m.Name)
+			return fmt.Errorf("ratemonitor: %s: no rules: give the meter's limits", opt)
 		}
-		s, err := rollingwindow.New(m.Rules...)
-		if err != nil {
-			return fmt.Errorf("ratemonitor: WithMeter(%q): %w", m.Name, err)
-		}
-		t.app = &meter{name: m.Name, key: m.AppKey, keyOf: m.Key, strat: s, cost: m.Cost}
-		return nil
+		return t.setMeter(opt, meter{name: m.Name, key: m.AppKey, keyOf: m.Key, cost: m.Cost}, m.Rules)
 	}
+}
+
+// setMeter makes m, with rules as rolling windows, the Transport's meter; opt names the option
+// in the errors: a meter already set (this release keeps one), an invalid rule.
+func (t *Transport) setMeter(opt string, m meter, rules []strategy.Rule) error {
+	if t.app != nil {
+		return fmt.Errorf("ratemonitor: %s: a meter is already set (%q, by WithMeter or WithAppRules): this release keeps one meter besides the request's rules", opt, t.app.name)
+	}
+	s, err := rollingwindow.New(rules...)
+	if err != nil {
+		return fmt.Errorf("ratemonitor: %s: %w", opt, err)
+	}
+	m.strat = s
+	t.app = &m
+	return nil
 }
 
 // WithAppRules counts every request also under appKey with rules of its own (rolling windows):
@@ -105,15 +113,7 @@ func WithAppRules(appKey string, rules ...strategy.Rule) Option {
 		if appKey == "" {
 			return errors.New("ratemonitor: WithAppRules: the app key is empty: choose one no request is keyed by, such as \"xero-app:<client id>\"")
 		}
-		if t.app != nil {
-			return fmt.Errorf("ratemonitor: WithAppRules: a meter is already set (%q, by WithMeter or WithAppRules): this release keeps one meter besides the request's rules", t.app.name)
-		}
-		s, err := rollingwindow.New(rules...)
-		if err != nil {
-			return fmt.Errorf("ratemonitor: WithAppRules: %w", err)
-		}
-		t.app = &meter{name: "app", key: appKey, strat: s}
-		return nil
+		return t.setMeter("WithAppRules", meter{name: "app", key: appKey}, rules)
 	}
 }
 

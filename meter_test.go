@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -24,16 +23,8 @@ func pointsByMethod(req *http.Request) int {
 // meterSetup is a Transport with one rule on the request's key and meter m, over a memory store
 // on a manual clock, keyed by the X-Token header.
 func meterSetup(t *testing.T, key strategy.Rule, m Meter, opts ...Option) (*Transport, *clockBase, *clock.Manual) {
-	clk := clock.NewManual(t0)
-	st, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	b := &clockBase{clk: clk}
-	opts = append([]Option{WithStore(st), WithRules(key), WithMeter(m), WithLogger(discard),
-		WithKeyFunc(func(r *http.Request) string { return r.Header.Get("X-Token") })}, opts...)
-	return newTransport(t, b, opts...), b, clk
+	return onManualClock(t, append([]Option{WithRules(key), WithMeter(m),
+		WithKeyFunc(func(r *http.Request) string { return r.Header.Get("X-Token") })}, opts...)...)
 }
 
 func tokenRequest(ctx context.Context, method, token string) *http.Request {
