@@ -145,7 +145,7 @@ func TestAppWaitNeverOvershootsKeyRule(t *testing.T) {
 	tr, up, clk := appSetup(t, strategy.Rule{Limit: 2, Window: time.Minute}, strategy.Rule{Limit: 10, Window: time.Minute})
 	ctx := context.Background()
 	// Other tenants filled the app's minute at t0.
-	if err := tr.store.Record(ctx, tr.app.strat, "app", 10); err != nil {
+	if err := tr.store.Record(ctx, tr.meters[0].strat, "app", 10); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Second)
@@ -163,7 +163,7 @@ func TestAppWaitNeverOvershootsKeyRule(t *testing.T) {
 // "appminute").
 func TestAppPauseNeverOvershootsKeyRule(t *testing.T) {
 	tr, up, clk := appSetup(t, strategy.Rule{Limit: 3, Window: time.Minute}, strategy.Rule{Limit: 1000, Window: time.Minute})
-	if err := tr.store.(cache.Syncer).Sync(context.Background(), tr.app.strat, "app", engine.Update{Pause: 60 * time.Second}); err != nil {
+	if err := tr.store.(cache.Syncer).Sync(context.Background(), tr.meters[0].strat, "app", engine.Update{Pause: 60 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	sendAll(t, tr, clk, "k", 6)
@@ -180,7 +180,7 @@ func TestAppPauseNeverOvershootsKeyRule(t *testing.T) {
 func TestPausedKeyHoldsWhileWaitingForApp(t *testing.T) {
 	tr, up, clk := appSetup(t, strategy.Rule{Limit: 60, Window: time.Minute}, strategy.Rule{Limit: 10, Window: time.Minute})
 	ctx := context.Background()
-	if err := tr.store.Record(ctx, tr.app.strat, "app", 10); err != nil {
+	if err := tr.store.Record(ctx, tr.meters[0].strat, "app", 10); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -214,7 +214,7 @@ func TestAppWaitPastTheDeadlineRefusedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(52 * time.Second) // k frees in 8 s
-	if err := tr.store.Record(ctx, tr.app.strat, "app", 10); err != nil {
+	if err := tr.store.Record(ctx, tr.meters[0].strat, "app", 10); err != nil {
 		t.Fatal(err)
 	} // the app frees in 60 s
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -246,7 +246,7 @@ func b2i(b bool) int {
 func TestQueuedBehindAnAppWaitRefusedAtOncePastTheDeadline(t *testing.T) {
 	tr, up, clk := appSetup(t, strategy.Rule{Limit: 60, Window: time.Minute}, strategy.Rule{Limit: 10, Window: time.Minute})
 	ctx := context.Background()
-	if err := tr.store.Record(ctx, tr.app.strat, "app", 10); err != nil { // app full for 60 s
+	if err := tr.store.Record(ctx, tr.meters[0].strat, "app", 10); err != nil { // app full for 60 s
 		t.Fatal(err)
 	}
 	head := make(chan error, 1)

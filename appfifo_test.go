@@ -48,11 +48,11 @@ func TestAppFIFOServesBurstFirst(t *testing.T) {
 	// t0+60s one slot frees a second, and five are free at t0+64s.
 	for i := range 10 {
 		clk.Set(t0.Add(time.Duration(i) * time.Second))
-		if err := tr.store.Record(ctx, tr.app.strat, "app", 1); err != nil {
+		if err := tr.store.Record(ctx, tr.meters[0].strat, "app", 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	appQ := appQueue + "app"
+	appQ := meterQueue + "app\x00app"
 
 	type result struct {
 		r   *Reservation
@@ -110,8 +110,8 @@ func TestAppFIFOServesBurstFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Rules[0].Used != 5 || s.App.Rules[0].Used != 10 || tr.Queued(appQ) != 0 || clk.Sleepers() != 0 {
-		t.Fatalf("A counts %d, app %d, %d queued, %d sleepers; want 5, 10, 0, 0", s.Rules[0].Used, s.App.Rules[0].Used, tr.Queued(appQ), clk.Sleepers())
+	if s.Rules[0].Used != 5 || s.Meters[0].Rules[0].Used != 10 || tr.Queued(appQ) != 0 || clk.Sleepers() != 0 {
+		t.Fatalf("A counts %d, app %d, %d queued, %d sleepers; want 5, 10, 0, 0", s.Rules[0].Used, s.Meters[0].Rules[0].Used, tr.Queued(appQ), clk.Sleepers())
 	}
 }
 
@@ -151,8 +151,8 @@ func TestAppFIFOKeyAtItsLimitHoldsNoOneUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Rules[0].Used != 1 || s.App.Rules[0].Used != 3 || tr.Queued(appQueue+"app") != 0 || tr.Queued("A") != 0 {
+	if s.Rules[0].Used != 1 || s.Meters[0].Rules[0].Used != 3 || tr.Queued(meterQueue+"app\x00app") != 0 || tr.Queued("A") != 0 {
 		t.Fatalf("A counts %d, app %d, queued %d at the app key and %d on A; want 1, 3, 0, 0",
-			s.Rules[0].Used, s.App.Rules[0].Used, tr.Queued(appQueue+"app"), tr.Queued("A"))
+			s.Rules[0].Used, s.Meters[0].Rules[0].Used, tr.Queued(meterQueue+"app\x00app"), tr.Queued("A"))
 	}
 }

@@ -107,7 +107,7 @@ type Transport struct {
 	pacer       pacer
 	contends    bool // the store can fail with cache.ErrContended: see contention.go
 	clockSet    bool
-	app         *meter                  // WithMeter, WithAppRules
+	meters      []*meter                // WithMeter, WithAppRules, in the order given
 	sync        *SyncConfig             // WithSync
 	cost        func(*http.Request) int // WithCost
 	costReport  cost.Reader             // WithCostReport
@@ -116,7 +116,7 @@ type Transport struct {
 	storeWarn, syncWarn lograte.Limiter
 
 	// recordTurns and appTurns order monitoring-mode records on a contending store.
-	recordTurns, appTurns contend.Turns
+	recordTurns, recordMeterTurns contend.Turns
 
 	inflightCfg inflightConfig // WithInFlight, WithAppInFlight, WithInFlightLease
 	inflight    *inflight      // nil without them (inflight.go)
@@ -303,15 +303,8 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if err := t.checkReaders(); err != nil {
 		return nil, err
 	}
-	if v, ok := t.store.(cache.Validator); ok {
-		if err := v.Validate(t.strat); err != nil {
-			return nil, optionErr("WithStore", err)
-		}
-		if t.app != nil {
-			if err := v.Validate(t.app.strat); err != nil {
-				return nil, optionErr("WithAppRules", fmt.Errorf("the store cannot hold the app rules: %w", err))
-			}
-		}
+	if err := t.validateRules(); err != nil {
+		return nil, err
 	}
 	if err := t.checkInFlight(); err != nil {
 		return nil, err
@@ -338,25 +331,46 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		if err := cache.ClaimCounters(t.store, "", t.strat); err != nil {
 			return nil, optionErr("WithStore", err)
 		}
-		if t.app != nil {
+		for _, m := range t.meters {
 			// A meter's keys are its own: an app key, or keys derived under its name.
-			scope, opt := "meter "+t.app.name, fmt.Sprintf("WithMeter(%q)", t.app.name)
-			if t.app.key != "" {
-				scope, opt = "app key "+t.app.key, "WithAppRules"
+			scope := "meter " + m.name
+			if m.key != "" {
+				scope = "app key " + m.key
 			}
-			if err := cache.ClaimCounters(t.store, scope, t.app.strat); err != nil {
-				return nil, optionErr(opt, err)
+			if err := cache.ClaimCounters(t.store, scope, m.strat); err != nil {
+				return nil, optionErr(m.option(), err)
 			}
 		}
 	}
 	t.contends = contends(t.store)
-	t.unitCost = t.cost == nil && (t.app == nil || t.app.cost == nil)
+	t.unitCost = t.cost == nil
+	for _, m := range t.meters {
+		t.unitCost = t.unitCost && m.cost == nil
+	}
 	if err := t.startDegrader(); err != nil {
 		return nil, err
 	}
 	t.startInFlight()
 	t.joinStoreUse()
 	return t, nil
+}
+
+// validateRules refuses rules, the request's or a meter's, that the store cannot hold
+// (cache.Validator).
+func (t *Transport) validateRules() error {
+	v, ok := t.store.(cache.Validator)
+	if !ok {
+		return nil
+	}
+	if err := v.Validate(t.strat); err != nil {
+		return optionErr("WithStore", err)
+	}
+	for _, m := range t.meters {
+		if err := v.Validate(m.strat); err != nil {
+			return optionErr(m.option(), fmt.Errorf("the store cannot hold the meter's rules: %w", err))
+		}
+	}
+	return nil
 }
 
 // Close closes the store if New created it, and the degraded mode's memory store (Degrade),
@@ -416,7 +430,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // roundTrip is RoundTrip once the request holds its in-flight slots, if any (inflight.go).
 //
 // The common path (no mark from a Transport further out, no Reservation, no WithCost,
-// WithCostReport or WithAppRules, a store no other Transport uses) allocates nothing here: the
+// WithCostReport or meters, a store no other Transport uses) allocates nothing here: the
 // charge lives on the stack unless WithCostReport keeps it past the send (kept), and the
 // request goes to base as it is (marked).
 func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
@@ -442,24 +456,29 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		// on: this attempt took it. Its charge can be corrected up here (outerCharge).
 		return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0), key, t.outerCharge(om, key))
 	}
-	n, appN, err := 1, 1, error(nil) // every request costs 1 on each, without WithCost or Meter.Cost
+	n, err := 1, error(nil) // every request costs 1 on each, without WithCost or Meter.Cost
 	if !t.unitCost {
-		if n, appN, err = t.requestCost(req, key, lim); err != nil {
+		if n, lim, err = t.requestCost(req, key, lim); err != nil {
 			if req.Body != nil {
 				req.Body.Close()
 			}
 			return nil, err
 		}
+		if lim.none() {
+			// Counted further out on the key; no meter left here applies to req.
+			return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0), key, nil)
+		}
 	}
 	ch := charge{n: n, lim: lim, gen: t.gen()}
 	switch {
 	case t.pacing && lim.strat == nil:
-		// Only the meter is left to count: pace on it alone.
-		ch.appAt, _, ch.local, err = t.acquire(ctx, lim.appKey, appN, 0, t.policy == SendUncounted, t.costReport != nil, limits{strat: lim.app.strat})
+		// Only meters are left to count: pace on the first as the key, on the others as meters.
+		first := &lim.meters[0]
+		first.at, ch.local, err = t.acquire(ctx, first.key, first.n, t.policy == SendUncounted, t.costReport != nil, limits{strat: first.strat, meters: lim.meters[1:]})
 	case t.pacing:
-		ch.at, ch.appAt, ch.local, err = t.acquire(ctx, key, n, appN, t.policy == SendUncounted, t.costReport != nil, lim)
+		ch.at, ch.local, err = t.acquire(ctx, key, n, t.policy == SendUncounted, t.costReport != nil, lim)
 	default:
-		err = t.record(ctx, key, n, appN, lim)
+		err = t.record(ctx, key, n, lim)
 	}
 	if err != nil {
 		var se *StoreError
@@ -480,15 +499,15 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 	return t.sendMarked(base, req, t.marked(base, req, key, outer, true, n), key, t.kept(&ch))
 }
 
-// record counts a request of cost n on key and, with WithAppRules, on the app key, and returns the
-// first store error as a *StoreError naming the key it was on. Under SendUncounted both are tried,
-// since the request is sent either way. Under SendNothing the app key goes first and a failure
-// there records nothing; when the request's key then fails, the app key keeps a count for a
-// request that was not sent (one of the app's many: an over-count, never an under-count).
-func (t *Transport) record(ctx context.Context, key string, n, appN int, lim limits) error {
+// record counts a request of cost n on key and each charge on the meters, and returns the first
+// store error as a *StoreError naming the key it was on. Under SendUncounted all are tried,
+// since the request is sent either way. Under SendNothing the meters go first, in order, and a
+// failure stops there; the meters recorded before it, or before the request's key fails, keep
+// a count for a request that was not sent (an over-count, never an under-count).
+func (t *Transport) record(ctx context.Context, key string, n int, lim limits) error {
 	if !t.contends {
 		// No turns to take (recordTurn): the store's own error is the answer.
-		err := t.recordBoth(ctx, key, n, appN, lim)
+		err := t.recordAll(ctx, key, n, lim)
 		if err != nil && ctx.Err() != nil {
 			return gaveUp(ctx, err)
 		}
@@ -498,7 +517,7 @@ func (t *Transport) record(ctx context.Context, key string, n, appN int, lim lim
 	if err != nil {
 		return err
 	}
-	err = t.recordBoth(ctx, key, n, appN, lim)
+	err = t.recordAll(ctx, key, n, lim)
 	leave()
 	if err != nil && ctx.Err() != nil {
 		return gaveUp(ctx, err) // the caller gave up: not the store's failure
@@ -506,16 +525,18 @@ func (t *Transport) record(ctx context.Context, key string, n, appN int, lim lim
 	return err
 }
 
-func (t *Transport) recordBoth(ctx context.Context, key string, n, appN int, lim limits) error {
+func (t *Transport) recordAll(ctx context.Context, key string, n int, lim limits) error {
 	var first error
-	if lim.app != nil {
-		if err := t.recordOn(ctx, lim.app.strat, lim.appKey, appN); err != nil {
-			first = &StoreError{Key: lim.appKey, Err: err}
+	for _, c := range lim.meters {
+		if err := t.recordOn(ctx, c.strat, c.key, c.n); err != nil {
+			if first == nil {
+				first = &StoreError{Key: c.key, Err: err}
+			}
 			if t.policy != SendUncounted {
 				return first
 			}
 		} else {
-			t.recorded(lim.appKey, appN)
+			t.recorded(c.key, c.n)
 		}
 	}
 	if lim.strat != nil {
@@ -587,8 +608,8 @@ func (t *Transport) storeFailed(req *http.Request, key string, err error) {
 }
 
 // AllocationUsed returns, for each rule in order, how many requests recorded under key count
-// now and how many remain. Errors come from the store (cache.ErrClosed, say). The meter's
-// (WithMeter, WithAppRules) are in Status.
+// now and how many remain. Errors come from the store (cache.ErrClosed, say). A meter's are
+// Transport.Meter's, and in Status.
 func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.Usage, error) {
 	if t.strat == nil {
 		return nil, ErrNotConfigured
@@ -599,7 +620,7 @@ func (t *Transport) AllocationUsed(ctx context.Context, key string) ([]strategy.
 
 // WaitTime returns the smallest duration after which burst more requests under key fit in
 // every rule, assuming nothing else is recorded meanwhile. It is 0 when they fit now. With
-// a meter (WithMeter, WithAppRules) it is the longer of the waits on key and on the meter's
+// meters (WithMeter, WithAppRules) it is the longest of the waits on key and on each meter's
 // key, burst costing 1 each there; with WithSync it is
 // at least the rest of a pause the upstream asked for.
 // burst < 1 returns strategy.ErrInvalidBurst; a burst larger than a rule's effective limit
@@ -613,15 +634,16 @@ func (t *Transport) WaitTime(ctx context.Context, key string, burst int) (time.D
 		return 0, err
 	}
 	snap, err := t.ops.Peek(ctx, t.strat, key, burst)
-	if err != nil || t.app == nil {
-		return snap.Wait, err
+	wait := snap.Wait
+	for _, m := range t.meters {
+		if err != nil {
+			return wait, err
+		}
+		var d time.Duration
+		d, err = t.meterWaitTime(ctx, m, key, burst)
+		wait = max(wait, d)
 	}
-	appKey := t.app.keyFor(key)
-	if err := t.app.strat.CheckBurst(burst); err != nil {
-		return 0, fmt.Errorf("meter %q, key %q: %w", t.app.name, appKey, err)
-	}
-	app, err := t.ops.Peek(ctx, t.app.strat, appKey, burst)
-	return max(snap.Wait, app.Wait), err
+	return wait, err
 }
 
 // WaitSeconds is WaitTime in whole seconds, rounded up so that sleeping that long is never

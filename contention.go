@@ -62,8 +62,8 @@ func (t *Transport) releaseOn(ctx context.Context, s *engine.Strategy, key strin
 	return err
 }
 
-// recordTurn waits for this caller's turn to record on key (and on the app key, with
-// WithAppRules) when the store contends, and returns the func that gives the turns back. Over
+// recordTurn waits for this caller's turn to record on key (and on each meter's key, with
+// meters) when the store contends, and returns the func that gives the turns back. Over
 // other stores it returns at once. The error is ctx's, when it ends first. Records take turns
 // apart from pacing's queue, whose head may sleep until a slot frees: a record never waits
 // for room.
@@ -72,17 +72,26 @@ func (t *Transport) recordTurn(ctx context.Context, key string) (func(), error) 
 		return func() {}, nil
 	}
 	leaveKey, err := t.recordTurns.Take(ctx, key)
-	if err != nil || t.app == nil {
+	if err != nil || len(t.meters) == 0 {
 		return leaveKey, err
 	}
-	// Always the key's turn first, then the app key's, in one turn space of their own: no
-	// two callers can each hold what the other waits for.
-	leaveApp, err := t.appTurns.Take(ctx, t.app.keyFor(key))
-	if err != nil {
-		leaveKey()
-		return nil, err
+	// Always the key's turn first, then each meter's in the meters' order, in one turn space
+	// of their own: no two callers can each hold what the other waits for.
+	leaves := []func(){leaveKey}
+	leaveAll := func() {
+		for i := len(leaves) - 1; i >= 0; i-- {
+			leaves[i]()
+		}
 	}
-	return func() { leaveApp(); leaveKey() }, nil
+	for _, m := range t.meters {
+		leave, err := t.recordMeterTurns.Take(ctx, m.name+"\x00"+m.keyFor(key))
+		if err != nil {
+			leaveAll()
+			return nil, err
+		}
+		leaves = append(leaves, leave)
+	}
+	return leaveAll, nil
 }
 
 // gaveUp returns the error for a store call that failed after ctx ended: the contention

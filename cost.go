@@ -21,7 +21,7 @@ import (
 // is corrected after the response to what the upstream says the request cost.
 //
 // A cost below 1, or above what a rule allows per window (its Limit − Headroom, the largest
-// burst that can ever fit, on the request's key or the app key), is an error RoundTrip
+// burst that can ever fit, on the request's key or a meter's that charges its cost), is an error RoundTrip
 // returns at once, sending and recording nothing; it names the cost and the rule, and wraps
 // strategy.ErrInvalidBurst or strategy.ErrBurstTooLarge; so is a panic of f (recovered, and
 // named in the error). f must be safe for concurrent use, and must not read the request body
@@ -60,51 +60,64 @@ func WithCostReport(r cost.Reader) Option {
 }
 
 // charge is what one attempt was charged here: n on the counters of lim, reserved at instant at
-// on the request's key and appAt on the app key (the store's instants, for its Release; zero
-// when recorded, in monitoring mode), at local on the Transport's clock (for owedBack: the
+// on the request's key and at each meter charge's own (the store's instants, for its Release;
+// zero when recorded, in monitoring mode), at local on the Transport's clock (for owedBack: the
 // store's clock may differ from ours), while the degraded mode's generation was gen.
 type charge struct {
-	n         int
-	lim       limits
-	at, appAt time.Time
-	local     time.Time
-	gen       uint64
+	n     int
+	lim   limits
+	at    time.Time
+	local time.Time
+	gen   uint64
 }
 
-// requestCost returns the cost of req on key (WithCost's) and on the meter (Meter.Cost's, or
-// the same), or the error RoundTrip returns for a cost that can never fit lim, or for a cost
+// requestCost returns the cost of req on key (WithCost's), and lim with each meter's charge set
+// to the request's cost on it (Meter.Cost's, or the same) and the meters that do not apply
+// (cost 0) left out; or the error RoundTrip returns for a cost that can never fit, or for a cost
 // function that panicked. RoundTrip calls it only without t.unitCost.
-func (t *Transport) requestCost(req *http.Request, key string, lim limits) (n, appN int, err error) {
-	n = 1
+func (t *Transport) requestCost(req *http.Request, key string, lim limits) (int, limits, error) {
+	n := 1
 	if t.cost != nil {
-		if n, err = callCost("WithCost", t.cost, req); err != nil {
-			return 0, 0, err
+		var err error
+		if n, err = callCost("WithCost", "", t.cost, req); err != nil {
+			return 0, lim, err
 		}
 	}
 	if lim.strat != nil {
 		if err := lim.strat.CheckBurst(n); err != nil {
-			return 0, 0, fmt.Errorf("ratemonitor: WithCost: not sent: request cost %d on key %q: %w", n, key, err)
+			return 0, lim, fmt.Errorf("ratemonitor: WithCost: not sent: request cost %d on key %q: %w", n, key, err)
 		}
 	}
-	if lim.app == nil {
-		return n, 1, nil
-	}
-	appN = n
-	if lim.app.cost != nil {
-		if appN, err = callCost(fmt.Sprintf("meter %q", lim.app.name), lim.app.cost, req); err != nil {
-			return 0, 0, err
+	left := lim.meters[:0]
+	for _, c := range lim.meters {
+		c.n = n
+		if c.m.cost != nil {
+			var err error
+			if c.n, err = callCost("meter", c.m.name, c.m.cost, req); err != nil {
+				return 0, lim, err
+			}
+			if c.n == 0 {
+				continue // the meter does not apply to req
+			}
 		}
+		if err := c.strat.CheckBurst(c.n); err != nil {
+			return 0, lim, fmt.Errorf("ratemonitor: not sent: request cost %d on meter %q, key %q: %w", c.n, c.m.name, c.key, err)
+		}
+		left = append(left, c)
 	}
-	if err := lim.app.strat.CheckBurst(appN); err != nil {
-		return 0, 0, fmt.Errorf("ratemonitor: not sent: request cost %d on meter %q, key %q: %w", appN, lim.app.name, lim.appKey, err)
-	}
-	return n, appN, nil
+	lim.meters = left
+	return n, lim, nil
 }
 
-// callCost returns f(req), or an error saying that f, named what, panicked.
-func callCost(what string, f func(*http.Request) int, req *http.Request) (n int, err error) {
+// callCost returns f(req), or an error saying that f (of kind, such as "meter", named name)
+// panicked.
+func callCost(kind, name string, f func(*http.Request) int, req *http.Request) (n int, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			what := kind
+			if name != "" {
+				what = fmt.Sprintf("%s %q", kind, name)
+			}
 			n, err = 0, fmt.Errorf("ratemonitor: %s: not sent: the cost function panicked on %s %s: %v", what, req.Method, credential.URL(req.URL), p)
 		}
 	}()
@@ -144,10 +157,7 @@ func (t *Transport) corrected(req *http.Request, key string, ch *charge, real in
 	if ch == nil || real < 0 || real == ch.n {
 		return
 	}
-	for _, s := range []*engine.Strategy{ch.lim.strat, ch.lim.correctedStrat()} {
-		if s == nil {
-			continue
-		}
+	for _, s := range ch.corrects() {
 		if err := s.CheckBurst(max(real, 1)); err != nil {
 			t.syncFailed(req, key, fmt.Errorf("ratemonitor: WithCostReport: the upstream says the request cost %d, more than a rule allows per window; the charge of %d stands: %w", real, ch.n, err))
 			return
@@ -156,19 +166,35 @@ func (t *Transport) corrected(req *http.Request, key string, ch *charge, real in
 	t.correct(req, key, ch, real)
 }
 
+// corrects returns the strategies a correction of ch's cost applies to: the key's, and those
+// of the meters that charge the request's own cost (no Meter.Cost).
+func (ch *charge) corrects() []*engine.Strategy {
+	var ss []*engine.Strategy
+	if ch.lim.strat != nil {
+		ss = append(ss, ch.lim.strat)
+	}
+	for _, c := range ch.lim.meters {
+		if c.m.cost == nil {
+			ss = append(ss, c.strat)
+		}
+	}
+	return ss
+}
+
 // learnSignals applies what a response's body said, read after RoundTrip returned (a
 // cost.BodyReader's), as learn applies the header's: each figure to the rule of its window, a
 // remaining of 0 pausing the key until its reset, and rep.Pause pausing the key.
 func (t *Transport) learnSignals(req *http.Request, key string, rep cost.Report) {
 	var keyUp, appUp engine.Update
+	app := t.appMeter()
 	keyUp.Pause = min(max(0, rep.Pause), t.sync.MaxPause)
 	for _, sig := range rep.Signals {
 		up, s := &keyUp, t.strat
 		if sig.App {
-			if t.app == nil {
+			if app == nil {
 				continue
 			}
-			up, s = &appUp, t.app.strat
+			up, s = &appUp, app.strat
 		}
 		up.Reports = t.addReport(up.Reports, s, sig)
 		if sig.Remaining == 0 && sig.Reset > 0 {
@@ -182,10 +208,9 @@ func (t *Transport) learnSignals(req *http.Request, key string, rep cost.Report)
 			t.syncFailed(req, key, err)
 		}
 	}
-	if t.app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0) {
-		appKey := t.app.keyFor(key)
-		if err := syncer.Sync(ctx, t.app.strat, appKey, appUp); err != nil {
-			t.syncFailed(req, appKey, err)
+	if app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0) {
+		if err := syncer.Sync(ctx, app.strat, app.key, appUp); err != nil {
+			t.syncFailed(req, app.key, err)
 		}
 	}
 }
@@ -195,9 +220,11 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 	ctx := context.WithoutCancel(req.Context()) // the response has arrived: keep what it said
 	if real > ch.n {
 		extra := min(real-ch.n, cache.MaxCount)
-		if ch.lim.app != nil && ch.lim.app.cost == nil {
-			if err := t.recordOn(ctx, ch.lim.app.strat, ch.lim.appKey, extra); err != nil {
-				t.syncFailed(req, ch.lim.appKey, err)
+		for _, c := range ch.lim.meters {
+			if c.m.cost == nil {
+				if err := t.recordOn(ctx, c.strat, c.key, extra); err != nil {
+					t.syncFailed(req, c.key, err)
+				}
 			}
 		}
 		if ch.lim.strat != nil {
@@ -216,10 +243,13 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 			}
 		}
 	}
-	if ch.lim.app != nil && ch.lim.app.cost == nil && !ch.appAt.IsZero() {
-		if k := owedBack(ch.lim.app.strat, ch.local, now, back); k > 0 {
-			if err := t.releaseIn(ctx, ch.gen, ch.lim.app.strat, ch.lim.appKey, ch.appAt, k); err != nil {
-				t.syncFailed(req, ch.lim.appKey, err)
+	for _, c := range ch.lim.meters {
+		if c.m.cost != nil || c.at.IsZero() {
+			continue
+		}
+		if k := owedBack(c.strat, ch.local, now, back); k > 0 {
+			if err := t.releaseIn(ctx, ch.gen, c.strat, c.key, c.at, k); err != nil {
+				t.syncFailed(req, c.key, err)
 			}
 		}
 	}

@@ -4,49 +4,54 @@ import (
 	"context"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // limits is what one attempt is counted under: the Transport's rules on the request's key and
-// its app rules, less any counters a Transport wrapping this one has already counted the attempt
-// in. A nil strat means nothing is left to count on the key; a nil app, nothing on the app key.
+// its meters, less any counters a Transport wrapping this one has already counted the attempt
+// in. A nil strat means nothing is left to count on the key; meters holds a charge per meter
+// left to count (nil without meters), in the Transport's order of meters.
 type limits struct {
+	strat  *engine.Strategy
+	meters []meterCharge
+}
+
+// meterCharge is an attempt's charge on one meter: the meter's rules left to count (strat), its
+// key there, what the attempt costs there, and the instant the store recorded it at (zero when
+// recorded in monitoring mode, or not yet).
+type meterCharge struct {
+	m     *meter
 	strat *engine.Strategy
-	app   *meter
-	// appKey is the request's key on the meter (app), when there is one; what the request
-	// costs there is passed beside lim (appN), so that limits stays small enough to live in
-	// registers.
-	appKey string
+	key   string
+	n     int
+	at    time.Time
 }
 
 // allLimits returns every limit of t for a request on key.
 func (t *Transport) allLimits(key string) limits {
-	if t.app == nil {
+	if len(t.meters) == 0 {
 		return limits{strat: t.strat} // small enough to inline: the common path
 	}
 	return t.meterLimits(key)
 }
 
-// meterLimits is allLimits with a meter. Never inlined, so that allLimits is.
+// meterLimits is allLimits with meters: a charge of 1 on each. Never inlined, so that
+// allLimits is.
 //
 //go:noinline
 func (t *Transport) meterLimits(key string) limits {
-	return limits{strat: t.strat, app: t.app, appKey: t.app.keyFor(key)}
-}
-
-// correctedStrat returns the meter's strategy when a correction of the request's cost applies
-// to it (the meter charges the request's own cost), or nil.
-func (l limits) correctedStrat() *engine.Strategy {
-	if l.app == nil || l.app.cost != nil {
-		return nil
+	mc := make([]meterCharge, len(t.meters))
+	for i, m := range t.meters {
+		mc[i] = meterCharge{m: m, strat: m.strat, key: m.keyFor(key), n: 1}
 	}
-	return l.app.strat
+	return limits{strat: t.strat, meters: mc}
 }
 
 // none reports whether nothing is left to count.
-func (l limits) none() bool { return l.strat == nil && l.app == nil }
+func (l limits) none() bool { return l.strat == nil && len(l.meters) == 0 }
 
 // countedContext is the context key of an attempt's countMark.
 type countedContext struct{}
@@ -84,7 +89,7 @@ type countMark struct {
 	parent   *countMark  // the mark of a Transport further out, over another store
 	taken    atomic.Bool // an attempt through a Transport inside has taken the counters
 	done     atomic.Bool // the marking Transport's call to its base has returned: the mark is void
-	inline   [2]countedOn
+	inline   [4]countedOn
 }
 
 // Value returns the mark itself for countedContext, and otherwise what the attempt's context
@@ -147,21 +152,19 @@ func (t *Transport) uncounted(m *countMark, key string) (limits, counters, *coun
 		return lim, nil, nil
 	}
 	lim.strat = t.strat.Without(func(id string) bool { return m.counted.has(key, id) })
-	if t.app != nil {
-		if s := t.app.strat.Without(func(id string) bool { return m.counted.has(lim.appKey, id) }); s == nil {
-			lim.app = nil
-		} else if s != t.app.strat {
-			app := *t.app
-			app.strat = s
-			lim.app = &app
+	left := lim.meters[:0]
+	for _, c := range lim.meters {
+		if c.strat = c.strat.Without(func(id string) bool { return m.counted.has(c.key, id) }); c.strat != nil {
+			left = append(left, c)
 		}
 	}
+	lim.meters = left
 	return lim, m.counted, m
 }
 
 // marked returns req with a mark saying that the attempt is counted in the counters outer names
 // (counted further out, see uncounted) and, when self is set, in every counter of t on key and
-// on the app key, for a Transport that base may be. cost is what t charged the attempt (0:
+// on each meter's key, for a Transport that base may be. cost is what t charged the attempt (0:
 // nothing, or one Reservation slot), for outerCharge. Marks of other stores stay in the chain.
 // When no Transport further in can read the mark (needsMark: base is a net/http Transport, or
 // t is alone on its store) and no outer counters are to be passed on, req is returned as it is.
@@ -180,14 +183,24 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 	m.counted = append(m.inline[:0], outer...)
 	if self {
 		m.counted = append(m.counted, countedOn{key: key, strat: t.strat})
-		if t.app != nil {
-			m.counted = append(m.counted, countedOn{key: t.app.keyFor(key), strat: t.app.strat})
+		for _, mt := range t.meters {
+			m.counted = append(m.counted, countedOn{key: mt.keyFor(key), strat: mt.strat})
 		}
 	}
 	if cost > 0 {
 		m.cost, m.corrects = cost, t.costReport != nil
 	}
 	return req.WithContext(m)
+}
+
+// meterLeft returns what is left of m's rules in lim, nil when nothing is.
+func meterLeft(lim limits, m *meter) *engine.Strategy {
+	for _, c := range lim.meters {
+		if c.m == m {
+			return c.strat
+		}
+	}
+	return nil
 }
 
 // sendMarked sends req, which marked made from orig, and voids its mark (if marked made one)
@@ -216,10 +229,10 @@ func (t *Transport) unreserveCounted(ctx context.Context, r *Reservation, lim li
 			t.releaseIn(ctx, r.gen, s, r.key, r.at, 1)
 		}
 	}
-	if t.app != nil && (lim.app == nil || lim.app.strat != t.app.strat) {
-		appKey := t.app.keyFor(r.key)
-		if s := t.app.strat.Without(func(id string) bool { return !outer.has(appKey, id) }); s != nil {
-			t.releaseIn(ctx, r.gen, s, appKey, r.appAt, 1)
+	for i, m := range t.meters {
+		mk := m.keyFor(r.key)
+		if s := m.strat.Without(func(id string) bool { return !outer.has(mk, id) }); s != nil && meterLeft(lim, m) != m.strat {
+			t.releaseIn(ctx, r.gen, s, mk, r.meterAt[i], 1)
 		}
 	}
 }

@@ -108,8 +108,8 @@ func (t *Transport) startDegrader() error {
 		cfg.ProbeInterval = DefaultProbeInterval
 	}
 	longest := t.strat.Longest()
-	if t.app != nil {
-		longest = max(longest, t.app.strat.Longest())
+	for _, m := range t.meters {
+		longest = max(longest, m.strat.Longest())
 	}
 	t.deg = newDegrader(t, cfg, longest)
 	t.ops = t.deg

@@ -188,7 +188,7 @@ func ExampleTransport_Status() {
 			st.Key, u.Rule, u.Used, u.Remaining, u.Reported, u.ReportedAt.Sub(start))
 	}
 	fmt.Printf("paused until +%v, wait %v\n", st.PausedUntil.Sub(start), st.Wait)
-	fmt.Printf("%s: %d used\n", st.App.Key, st.App.Rules[0].Used)
+	fmt.Printf("%s: %d used\n", st.Meters[0].Key, st.Meters[0].Rules[0].Used)
 	// Output:
 	// tenant-1 60/1m0s: 60 used, 0 remaining; reported 0 at +0s
 	// paused until +30s, wait 20s
@@ -233,7 +233,7 @@ func ExampleWithAppRules() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("tenant-3 used:", st.Rules[0].Used, "app used:", st.App.Rules[0].Used)
+	fmt.Println("tenant-3 used:", st.Rules[0].Used, "app used:", st.Meters[0].Rules[0].Used)
 	wait, err := tr.WaitTime(ctx, "tenant-3", 1)
 	if err != nil {
 		fmt.Println(err)

@@ -50,8 +50,9 @@ func WithInFlight(n int) Option {
 	}
 }
 
-// WithAppInFlight lets at most n requests be in flight at once on the app key of WithAppRules
-// (n ≥ 1), across all keys, as WithInFlight does per key. New fails without WithAppRules.
+// WithAppInFlight lets at most n requests be in flight at once on the app meter's key (the first
+// meter with an AppKey, as WithAppRules'), n ≥ 1, across all keys, as WithInFlight does per key.
+// New fails without such a meter.
 // With both, a request takes its key's slot first and then the app key's.
 func WithAppInFlight(n int) Option {
 	return func(t *Transport) error {
@@ -90,7 +91,7 @@ func (t *Transport) checkInFlight() error {
 		}
 		return nil
 	}
-	if c.appN > 0 && (t.app == nil || t.app.key == "") {
+	if c.appN > 0 && t.appMeter() == nil {
 		return fmt.Errorf("ratemonitor: WithAppInFlight(%d) needs WithAppRules (or a Meter with an AppKey): it limits the app key's requests in flight, across every key", c.appN)
 	}
 	if t.store == nil {

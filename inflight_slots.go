@@ -98,7 +98,7 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 		wants = append(wants, want{key, inflightQueue + key, f.cfg.n})
 	}
 	if f.cfg.appN > 0 {
-		appKey := f.t.app.keyFor(key)
+		appKey := f.t.appMeter().key
 		wants = append(wants, want{appKey, appInflightQueue + appKey, f.cfg.appN})
 	}
 	check := func() error { return f.t.rateDeadline(ctx, key) }
@@ -133,12 +133,7 @@ func (t *Transport) rateDeadline(ctx context.Context, key string) error {
 	if err != nil {
 		return nil // the rate reserve will meet the store's state
 	}
-	wait := snap.Wait
-	if t.app != nil {
-		if app, err := t.ops.Peek(ctx, t.app.strat, t.app.keyFor(key), 1); err == nil {
-			wait = max(wait, app.Wait)
-		}
-	}
+	wait := max(snap.Wait, t.meterWait(ctx, t.allLimits(key).meters))
 	return deadlineCheck(ctx, key, 1, wait)
 }
 

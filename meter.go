@@ -1,10 +1,13 @@
 package ratemonitor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -14,10 +17,11 @@ import (
 // Meter is a limit the upstream keeps besides the request's own rules (WithRules): a count of
 // its own, under a key of its own, in a unit of its own, such as GitHub's 900 points a minute
 // per token beside its 5000 requests an hour, or Xero's 10 000 calls a minute per app.
-// WithMeter adds one; a request is charged on the rules and on the meter, and paced until both
-// have room (docs/meters.md).
+// WithMeter adds one; a request is charged on the rules and on every meter that applies to it,
+// and paced until all have room (docs/meters.md).
 type Meter struct {
-	// Name says what the meter counts ("points", "app"): in errors, and in its keys.
+	// Name says what the meter counts ("points", "app"): in errors, in its keys, and for
+	// Transport.Meter. Names are unique within a Transport.
 	Name string
 	// AppKey, when set, is the meter's one key: every request is counted under it (an
 	// app-wide limit). Choose one no request is keyed by, such as "xero-app:<client id>".
@@ -27,8 +31,9 @@ type Meter struct {
 	Key func(key string) string
 	// Rules are the meter's rolling windows, layered on each of its keys.
 	Rules []strategy.Rule
-	// Cost is what req costs on the meter, at least 1 (nil: the request's own cost, 1 or
-	// WithCost's, corrected as it is by WithCostReport). A Reservation's slots cost 1 each.
+	// Cost is what req costs on the meter; 0 when the meter does not apply to req (nil: the
+	// request's own cost, 1 or WithCost's, corrected as it is by WithCostReport). A
+	// Reservation's slots cost 1 each on every meter.
 	Cost func(req *http.Request) int
 }
 
@@ -39,7 +44,11 @@ type meter struct {
 	keyOf func(string) string
 	strat *engine.Strategy
 	cost  func(*http.Request) int
+	opt   string // the option that set it, for errors: WithMeter("points"), WithAppRules
 }
+
+// option names the option that set m, for New's errors.
+func (m *meter) option() string { return m.opt }
 
 // keyFor returns the meter's key for a request key.
 func (m *meter) keyFor(key string) string {
@@ -59,15 +68,14 @@ func (m *meter) derivedKey(key string) string {
 	return m.name + ":" + key
 }
 
-// WithMeter charges every request also on m: see Meter. Pacing (WithPacing, Reserve) waits
-// until the request's key and the meter's key both have room, and records on both at the same
-// moment: a slot on the key is never held while waiting for the meter, since it would count
-// from before the send. Waiters of every key take turns at a meter's key in the order they
-// reach it (by priority first, see Priority), once their own key has room, so that a burst is
-// not starved by single requests of other keys. WaitTime and Wait take both into account.
-//
-// New fails when m has no name or no rules, a rule is invalid, or a meter is given twice
-// (WithMeter or WithAppRules): this release keeps one meter besides the request's rules.
+// WithMeter charges every request also on m, when m applies to it (see Meter). Pacing
+// (WithPacing, Reserve) waits until the request's key and every meter's key have room, and
+// records on all at the same moment: a slot is never held while waiting for another, since it
+// would count from before the send. Waiters of every key take turns at a meter's key in the
+// order they reach it (by priority first, see Priority), once their own key has room, so that
+// a burst is not starved by single requests of other keys. WaitTime and Wait take every
+// meter into account. New fails when m has no name or no rules, a rule is invalid, or another
+// meter has its name (WithAppRules' is "app").
 func WithMeter(m Meter) Option {
 	m.Rules = slices.Clone(m.Rules) // the option is a value: the caller may reuse the slice
 	return func(t *Transport) error {
@@ -81,22 +89,31 @@ func WithMeter(m Meter) Option {
 		if len(m.Rules) == 0 {
 			return fmt.Errorf("ratemonitor: %s: no rules: give the meter's limits", opt)
 		}
-		return t.setMeter(opt, meter{name: m.Name, key: m.AppKey, keyOf: m.Key, cost: m.Cost}, m.Rules)
+		return t.addMeter(opt, meter{name: m.Name, key: m.AppKey, keyOf: m.Key, cost: m.Cost}, m.Rules)
 	}
 }
 
-// setMeter makes m, with rules as rolling windows, the Transport's meter; opt names the option
-// in the errors: a meter already set (this release keeps one), an invalid rule.
-func (t *Transport) setMeter(opt string, m meter, rules []strategy.Rule) error {
-	if t.app != nil {
-		return fmt.Errorf("ratemonitor: %s: a meter is already set (%q, by WithMeter or WithAppRules): this release keeps one meter besides the request's rules", opt, t.app.name)
+// maxMeters bounds the meters of a Transport: a request's charges are taken one meter at a
+// time, and an upstream that keeps more counts than this is not known.
+const maxMeters = 8
+
+// addMeter adds m, with rules as rolling windows, to the Transport's meters; opt names the
+// option in the errors: a name already taken, too many meters, an invalid rule.
+func (t *Transport) addMeter(opt string, m meter, rules []strategy.Rule) error {
+	for _, o := range t.meters {
+		if o.name == m.name {
+			return fmt.Errorf("ratemonitor: %s: a meter named %q is already set (by WithMeter or WithAppRules): give each meter a name of its own", opt, m.name)
+		}
+	}
+	if len(t.meters) == maxMeters {
+		return fmt.Errorf("ratemonitor: %s: more than %d meters: merge meters that count under the same key", opt, maxMeters)
 	}
 	s, err := rollingwindow.New(rules...)
 	if err != nil {
 		return fmt.Errorf("ratemonitor: %s: %w", opt, err)
 	}
-	m.strat = s
-	t.app = &m
+	m.strat, m.opt = s, opt
+	t.meters = append(t.meters, &m)
 	return nil
 }
 
@@ -105,23 +122,113 @@ func (t *Transport) setMeter(opt string, m meter, rules []strategy.Rule) error {
 // per minute per app across all tenants. It is WithMeter(Meter{Name: "app", AppKey: appKey,
 // Rules: rules}); WithSync sends the upstream's app-wide figures (Xero's
 // X-AppMinLimit-Remaining) to appKey. New fails when appKey is empty, a rule is invalid, or
-// a meter is already set (WithAppRules twice, or a profile's meter such as GitHub's points:
-// this release keeps one meter besides the request's rules).
+// a meter named "app" is already set (WithAppRules twice).
 func WithAppRules(appKey string, rules ...strategy.Rule) Option {
 	rules = slices.Clone(rules) // the option is a value: the caller may reuse the slice
 	return func(t *Transport) error {
 		if appKey == "" {
 			return errors.New("ratemonitor: WithAppRules: the app key is empty: choose one no request is keyed by, such as \"xero-app:<client id>\"")
 		}
-		return t.setMeter("WithAppRules", meter{name: "app", key: appKey}, rules)
+		return t.addMeter("WithAppRules", meter{name: "app", key: appKey}, rules)
 	}
 }
 
-// AppKey returns the meter's key when it has one for every request (WithAppRules, or a Meter
-// with AppKey), and false otherwise.
+// AppKey returns the key of the Transport's app meter, the first meter with one key for every
+// request (WithAppRules, or a Meter with AppKey), and false when there is none. The upstream's
+// app-wide figures (WithSync) and WithAppInFlight go to that meter.
 func (t *Transport) AppKey() (string, bool) {
-	if t.app == nil || t.app.key == "" {
-		return "", false
+	if m := t.appMeter(); m != nil {
+		return m.key, true
 	}
-	return t.app.key, true
+	return "", false
+}
+
+// appMeter returns the first meter with an app key, or nil.
+func (t *Transport) appMeter() *meter {
+	for _, m := range t.meters {
+		if m.key != "" {
+			return m
+		}
+	}
+	return nil
+}
+
+// meterNamed returns the meter called name, or nil.
+func (t *Transport) meterNamed(name string) *meter {
+	for _, m := range t.meters {
+		if m.name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// MeterView answers for one meter of a Transport (Transport.Meter): what its key for a request
+// key holds now, and how long a charge waits there. Its zero value answers ErrNotConfigured.
+type MeterView struct {
+	t    *Transport
+	m    *meter
+	name string
+}
+
+// Meter returns the answers of the meter called name (WithMeter's Name; WithAppRules' is
+// "app"). For a name no meter has, the view's methods return an error naming the meters there
+// are. The request's own rules are Transport.AllocationUsed's and WaitTime's.
+func (t *Transport) Meter(name string) MeterView {
+	return MeterView{t: t, m: t.meterNamed(name), name: name}
+}
+
+// meter returns v's meter, or the error its methods return.
+func (v MeterView) meter() (*meter, error) {
+	switch {
+	case v.t == nil || v.t.strat == nil:
+		return nil, ErrNotConfigured
+	case v.m == nil:
+		names := make([]string, len(v.t.meters))
+		for i, m := range v.t.meters {
+			names[i] = fmt.Sprintf("%q", m.name)
+		}
+		return nil, fmt.Errorf("ratemonitor: no meter named %q: the meters are [%s] (WithMeter, WithAppRules)", v.name, strings.Join(names, " "))
+	}
+	return v.m, nil
+}
+
+// AllocationUsed returns, for each of the meter's rules in order, what its key for the
+// request key key holds now, in the meter's unit, and what remains. Errors come from the
+// store, or say that there is no such meter.
+func (v MeterView) AllocationUsed(ctx context.Context, key string) ([]strategy.Usage, error) {
+	m, err := v.meter()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := v.t.ops.Peek(ctx, m.strat, m.keyFor(key), 0)
+	return snap.Usage, err
+}
+
+// WaitTime returns how long until a charge of burst (in the meter's unit) fits on the meter's
+// key for key; 0 when it fits now. Errors are Transport.WaitTime's, or say that there is no
+// such meter.
+func (v MeterView) WaitTime(ctx context.Context, key string, burst int) (time.Duration, error) {
+	m, err := v.meter()
+	if err != nil {
+		return 0, err
+	}
+	return v.t.meterWaitTime(ctx, m, key, burst)
+}
+
+// WaitSeconds is WaitTime in whole seconds, rounded up so that sleeping that long is never
+// early.
+func (v MeterView) WaitSeconds(ctx context.Context, key string, burst int) (int, error) {
+	d, err := v.WaitTime(ctx, key, burst)
+	return int((d + time.Second - 1) / time.Second), err
+}
+
+// meterWaitTime returns the wait for a charge of burst on m's key for key.
+func (t *Transport) meterWaitTime(ctx context.Context, m *meter, key string, burst int) (time.Duration, error) {
+	mk := m.keyFor(key)
+	if err := m.strat.CheckBurst(burst); err != nil {
+		return 0, fmt.Errorf("meter %q, key %q: %w", m.name, mk, err)
+	}
+	snap, err := t.ops.Peek(ctx, m.strat, mk, burst)
+	return snap.Wait, err
 }

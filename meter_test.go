@@ -2,6 +2,7 @@ package ratemonitor
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -67,8 +68,8 @@ func TestMeterChargesEachRequestItsOwnCost(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if st.Rules[0].Used != c.requests || st.App == nil || st.App.Key != c.meterKey || st.App.Rules[0].Used != c.points {
-					t.Errorf("token %s: %d requests on its key; meter %+v; want %d requests, and %d points on %s", c.token, st.Rules[0].Used, st.App, c.requests, c.points, c.meterKey)
+				if st.Rules[0].Used != c.requests || len(st.Meters) != 1 || st.Meters[0].Key != c.meterKey || st.Meters[0].Rules[0].Used != c.points {
+					t.Errorf("token %s: %d requests on its key; meter %+v; want %d requests, and %d points on %s", c.token, st.Rules[0].Used, st.Meters, c.requests, c.points, c.meterKey)
 				}
 			}
 			if b.count() != 11 {
@@ -97,8 +98,8 @@ func TestMeterPacesUntilEveryChargeFits(t *testing.T) {
 		done <- err
 	}()
 	waitSleepers(t, clk, 1)
-	if st, _ := tr.Status(ctx, "a"); st.Rules[0].Used != 2 || st.App.Rules[0].Used != 10 {
-		t.Fatalf("while the third waits: %d on the key and %d points, want 2 and 10 (nothing held)", st.Rules[0].Used, st.App.Rules[0].Used)
+	if st, _ := tr.Status(ctx, "a"); st.Rules[0].Used != 2 || st.Meters[0].Rules[0].Used != 10 {
+		t.Fatalf("while the third waits: %d on the key and %d points, want 2 and 10 (nothing held)", st.Rules[0].Used, st.Meters[0].Rules[0].Used)
 	}
 	clk.Advance(time.Minute)
 	if err := <-done; err != nil {
@@ -124,10 +125,11 @@ func TestMeterRefusesBadSettingsAndCosts(t *testing.T) {
 		{"no name", []Option{WithMeter(Meter{Rules: minute})}, "the meter has no name"},
 		{"no rules", []Option{WithMeter(Meter{Name: "points"})}, `WithMeter("points"): no rules`},
 		{"bad rule", []Option{WithMeter(Meter{Name: "points", Rules: []strategy.Rule{{Window: time.Minute}}})}, `WithMeter("points"): invalid rule`},
-		{"two meters", []Option{WithMeter(Meter{Name: "points", Rules: minute}), WithMeter(Meter{Name: "bytes", Rules: minute})}, `WithMeter("bytes"): a meter is already set ("points"`},
+		{"two meters of one name", []Option{WithMeter(Meter{Name: "points", Rules: minute}), WithMeter(Meter{Name: "points", Rules: minute})}, `WithMeter("points"): a meter named "points" is already set`},
 		{"app key and key func", []Option{WithMeter(Meter{Name: "points", AppKey: "app", Key: func(k string) string { return "p/" + k }, Rules: minute})}, `WithMeter("points"): both AppKey and Key are set`},
 		{"app in flight on a meter of keys", []Option{WithMeter(Meter{Name: "points", Rules: minute}), WithAppInFlight(1)}, "WithAppInFlight(1) needs WithAppRules (or a Meter with an AppKey)"},
-		{"meter and app rules", []Option{WithMeter(Meter{Name: "points", Rules: minute}), WithAppRules("app", minute...)}, `WithAppRules: a meter is already set ("points"`},
+		{"app rules twice", []Option{WithAppRules("app", minute...), WithAppRules("app2", minute...)}, `WithAppRules: a meter named "app" is already set`},
+		{"nine meters", nineMeters(minute), "more than 8 meters"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := New(nil, append([]Option{WithRules(minute...)}, c.opts...)...)
@@ -141,7 +143,7 @@ func TestMeterRefusesBadSettingsAndCosts(t *testing.T) {
 		cost func(*http.Request) int
 		want string
 	}{
-		{"cost 0", func(*http.Request) int { return 0 }, `request cost 0 on meter "points", key "points:a"`},
+		{"cost below 0", func(*http.Request) int { return -1 }, `request cost -1 on meter "points", key "points:a"`},
 		{"cost over the limit", func(*http.Request) int { return 11 }, `request cost 11 on meter "points", key "points:a"`},
 		{"cost panics", func(*http.Request) int { panic("no") }, `meter "points": not sent: the cost function panicked`},
 	} {
@@ -151,8 +153,8 @@ func TestMeterRefusesBadSettingsAndCosts(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("RoundTrip: %v, want an error saying %q", err, c.want)
 			}
-			if st, _ := tr.Status(context.Background(), "a"); b.count() != 0 || st.Rules[0].Used != 0 || st.App.Rules[0].Used != 0 {
-				t.Errorf("sent %d, counted %d on the key and %d on the meter; want nothing", b.count(), st.Rules[0].Used, st.App.Rules[0].Used)
+			if st, _ := tr.Status(context.Background(), "a"); b.count() != 0 || st.Rules[0].Used != 0 || st.Meters[0].Rules[0].Used != 0 {
+				t.Errorf("sent %d, counted %d on the key and %d on the meter; want nothing", b.count(), st.Rules[0].Used, st.Meters[0].Rules[0].Used)
 			}
 		})
 	}
@@ -177,11 +179,48 @@ func TestMeterKeyIsTheMetersOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 		st, err := tr.Status(context.Background(), "a")
-		if err != nil || st.App.Key != c.want || st.App.Rules[0].Used != 1 {
-			t.Errorf("%+v: meter status %+v, %v; want 1 counted on %s", c.meter, st.App, err, c.want)
+		if err != nil || st.Meters[0].Key != c.want || st.Meters[0].Rules[0].Used != 1 {
+			t.Errorf("%+v: meter status %+v, %v; want 1 counted on %s", c.meter, st.Meters, err, c.want)
 		}
 		if k, ok := tr.AppKey(); k != c.appKey || ok != c.isApp {
 			t.Errorf("AppKey() = %q, %v; want %q, %v", k, ok, c.appKey, c.isApp)
+		}
+	}
+}
+
+func nineMeters(rules []strategy.Rule) []Option {
+	var opts []Option
+	for i := range 9 {
+		opts = append(opts, WithMeter(Meter{Name: fmt.Sprint("m", i), Rules: rules}))
+	}
+	return opts
+}
+
+// TestMeterCostZeroLeavesTheMeterOut: a Meter.Cost of 0 says the meter does not apply to the
+// request: it is sent, counted on its key and on the meters that apply, and not on that one.
+func TestMeterCostZeroLeavesTheMeterOut(t *testing.T) {
+	minute := []strategy.Rule{{Limit: 10, Window: time.Minute}}
+	writes := func(r *http.Request) int {
+		if r.Method == http.MethodGet {
+			return 0
+		}
+		return 1
+	}
+	for _, pacing := range []bool{false, true} {
+		opts := []Option{WithMeter(Meter{Name: "content", Rules: minute, Cost: writes})}
+		if pacing {
+			opts = append(opts, WithPacing())
+		}
+		tr, b, _ := meterSetup(t, strategy.Rule{Limit: 100, Window: time.Minute}, Meter{Name: "points", Rules: minute}, opts...)
+		ctx := context.Background()
+		for _, m := range []string{http.MethodGet, http.MethodGet, http.MethodPost} {
+			if _, err := tr.RoundTrip(tokenRequest(ctx, m, "a")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := tr.Status(ctx, "a")
+		if err != nil || b.count() != 3 || st.Rules[0].Used != 3 || st.Meters[0].Rules[0].Used != 3 || st.Meters[1].Rules[0].Used != 1 {
+			t.Errorf("pacing %v: sent %d, %+v, %v; want 3 sent, 3 on the key, 3 points and 1 content", pacing, b.count(), st, err)
 		}
 	}
 }

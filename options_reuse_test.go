@@ -112,8 +112,8 @@ func setup(tr *Transport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rules %v, pacing %v, smooth %v, policy %v, in flight %+v, clock set %v, cost %v, cost report %v, observer %v, error handler %v",
 		tr.Rules(), tr.pacing, tr.smooth, tr.policy, tr.inflightCfg, tr.clockSet, tr.cost != nil, tr.costReport != nil, tr.obs != nil, tr.onError != nil)
-	if tr.app != nil {
-		fmt.Fprintf(&b, ", meter %s %q %v cost %v", tr.app.name, tr.app.key, tr.app.strat.Rules(), tr.app.cost != nil)
+	if len(tr.meters) > 0 {
+		fmt.Fprintf(&b, ", meter %s %q %v cost %v", tr.meters[0].name, tr.meters[0].key, tr.meters[0].strat.Rules(), tr.meters[0].cost != nil)
 	}
 	if tr.degradedCfg != nil {
 		fmt.Fprintf(&b, ", degraded %+v", *tr.degradedCfg)
@@ -165,7 +165,7 @@ func TestVariadicOptionKeepsItsArguments(t *testing.T) {
 		t.Fatalf("New after the caller cleared its slices: %v; want the rules the options were made with", err)
 	}
 	defer tr.Close()
-	if got, want := fmt.Sprint(tr.Rules(), tr.app.strat.Rules()), "[3/1s] [100/1m0s]"; got != want {
+	if got, want := fmt.Sprint(tr.Rules(), tr.meters[0].strat.Rules()), "[3/1s] [100/1m0s]"; got != want {
 		t.Errorf("rules %s, want %s", got, want)
 	}
 }

@@ -80,7 +80,7 @@ func (p *pacer) shard(key string) *pacerShard {
 // Queued returns how many requests and reservations are waiting for a slot on key in this
 // Transport (pacing mode and Reserve), and, with WithInFlight, requests waiting for one of
 // key's in-flight slots (a request waits for one slot at a time, so none is counted twice); 0
-// when none are. Waiters at the app key of WithAppRules are not counted.
+// when none are. Waiters at a meter's key are not counted.
 func (t *Transport) Queued(key string) int {
 	return t.queued(key) + t.queued(inflightQueue+key)
 }
@@ -103,109 +103,128 @@ func (t *Transport) queued(qkey string) int {
 	return 0
 }
 
-// acquire reserves a burst of n on key and, with a meter (WithMeter, WithAppRules), of appN on
-// the meter's key, waiting its turn in key's queue and then until both have room at the same
-// moment. It returns the instants the burst was recorded at, on key and on the meter's key, and the Transport's clock just before the
-// store was asked for them (no later than the store's own instant).
+// acquire reserves a burst of n on key and every charge of lim.meters (n each of its own),
+// waiting its turn in key's queue and then until all have room at the same moment. It returns
+// the instant the burst was recorded at on key (each meter's goes in its charge's at), and the
+// Transport's clock just before the store was asked for them (no later than the store's own
+// instant).
 //
 // A store error comes back as a *StoreError; a context that ends first comes back as its error,
 // and a wait that would pass its deadline, at once, as a *DeadlineError. On error nothing stays
-// recorded, except the key's slots when the app key's store call failed and keepOnStoreError is
-// set (the request is then sent anyway, under SendUncounted). local is read only when
-// wantLocal is set (a clock read per reserve that a paced RoundTrip without WithCostReport does
-// not need), and is zero otherwise.
-func (t *Transport) acquire(ctx context.Context, key string, n, appN int, keepOnStoreError, wantLocal bool, lim limits) (at, appAt, local time.Time, err error) {
+// recorded, except what was taken when a meter's store call failed and keepOnStoreError is set
+// (the request is then sent anyway, under SendUncounted). local is read only when wantLocal is
+// set (a clock read per reserve that a paced RoundTrip without WithCostReport does not need),
+// and is zero otherwise.
+func (t *Transport) acquire(ctx context.Context, key string, n int, keepOnStoreError, wantLocal bool, lim limits) (at, local time.Time, err error) {
 	if t.obs == nil {
-		return t.acquireSlots(ctx, key, n, appN, keepOnStoreError, wantLocal, lim)
+		return t.acquireSlots(ctx, key, n, keepOnStoreError, wantLocal, lim)
 	}
 	start := t.clock.Now()
-	at, appAt, local, err = t.acquireSlots(ctx, key, n, appN, keepOnStoreError, wantLocal, lim)
+	at, local, err = t.acquireSlots(ctx, key, n, keepOnStoreError, wantLocal, lim)
 	if err == nil {
 		t.waited(key, n, start)
 	}
-	return at, appAt, local, err
+	return at, local, err
 }
 
 // slotAsk is one acquire: what it asks the store for, and what it got.
 type slotAsk struct {
 	key                         string
-	n, appN                     int
+	n                           int
 	keepOnStoreError, wantLocal bool
 	lim                         limits
-	at, appAt, local            time.Time
-	// keyFull: the last reserve was refused by key itself, not by the meter.
+	at, local                   time.Time
+	// keyFull: the last reserve was refused by key itself, not by a meter.
 	keyFull bool
 }
 
 // acquireSlots is acquire without the observer's Waited event.
-func (t *Transport) acquireSlots(ctx context.Context, key string, n, appN int, keepOnStoreError, wantLocal bool, lim limits) (at, appAt, local time.Time, err error) {
+func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnStoreError, wantLocal bool, lim limits) (at, local time.Time, err error) {
 	if err := ctx.Err(); err != nil {
-		return at, appAt, local, err
+		return at, local, err
 	}
-	a := slotAsk{key: key, n: n, appN: appN, keepOnStoreError: keepOnStoreError, wantLocal: wantLocal, lim: lim}
+	a := slotAsk{key: key, n: n, keepOnStoreError: keepOnStoreError, wantLocal: wantLocal, lim: lim}
 	// Nobody waits on this key: try at once, without queueing. Not over a store that contends:
 	// callers arriving together would race for the key's item there, so every caller takes the
-	// key's turn. Not with a meter either: there a reserve holds the key's slot for a moment
-	// while it asks the meter, and a caller arriving together, refused by that slot, would be
+	// key's turn. Not with meters either: there a reserve holds the key's slot for a moment
+	// while it asks the meters, and a caller arriving together, refused by that slot, would be
 	// told to wait a whole window for it.
-	if !t.contends && lim.app == nil && t.queued(key) == 0 {
+	if !t.contends && len(lim.meters) == 0 && t.queued(key) == 0 {
 		if wait, err := t.reserveOnce(ctx, &a); err != nil || wait == 0 {
-			return a.at, a.appAt, a.local, err
+			return a.at, a.local, err
 		}
 	}
-	// MaxOvertakes across the key's queue and the meter's: only the queues read it, so a
+	// MaxOvertakes across the key's queue and the meters': only the queues read it, so a
 	// request served at once above needs none (a context and its value, two allocations).
 	ctx = withPasses(ctx)
-	leaveKey, kw, err := t.joinWaiter(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, appN, ahead, lim) })
+	leaveKey, kw, err := t.joinWaiter(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, ahead, lim) })
 	if err != nil {
-		return a.at, a.appAt, a.local, err
+		return a.at, a.local, err
 	}
 	defer leaveKey()
 	for {
-		leaveApp, mw, err := t.meterTurn(ctx, &a)
+		leaveMeters, mws, err := t.meterTurns(ctx, &a)
 		if err != nil {
-			return a.at, a.appAt, a.local, err
+			return a.at, a.local, err
 		}
 		for {
-			reserving(true, kw, mw)
+			reserving(true, kw)
+			reserving(true, mws...)
 			wait, err := t.reserveOnce(ctx, &a)
 			if err != nil || wait == 0 {
-				leaveApp()
-				return a.at, a.appAt, a.local, err
+				leaveMeters()
+				return a.at, a.local, err
 			}
-			reserving(false, kw, mw) // refused: it will take its n later, after a wait
-			if lim.app != nil && a.keyFull {
-				break // key is full again (a pause, another process): give up the meter's turn
+			reserving(false, kw) // refused: it will take its n later, after a wait
+			reserving(false, mws...)
+			if len(lim.meters) > 0 && a.keyFull {
+				break // key is full again (a pause, another process): give up the meters' turns
 			}
 			if err := t.clock.Sleep(ctx, t.nap(wait)); err != nil {
-				leaveApp()
-				return a.at, a.appAt, a.local, err
+				leaveMeters()
+				return a.at, a.local, err
 			}
 		}
-		leaveApp()
+		leaveMeters()
 	}
 }
 
-// meterTurn waits, with a meter, first for room on a.key, holding only the key's turn (a key at
-// its limit or paused must not hold up the other keys at the meter meanwhile), then for a turn
-// at the meter's key: bursts and single requests of every key of this Transport are served
-// there in order, so none starves. It returns the func that gives the meter's turn back.
-func (t *Transport) meterTurn(ctx context.Context, a *slotAsk) (func(), *waiter, error) {
-	lim := a.lim
-	if lim.app == nil {
+// meterTurns waits, with meters, first for room on a.key, holding only the key's turn (a key at
+// its limit or paused must not hold up the other keys at a meter meanwhile), then for a turn at
+// each meter's key, in the Transport's order of meters (so that no two callers each hold a turn
+// the other waits for): bursts and single requests of every key of this Transport are served
+// there in order, so none starves. It returns the func that gives the meters' turns back.
+func (t *Transport) meterTurns(ctx context.Context, a *slotAsk) (func(), []*waiter, error) {
+	mc := a.lim.meters
+	if len(mc) == 0 {
 		return func() {}, nil, nil
 	}
-	if err := t.waitKey(ctx, a.key, a.n, a.appN, lim); err != nil {
+	if err := t.waitKey(ctx, a.key, a.n, a.lim); err != nil {
 		return nil, nil, err
 	}
-	key, n, appN := a.key, a.n, a.appN
-	return t.joinWaiter(ctx, appQueue+lim.appKey, appN, func(ahead int) error {
-		snap, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, min(appN+ahead, lim.app.strat.MaxBurst()))
-		if err != nil {
-			return nil
+	leaves := make([]func(), 0, len(mc))
+	ws := make([]*waiter, 0, len(mc))
+	leaveAll := func() {
+		for i := len(leaves) - 1; i >= 0; i-- {
+			leaves[i]()
 		}
-		return deadlineCheck(ctx, key, n, snap.Wait)
-	})
+	}
+	for i := range mc {
+		c := &mc[i]
+		leave, w, err := t.joinWaiter(ctx, meterQueue+c.m.name+"\x00"+c.key, c.n, func(ahead int) error {
+			snap, err := t.ops.Peek(ctx, c.strat, c.key, min(c.n+ahead, c.strat.MaxBurst()))
+			if err != nil {
+				return nil
+			}
+			return deadlineCheck(ctx, a.key, a.n, snap.Wait)
+		})
+		if err != nil {
+			leaveAll()
+			return nil, nil, err
+		}
+		leaves, ws = append(leaves, leave), append(ws, w)
+	}
+	return leaveAll, ws, nil
 }
 
 // reserving says of the heads ws (nil: none) whether they are asking the store.
@@ -217,11 +236,11 @@ func reserving(on bool, ws ...*waiter) {
 	}
 }
 
-// reserveOnce asks the store once for the key's slots and the meter's. The key's slots are
-// never held while waiting for the meter's: a slot is counted from the instant it is recorded,
-// so one held for a while before the send would free early by as much. It returns 0 once both
-// are granted (a.at, a.appAt), or the wait before asking again, the longer of the two keys'; a
-// refusal whose wait would pass the deadline is an error.
+// reserveOnce asks the store once for the key's slots and then each meter's. The key's slots
+// are never held while waiting for a meter's: a slot is counted from the instant it is
+// recorded, so one held for a while before the send would free early by as much. It returns 0
+// once all are granted (a.at, and each charge's at), or the wait before asking again, the
+// longest of the keys'; a refusal whose wait would pass the deadline is an error.
 func (t *Transport) reserveOnce(ctx context.Context, a *slotAsk) (time.Duration, error) {
 	lim := a.lim
 	if a.wantLocal {
@@ -237,72 +256,101 @@ func (t *Transport) reserveOnce(ctx context.Context, a *slotAsk) (time.Duration,
 		if ctx.Err() != nil {
 			return 0, gaveUp(ctx, err) // the caller gave up: not the store's failure
 		}
-		if lim.app != nil && a.keepOnStoreError {
-			// The request goes anyway (SendUncounted): the meter still counts it.
-			t.recordOn(ctx, lim.app.strat, lim.appKey, a.appN)
+		if a.keepOnStoreError {
+			// The request goes anyway (SendUncounted): the meters still count it.
+			t.recordMeters(ctx, lim.meters)
 		}
 		return 0, &StoreError{Key: a.key, Err: err}
 	}
 	switch {
-	case lim.app == nil && res.Allowed:
+	case len(lim.meters) == 0 && res.Allowed:
 		a.at = res.At
 		return 0, nil
-	case lim.app == nil:
+	case len(lim.meters) == 0:
 		return res.Wait, deadlineCheck(ctx, a.key, a.n, res.Wait)
 	case res.Allowed:
-		return t.reserveMeter(ctx, a, res, gen)
+		return t.reserveMeters(ctx, a, res, gen)
 	}
-	wait := res.Wait
-	if snap, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, a.appN); err == nil {
-		wait = max(wait, snap.Wait)
-	}
+	wait := max(res.Wait, t.meterWait(ctx, lim.meters))
 	return wait, deadlineCheck(ctx, a.key, a.n, wait)
 }
 
-// reserveMeter is reserveOnce once the key granted res: it reserves the meter's slots, and
-// gives the key's back when the meter refuses or fails (but under SendUncounted, where the
-// request goes anyway).
-func (t *Transport) reserveMeter(ctx context.Context, a *slotAsk, res engine.Result, gen uint64) (time.Duration, error) {
-	lim := a.lim
-	ares, err := t.reserveOn(ctx, lim.app.strat, lim.appKey, a.appN)
-	if err == nil && t.obs != nil {
-		t.reserved(lim.appKey, a.appN, ares)
+// reserveMeters is reserveOnce once the key granted res: it reserves each meter's charge in
+// order, and when one refuses or fails gives back the key's slots and the meters' taken so far
+// (but under SendUncounted, where the request goes anyway and the rest are recorded).
+func (t *Transport) reserveMeters(ctx context.Context, a *slotAsk, res engine.Result, gen uint64) (time.Duration, error) {
+	mc := a.lim.meters
+	for i := range mc {
+		c := &mc[i]
+		mres, err := t.reserveOn(ctx, c.strat, c.key, c.n)
+		if err == nil && t.obs != nil {
+			t.reserved(c.key, c.n, mres)
+		}
+		switch {
+		case err == nil && mres.Allowed:
+			c.at = mres.At
+			continue
+		case err != nil && ctx.Err() != nil:
+			// The caller gave up: give the slots back and say so.
+			t.giveBack(ctx, a, res, gen, i)
+			return 0, gaveUp(ctx, err)
+		case err != nil && a.keepOnStoreError:
+			a.at = res.At
+			t.recordMeters(ctx, mc[i+1:])
+			return 0, &StoreError{Key: c.key, Err: err}
+		case err != nil:
+			t.giveBack(ctx, a, res, gen, i)
+			return 0, &StoreError{Key: c.key, Err: err}
+		}
+		t.giveBack(ctx, a, res, gen, i)
+		wait := max(mres.Wait, t.meterWait(ctx, mc[i+1:]))
+		return wait, deadlineCheck(ctx, a.key, a.n, wait)
 	}
-	var se *StoreError
-	if err != nil && ctx.Err() == nil {
-		se = &StoreError{Key: lim.appKey, Err: err}
-	} else if err != nil {
-		// The caller gave up: give the key's slots back and say so.
-		t.releaseIn(context.WithoutCancel(ctx), gen, lim.strat, a.key, res.At, a.n)
-		return 0, gaveUp(ctx, err)
+	a.at = res.At
+	return 0, nil
+}
+
+// giveBack releases, even if ctx has ended (they were never used), the key's slots res and
+// those of the first k meter charges of a.
+func (t *Transport) giveBack(ctx context.Context, a *slotAsk, res engine.Result, gen uint64, k int) {
+	ctx = context.WithoutCancel(ctx)
+	t.releaseIn(ctx, gen, a.lim.strat, a.key, res.At, a.n)
+	for i := range a.lim.meters[:k] {
+		c := &a.lim.meters[i]
+		t.releaseIn(ctx, gen, c.strat, c.key, c.at, c.n)
+		c.at = time.Time{}
 	}
-	if err == nil && ares.Allowed {
-		a.at, a.appAt = res.At, ares.At
-		return 0, nil
+}
+
+// recordMeters records each charge of mc, for a request sent anyway after a store error
+// (SendUncounted); their own errors are dropped: the first one is being reported.
+func (t *Transport) recordMeters(ctx context.Context, mc []meterCharge) {
+	for _, c := range mc {
+		t.recordOn(ctx, c.strat, c.key, c.n)
 	}
-	if se == nil || !a.keepOnStoreError {
-		// Give the key's slots back, even if ctx has ended: they were never used.
-		t.releaseIn(context.WithoutCancel(ctx), gen, lim.strat, a.key, res.At, a.n)
+}
+
+// meterWait returns the longest wait, read by Peek, until the charges of mc fit; a meter whose
+// store call fails adds no wait (the reserve that follows reports it).
+func (t *Transport) meterWait(ctx context.Context, mc []meterCharge) time.Duration {
+	var wait time.Duration
+	for _, c := range mc {
+		if snap, err := t.ops.Peek(ctx, c.strat, c.key, c.n); err == nil {
+			wait = max(wait, snap.Wait)
+		}
 	}
-	if se != nil {
-		a.at = res.At
-		return 0, se
-	}
-	return ares.Wait, deadlineCheck(ctx, a.key, a.n, ares.Wait)
+	return wait
 }
 
 // waitKey sleeps until a burst of n fits on key alone, or returns a *DeadlineError at once
-// when that wait, or the app key's, would pass ctx's deadline.
-func (t *Transport) waitKey(ctx context.Context, key string, n, appN int, lim limits) error {
+// when that wait, or a meter's, would pass ctx's deadline.
+func (t *Transport) waitKey(ctx context.Context, key string, n int, lim limits) error {
 	for {
 		snap, err := t.ops.Peek(ctx, lim.strat, key, n)
 		if err != nil || snap.Wait == 0 {
 			return nil // the store's error, if any, comes from the reserve that follows
 		}
-		wait := snap.Wait
-		if app, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, appN); err == nil {
-			wait = max(wait, app.Wait)
-		}
+		wait := max(snap.Wait, t.meterWait(ctx, lim.meters))
 		if err := deadlineCheck(ctx, key, n, wait); err != nil {
 			return err
 		}
@@ -312,9 +360,9 @@ func (t *Transport) waitKey(ctx context.Context, key string, n, appN int, lim li
 	}
 }
 
-// appQueue prefixes the app key's queue in the pacer, so that it never shares a queue with a
-// request key of the same name.
-const appQueue = "\x00app\x00"
+// meterQueue prefixes a meter key's queue in the pacer (with the meter's name), so that it
+// never shares a queue with a request key, or another meter's key, of the same name.
+const meterQueue = "\x00meter\x00"
 
 // join queues a waiter for n on queue qkey, at ctx's priority, and waits for its turn. When
 // others are ahead and ctx has a deadline, check is called first with the requests held by
@@ -433,7 +481,7 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 // the requests ahead of it and its own must all fit, which takes at least the wait for their
 // sum, or, when the sum is more than can ever go at once (MaxBurst), the wait for one plus
 // the least time the sum takes to go one after another (minSpan).
-func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, appN, ahead int, lim limits) error {
+func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead int, lim limits) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return nil
 	}
@@ -451,12 +499,8 @@ func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, appN,
 			wait = max(wait, first.Wait+minSpan(lim.strat, k))
 		}
 	}
-	if lim.app != nil {
-		// The app key must have room for this burst too, whatever other keys take meanwhile.
-		if app, err := t.ops.Peek(ctx, lim.app.strat, lim.appKey, appN); err == nil {
-			wait = max(wait, app.Wait)
-		}
-	}
+	// Each meter must have room for this burst too, whatever other keys take meanwhile.
+	wait = max(wait, t.meterWait(ctx, lim.meters))
 	return deadlineCheck(ctx, key, n, wait)
 }
 

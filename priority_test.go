@@ -209,7 +209,7 @@ func TestPriorityOrdersTheAppKeysQueue(t *testing.T) {
 	if _, err := tr.Reserve(context.Background(), "first", 1); err != nil {
 		t.Fatal(err)
 	}
-	h := newPrioQueue(t, tr, clk, appQueue+"app", func(name string) string { return "key-" + name })
+	h := newPrioQueue(t, tr, clk, meterQueue+"app\x00app", func(name string) string { return "key-" + name })
 	ctx := context.Background()
 	for _, w := range []struct {
 		name string

@@ -13,22 +13,23 @@ import (
 // spent by the requests that carry it in their context. Slots not spent can be given back with
 // Cancel. It is safe for concurrent use.
 type Reservation struct {
-	t     *Transport
-	key   string
-	at    time.Time
-	appAt time.Time // the instant on the app key (WithAppRules), zero without one
-	n     int
-	gen   uint64    // the degraded mode's generation before the slots were reserved (releaseIn)
-	from  time.Time // on the Transport's clock, just before the slots were recorded
-	until time.Time // on the Transport's clock: from then on the slots no longer count
+	t   *Transport
+	key string
+	at  time.Time
+	// meterAt holds the instant on each meter's key, in the Transport's order of meters.
+	meterAt []time.Time
+	n       int
+	gen     uint64    // the degraded mode's generation before the slots were reserved (releaseIn)
+	from    time.Time // on the Transport's clock, just before the slots were recorded
+	until   time.Time // on the Transport's clock: from then on the slots no longer count
 
 	mu    sync.Mutex
 	left  int  // slots neither spent by a request nor given back
 	stale bool // the clock was seen stepped back past from: the slots' end is unknown
 }
 
-// Reserve waits its turn on key and then until a burst of n fits in every rule (and on the app
-// key of WithAppRules), records the n requests, and returns the Reservation holding them.
+// Reserve waits its turn on key and then until a burst of n fits in every rule (and on each
+// meter's key, a slot costing 1 there), records the n requests, and returns the Reservation holding them.
 // Requests sent with Reservation.Context spend the Reservation's slots instead of being
 // recorded again. Waiters on a key are served by priority (Priority), then in the order they
 // started waiting. Errors: strategy.ErrInvalidBurst, or one wrapping strategy.ErrBurstTooLarge,
@@ -44,27 +45,35 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 		return nil, err
 	}
 	lim := t.allLimits(key)
-	if t.app != nil {
-		if err := t.app.strat.CheckBurst(n); err != nil {
-			return nil, fmt.Errorf("meter %q, key %q: %w", t.app.name, lim.appKey, err)
+	for i := range lim.meters {
+		c := &lim.meters[i]
+		if err := c.strat.CheckBurst(n); err != nil {
+			return nil, fmt.Errorf("meter %q, key %q: %w", c.m.name, c.key, err)
 		}
+		c.n = n // a slot costs 1 on every meter
 	}
 	t.reserves.Store(true) // before any Reservation of t exists (RoundTrip reads it)
 	gen := t.gen()
-	at, appAt, local, err := t.acquire(ctx, key, n, n, false, true, lim)
+	at, local, err := t.acquire(ctx, key, n, false, true, lim)
 	if err != nil {
 		return nil, err
 	}
-	shortest := t.strat.Rule(0).EffectiveWindow()
-	for i := range t.strat.NumRules() {
-		shortest = min(shortest, t.strat.Rule(i).EffectiveWindow())
+	shortest := shortestWindow(t.strat)
+	var meterAt []time.Time
+	for _, c := range lim.meters {
+		shortest = min(shortest, shortestWindow(c.strat))
+		meterAt = append(meterAt, c.at)
 	}
-	if t.app != nil {
-		for i := range t.app.strat.NumRules() {
-			shortest = min(shortest, t.app.strat.Rule(i).EffectiveWindow())
-		}
+	return &Reservation{t: t, key: key, at: at, meterAt: meterAt, n: n, gen: gen, left: n, from: local, until: local.Add(shortest)}, nil
+}
+
+// shortestWindow returns the shortest effective window of s's rules.
+func shortestWindow(s *engine.Strategy) time.Duration {
+	shortest := s.Rule(0).EffectiveWindow()
+	for i := range s.NumRules() {
+		shortest = min(shortest, s.Rule(i).EffectiveWindow())
 	}
-	return &Reservation{t: t, key: key, at: at, appAt: appAt, n: n, gen: gen, left: n, from: local, until: local.Add(shortest)}, nil
+	return shortest
 }
 
 type reservationContext struct{}
@@ -143,12 +152,13 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if err := r.t.releaseIn(ctx, r.gen, r.t.strat, r.key, r.at, r.left); err != nil {
 		return err
 	}
-	if app := r.t.app; app != nil {
-		// The key's slots are back; a failure here leaves only the meter's held until they expire.
-		appKey := app.keyFor(r.key)
-		if err := r.t.releaseIn(ctx, r.gen, app.strat, appKey, r.appAt, r.left); err != nil {
+	for i, m := range r.t.meters {
+		// The key's slots are back; a failure here leaves only the meters' held until they
+		// expire.
+		mk := m.keyFor(r.key)
+		if err := r.t.releaseIn(ctx, r.gen, m.strat, mk, r.meterAt[i], r.left); err != nil {
 			r.left = 0
-			return fmt.Errorf("ratemonitor: the slots on key %q were given back, but not those on meter %q, key %q: %w", r.key, app.name, appKey, err)
+			return fmt.Errorf("ratemonitor: the slots on key %q were given back, but not those on meter %q, key %q: %w", r.key, m.name, mk, err)
 		}
 	}
 	r.left = 0

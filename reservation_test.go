@@ -146,9 +146,9 @@ func TestReservationStopsCounting(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if s.Rules[0].Used != key || s.App.Rules[0].Used != app || r.Remaining() != left || up.count() != sent {
+				if s.Rules[0].Used != key || s.Meters[0].Rules[0].Used != app || r.Remaining() != left || up.count() != sent {
 					t.Fatalf("%s: k counts %d, app %d, %d slots left, %d sent; want %d, %d, %d, %d",
-						step, s.Rules[0].Used, s.App.Rules[0].Used, r.Remaining(), up.count(), key, app, left, sent)
+						step, s.Rules[0].Used, s.Meters[0].Rules[0].Used, r.Remaining(), up.count(), key, app, left, sent)
 				}
 			}
 			counts("reserved", 5, 5, 5, 0)

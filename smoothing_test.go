@@ -207,8 +207,8 @@ func BenchmarkSmoothedPacer(b *testing.B) {
 // TestSmoothingLeavesAppRules: WithSmoothing smooths the key's rules, not the app key's.
 func TestSmoothingLeavesAppRules(t *testing.T) {
 	tr := newTransport(t, nil, WithRules(minute), WithAppRules("app", strategy.Rule{Limit: 100, Window: time.Minute}), WithSmoothing())
-	if !tr.strat.Smoothing() || tr.app.strat.Smoothing() {
-		t.Fatalf("key rules smoothed %v, app rules smoothed %v; want true, false", tr.strat.Smoothing(), tr.app.strat.Smoothing())
+	if !tr.strat.Smoothing() || tr.meters[0].strat.Smoothing() {
+		t.Fatalf("key rules smoothed %v, app rules smoothed %v; want true, false", tr.strat.Smoothing(), tr.meters[0].strat.Smoothing())
 	}
 }
 

@@ -174,7 +174,7 @@ func TestSendUncountedCountsTheAppKeyWhenTheKeyFails(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			snap, _ := m.Peek(context.Background(), tr.app.strat, "app", 0)
+			snap, _ := m.Peek(context.Background(), tr.meters[0].strat, "app", 0)
 			if snap.Usage[0].Used != 3 {
 				t.Errorf("paced %v: 3 requests sent, the healthy app key counts %d (app limit 1/min, upstream saw %d in a minute)", paced, snap.Usage[0].Used, b.maxInWindow(time.Minute))
 			}

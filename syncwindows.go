@@ -42,23 +42,24 @@ func (t *Transport) checkWindows(what string, r any) error {
 	if !ok {
 		return nil
 	}
+	am := t.appMeter()
 	for _, win := range w.Windows() {
 		s, whose := t.strat, "the request's key"
 		if win.App {
 			whose = "the app key"
-			if t.app == nil && win.Optional {
+			if am == nil && win.Optional {
 				continue // its figures are dropped (learn)
 			}
-			if t.app == nil {
+			if am == nil {
 				return fmt.Errorf("ratemonitor: %s: %v reads figures of the app key's %v window, and there are no app rules (the rules are %s): add WithAppRules with a rule of that window, or give a reader without app figures",
 					what, r, win.Window, ruleList(t.strat))
 			}
-			s = t.app.strat
+			s = am.strat
 		}
 		if !hasWindow(s, win.Window) && !win.Optional {
 			app := "none"
-			if t.app != nil {
-				app = ruleList(t.app.strat)
+			if am != nil {
+				app = ruleList(am.strat)
 			}
 			return fmt.Errorf("ratemonitor: %s: %v reads figures of %s's %v window, and no rule has that window (the rules are %s; app rules: %s): give a rule with that window, or the reader the windows of your rules",
 				what, r, whose, win.Window, ruleList(t.strat), app)

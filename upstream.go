@@ -183,14 +183,15 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response, ex
 		hnow = wallNow()
 	}
 	var keyUp, appUp engine.Update
+	am := t.appMeter()
 	app := false
 	// the latest reset of a limit the response says is used up, per key
 	var keyReset, appReset time.Duration
 	take := func(sig headers.Signal) {
 		switch {
-		case sig.App && t.app == nil:
+		case sig.App && am == nil:
 		case sig.App:
-			appUp.Reports = t.addReport(appUp.Reports, t.app.strat, sig)
+			appUp.Reports = t.addReport(appUp.Reports, am.strat, sig)
 			if sig.Remaining == 0 {
 				appReset = max(appReset, sig.Reset)
 			}
@@ -212,7 +213,7 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response, ex
 		take(sig)
 	}
 	keyReset = max(keyReset, extra.Pause)
-	app = app && t.app != nil
+	app = app && am != nil
 	// Parsed once here for the pause and the report; the readers (Xero's problem) read the
 	// same field the same way.
 	ra := headers.ParseRetryAfter(resp.Header, hnow)
@@ -234,14 +235,14 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response, ex
 	}
 	keyUp.Pause = min(max(0, keyReset), t.sync.MaxPause)
 	appUp.Pause = min(max(0, appReset), t.sync.MaxPause)
-	t.keep(req, key, now, keyUp, appUp)
+	t.keep(req, key, now, keyUp, am, appUp)
 }
 
-// keep stores what a response to req said, keyUp on key and appUp on the meter's key, and
-// reports the pauses (now: the Transport's clock, read when there is an observer).
-func (t *Transport) keep(req *http.Request, key string, now time.Time, keyUp, appUp engine.Update) {
+// keep stores what a response to req said, keyUp on key and appUp on the app meter am's key,
+// and reports the pauses (now: the Transport's clock, read when there is an observer).
+func (t *Transport) keep(req *http.Request, key string, now time.Time, keyUp engine.Update, am *meter, appUp engine.Update) {
 	keySync := keyUp.Pause > 0 || len(keyUp.Reports) > 0
-	appSync := t.app != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0)
+	appSync := am != nil && (appUp.Pause > 0 || len(appUp.Reports) > 0)
 	if !keySync && !appSync {
 		return // the response said nothing about the limits: nothing to keep
 	}
@@ -255,11 +256,10 @@ func (t *Transport) keep(req *http.Request, key string, now time.Time, keyUp, ap
 		}
 	}
 	if appSync {
-		appKey := t.app.keyFor(key)
-		if err := syncer.Sync(ctx, t.app.strat, appKey, appUp); err != nil {
-			t.syncFailed(req, appKey, err)
+		if err := syncer.Sync(ctx, am.strat, am.key, appUp); err != nil {
+			t.syncFailed(req, am.key, err)
 		} else if appUp.Pause > 0 && t.obs != nil {
-			t.obs.Observe(observe.Event{Kind: observe.Paused, Key: appKey, Until: now.Add(appUp.Pause)})
+			t.obs.Observe(observe.Event{Kind: observe.Paused, Key: am.key, Until: now.Add(appUp.Pause)})
 		}
 	}
 }
@@ -342,34 +342,40 @@ func (t *Transport) syncFailed(req *http.Request, key string, err error) {
 // Status is a read-only view of one key for dashboards, in the store's time (Redis TIME with
 // the Redis store).
 type Status struct {
+	// Key is the key: the request's, or a meter's key for it (in Meters).
 	Key string
+	// Meter names the meter the status is of; "" for the request's own rules.
+	Meter string
 	// Rules holds usage and remaining per rule, in rule order, with the last remaining count
 	// the upstream reported (Usage.Reported, when Usage.ReportedAt is not zero).
 	Rules []strategy.Usage
 	// PausedUntil is when a pause the upstream asked for ends; zero when not paused.
 	PausedUntil time.Time
 	// Wait is how long until one more request fits every rule and the pause has ended: with
-	// a meter, the longer of this key's wait and the meter's (App.Wait is the meter's alone),
-	// as WaitTime says.
+	// meters, the longest of this key's wait and the meters' (each in Meters), as WaitTime says.
 	Wait time.Duration
-	// App is the status of the meter's key for this key (WithMeter, WithAppRules); nil
-	// without a meter.
-	App *Status
+	// Meters holds the status of each meter's key for this key, in the order of the meters
+	// (WithMeter, WithAppRules); nil without meters.
+	Meters []Status
 }
 
 // Status returns key's usage, remaining and reported figures per rule, its pause, and the same
-// for the app key. It records nothing. Errors come from the store.
+// on each meter. It records nothing. Errors come from the store.
 func (t *Transport) Status(ctx context.Context, key string) (Status, error) {
 	if t.strat == nil {
 		return Status{}, ErrNotConfigured
 	}
 	st, err := t.status(ctx, t.strat, key)
-	if err != nil || t.app == nil {
-		return st, err
+	for _, m := range t.meters {
+		if err != nil {
+			return st, err
+		}
+		var ms Status
+		ms, err = t.status(ctx, m.strat, m.keyFor(key))
+		ms.Meter = m.name
+		st.Meters = append(st.Meters, ms)
+		st.Wait = max(st.Wait, ms.Wait)
 	}
-	app, err := t.status(ctx, t.app.strat, t.app.keyFor(key))
-	st.App = &app
-	st.Wait = max(st.Wait, app.Wait)
 	return st, err
 }
 

@@ -61,7 +61,7 @@ func TestSyncRaisesUsageToTheUpstreamsCount(t *testing.T) {
 	if u := s.Rules; u[0].Used != 40 || u[0].Reported != 20 || !u[0].ReportedAt.Equal(t0) || u[1].Used != 1000 || u[1].Reported != 4000 {
 		t.Fatalf("tenant after sync: %+v", u)
 	}
-	if u := s.App.Rules[0]; u.Used != 5001 || u.Reported != 4999 {
+	if u := s.Meters[0].Rules[0]; u.Used != 5001 || u.Reported != 4999 {
 		t.Fatalf("app after sync: %+v", u)
 	}
 	// A later response that says more remain than we count lowers nothing.
@@ -195,8 +195,8 @@ func TestSyncXeroDayAndAppProblemsUseUpTheirRule(t *testing.T) {
 	if s.Rules[0].Used != 10 || s.Rules[1].Used != 5000 || s.Rules[1].Reported != 0 || s.Wait != time.Hour || !s.PausedUntil.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("after a day 429: %+v", s)
 	}
-	if s.App.Rules[0].Used != 1 || !s.App.PausedUntil.IsZero() {
-		t.Fatalf("the app key moved on a tenant's day problem: %+v", s.App)
+	if s.Meters[0].Rules[0].Used != 1 || !s.Meters[0].PausedUntil.IsZero() {
+		t.Fatalf("the app key moved on a tenant's day problem: %+v", s.Meters)
 	}
 	// An app-minute problem pauses the app key, so every tenant waits, and not the tenant key.
 	a.Set(429, "Retry-After", "12", "X-Rate-Limit-Problem", "appminute", "X-MinLimit-Remaining", "58")
@@ -205,8 +205,8 @@ func TestSyncXeroDayAndAppProblemsUseUpTheirRule(t *testing.T) {
 	if !s.PausedUntil.IsZero() || s.Rules[0].Used != 2 {
 		t.Fatalf("the tenant key was paused by an app problem: %+v", s)
 	}
-	if s.App.Rules[0].Used != 10_000 || !s.App.PausedUntil.Equal(t0.Add(12*time.Second)) || s.App.Wait != 12*time.Second || s.Wait != 12*time.Second {
-		t.Fatalf("app key after an app problem: %+v %+v", s, s.App)
+	if s.Meters[0].Rules[0].Used != 10_000 || !s.Meters[0].PausedUntil.Equal(t0.Add(12*time.Second)) || s.Meters[0].Wait != 12*time.Second || s.Wait != 12*time.Second {
+		t.Fatalf("app key after an app problem: %+v %+v", s, s.Meters)
 	}
 	if d, _ := tr.WaitTime(context.Background(), "t3", 1); d != 12*time.Second {
 		t.Fatalf("a fresh tenant's wait while the app is full: %v, want 12s", d)

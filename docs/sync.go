@@ -25,7 +25,7 @@ func syncAndRetry(ctx context.Context) error {
 	defer tr.Close()
 	client := retry.NewClient(tr).StandardClient() // an *http.Client; or use the retryablehttp.Client
 	// … client.Do(req) as usual; then:
-	st, err := tr.Status(ctx, "tenant-id") // st.Rules[i].Used, .Remaining, .Reported; st.PausedUntil; st.App
+	st, err := tr.Status(ctx, "tenant-id") // st.Rules[i].Used, .Remaining, .Reported; st.PausedUntil; st.Meters
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package profiles_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,10 @@ func TestProfileChangedByTheUser(t *testing.T) {
 		{"the points meter dropped", func(p *profiles.Profile) { p.Meters = nil }, "", "[5000/1h0m0s (margin 1s)]", 0},
 		{"a second meter added", func(p *profiles.Profile) {
 			p.Meters = append(p.Meters, ratemonitor.Meter{Name: "search", Rules: []strategy.Rule{{Limit: 30, Window: time.Minute}}})
-		}, `profiles.GitHubREST: ratemonitor: WithMeter("search"): a meter is already set ("points"`, "", 0},
+		}, "", "[5000/1h0m0s (margin 1s)]", 900},
+		{"a meter of a name taken", func(p *profiles.Profile) {
+			p.Meters = append(p.Meters, p.Meters[0])
+		}, `profiles.GitHubREST: ratemonitor: WithMeter("points"): a meter named "points" is already set`, "", 0},
 		{"a rule that is not one", func(p *profiles.Profile) { p.Rules[0].Window = 0 }, "profiles.GitHubREST: ratemonitor: WithRules: invalid rule", "", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -61,10 +65,10 @@ func TestProfileChangedByTheUser(t *testing.T) {
 				t.Fatal(err)
 			}
 			switch {
-			case c.wantPoints == 0 && st.App != nil:
-				t.Errorf("a meter %+v, want none", st.App)
-			case c.wantPoints != 0 && (st.App == nil || st.App.Rules[0].Rule.Limit != c.wantPoints):
-				t.Errorf("the points meter is %+v, want a limit of %d", st.App, c.wantPoints)
+			case c.wantPoints == 0 && len(st.Meters) != 0:
+				t.Errorf("meters %+v, want none", st.Meters)
+			case c.wantPoints != 0 && (len(st.Meters) == 0 || st.Meters[0].Rules[0].Rule.Limit != c.wantPoints):
+				t.Errorf("the points meter is %+v, want a limit of %d", st.Meters, c.wantPoints)
 			}
 		})
 	}
@@ -76,5 +80,46 @@ func TestProfileChangedByTheUser(t *testing.T) {
 	_, err := ratemonitor.New(nil, x.Options()...)
 	if want := "ratemonitor: WithSync: reader 0: headers.XeroReader(1m0s, 24h0m0s) (windows 1m0s, 24h0m0s, 1m0s (app, optional)) reads figures of the request's key's 24h0m0s window, and no rule has that window"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Xero without its day rule: %v, want an error saying %q", err, want)
+	}
+}
+
+// TestGitHubProfileTakesAppRules: a user adds an app-wide limit to a GitHub profile with
+// WithAppRules, a third meter beside points and content: a GET is charged on the token's hour,
+// its points and the app, not on content; a POST on all four.
+func TestGitHubProfileTakesAppRules(t *testing.T) {
+	p := profiles.GitHubREST()
+	ok := recorderTransport{http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+	tr, err := ratemonitor.New(ok, append(p.Options(),
+		ratemonitor.WithAppRules("github-app:1", strategy.Rule{Limit: 15000, Window: time.Hour}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx := context.Background()
+	req := request("https://api.github.com/user", "Authorization", "Bearer ghp_test")
+	key := tr.Key(req)
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		r := req.Clone(ctx)
+		r.Method = method
+		resp, err := tr.RoundTrip(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for _, m := range []struct {
+		meter string
+		used  int
+	}{{"points", 1 + 5}, {"content", 1}, {"app", 2}} {
+		if u, err := tr.Meter(m.meter).AllocationUsed(ctx, key); err != nil || u[0].Used != m.used {
+			t.Errorf("Meter(%q).AllocationUsed: %+v, %v; want %d used", m.meter, u, err, m.used)
+		}
+	}
+	if k, ok := tr.AppKey(); !ok || k != "github-app:1" {
+		t.Errorf("AppKey() = %q, %v; want github-app:1", k, ok)
+	}
+	st, err := tr.Status(ctx, key)
+	if err != nil || len(st.Meters) != 3 || st.Meters[0].Meter != "points" || st.Meters[1].Meter != "content" || st.Meters[2].Meter != "app" {
+		t.Fatalf("Status: %+v, %v; want the meters points, content, app", st, err)
 	}
 }

@@ -23,15 +23,17 @@ const GitHubHourLimit = 5000
 const GitHubUnauthenticatedHourLimit = 60
 
 // GitHub's secondary limits kept here, per token (the REST page above, "About secondary rate
-// limits"; its 80 content-generating requests a minute and 500 an hour are not kept:
-// docs/meters.md#limits-of-this-release):
-// at most 100 requests in progress at once, and at most 900 points a minute for the REST API
-// and 2000 for the GraphQL API, a GET, HEAD or OPTIONS request (or a GraphQL query) costing
-// 1 point and a POST, PATCH, PUT or DELETE (or a GraphQL mutation) 5.
+// limits"): at most 100 requests in progress at once; at most 900 points a minute for the REST
+// API and 2000 for the GraphQL API, a GET, HEAD or OPTIONS request (or a GraphQL query)
+// costing 1 point and a POST, PATCH, PUT or DELETE (or a GraphQL mutation) 5; and in general
+// at most 80 content-generating requests a minute and 500 an hour, every write counted as one
+// (the page does not list them).
 const (
 	GitHubInFlight            = 100
 	GitHubMinutePoints        = 900
 	GitHubGraphQLMinutePoints = 2000
+	GitHubContentMinute       = 80
+	GitHubContentHour         = 500
 )
 
 // githubSecondaryWait bounds how long RoundTrip waits for a 403's body to say whether it is a
@@ -52,8 +54,9 @@ const githubUnauthenticatedCost = GitHubHourLimit / GitHubUnauthenticatedHourLim
 
 // GitHubREST paces a GitHub REST API client: each token (a keyed hash of the Authorization
 // header, under "github-rest:") is held to 5000 requests an hour with a 1 s margin, to 900
-// points a minute (a GET, HEAD or OPTIONS 1 point, a POST, PATCH, PUT or DELETE 5) and to 100
-// requests in progress. Unauthenticated requests are keyed by host under
+// points a minute (meter "points": a GET, HEAD or OPTIONS 1 point, a POST, PATCH, PUT or DELETE
+// 5), to 80 writes a minute and 500 an hour (meter "content") and to 100 requests in progress.
+// Unauthenticated requests are keyed by host under
 // "github-rest-unauthenticated:" and charged 83 each, so that at most 60 go in an hour. It reads
 // X-RateLimit-Limit, -Remaining and -Reset of the core resource, and pauses the token on
 // GitHub's 403 and 429 refusals, for at most GitHubMaxPause. Source: GitHub, "Rate limits for
@@ -72,7 +75,7 @@ func GitHubREST() Profile {
 		CostReport: githubReader{resource: "core", name: "profiles.GitHubREST"},
 		Meters: []ratemonitor.Meter{{Name: "points",
 			Rules: []strategy.Rule{{Limit: GitHubMinutePoints, Window: time.Minute, Margin: time.Second}},
-			Cost:  githubRESTPoints}},
+			Cost:  githubRESTPoints}, githubContent(githubRESTPoints)},
 		InFlight: GitHubInFlight,
 		Sync:     githubSync(),
 		Pacing:   true,
@@ -83,7 +86,8 @@ func GitHubREST() Profile {
 // GitHubREST does requests, on keys of their own ("github-graphql:"): GitHub counts GraphQL
 // points apart from REST requests, so the two profiles can share a store. GitHub's secondary
 // limits are held too: 2000 points a minute (a query 1, a mutation 5, read from a copy of the
-// body; 5 when there is none) and 100 requests in progress. Each query is
+// body; 5 when there is none), 80 mutations a minute and 500 an hour, and 100 requests in
+// progress. Each query is
 // charged estimate(req) points before it is sent (nil: 1, the least a query costs), and
 // corrected to the cost GitHub reports when the query asks for rateLimit { cost remaining
 // resetAt } (cost.GitHubGraphQL), once the caller has read the response body to its end; the
@@ -101,11 +105,26 @@ func GitHubGraphQL(estimate func(*http.Request) int) Profile {
 		CostReport: githubBodyReader{r},
 		Meters: []ratemonitor.Meter{{Name: "points",
 			Rules: []strategy.Rule{{Limit: GitHubGraphQLMinutePoints, Window: time.Minute, Margin: time.Second}},
-			Cost:  githubGraphQLPoints}},
+			Cost:  githubGraphQLPoints}, githubContent(githubGraphQLPoints)},
 		InFlight: GitHubInFlight,
 		Sync:     githubSync(),
 		Pacing:   true,
 	}
+}
+
+// githubContent is the meter of GitHub's content-generating requests, 80 a minute and 500 an
+// hour per token: a request counts 1 when points says it writes (5 points), and is not charged
+// otherwise.
+func githubContent(points func(*http.Request) int) ratemonitor.Meter {
+	return ratemonitor.Meter{Name: "content",
+		Rules: []strategy.Rule{{Limit: GitHubContentMinute, Window: time.Minute, Margin: time.Second},
+			{Limit: GitHubContentHour, Window: time.Hour, Margin: time.Second}},
+		Cost: func(req *http.Request) int {
+			if points(req) == githubWritePoints {
+				return 1
+			}
+			return 0
+		}}
 }
 
 // githubSync is the GitHub profiles' WithSync: the figures come from the profile's cost

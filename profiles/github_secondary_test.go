@@ -27,27 +27,30 @@ type githubLoad struct {
 	requests int
 	points   int // what they cost on the secondary limit
 	limit    int // the secondary points a minute
+	writes   int // the content-generating requests among them
 	request  func(write bool) *http.Request
 }
 
 // TestGitHubHoldsSecondaryLimits: GitHub allows a token 900 points a minute for REST and 2000
 // for GraphQL besides its 5000 an hour, a write (POST, or a mutation) costing 5 points and a
-// read 1, and at most 100 requests in progress (standin.GitHub with Secondary, written from
-// GitHub's pages; each request in progress for 2 ms of real time). 20 and then 150 goroutines
-// share one token and send, every tenth a write: for REST 3150 requests, 4410 points (four
-// full minutes and 810 more); for GraphQL 4280 queries, 5992 points (two full minutes and
-// 1992 more). None is refused, GitHub never sees more than 100 in progress, and the points use
-// at least 95 % of what a rolling minute allows over the span (a margin of 1 s costs 1/61).
+// read 1, 80 writes a minute and 500 an hour, and at most 100 requests in progress
+// (standin.GitHub with Secondary and Content, written from GitHub's pages; each request in
+// progress for 2 ms of real time). 20 and then 150 goroutines share one token and send, every
+// tenth a write: for REST 3150 requests, 4410 points (four full minutes and 810 more) and 315
+// writes, the points binding; for GraphQL 3190 queries, 4466 points and 319 mutations (three
+// full minutes of writes and 79 more), the writes binding. None is refused, GitHub never sees
+// more than 100 in progress, and the binding limit is used at at least 95 % of what a rolling
+// minute allows over the span (a margin of 1 s costs 1/61).
 func TestGitHubHoldsSecondaryLimits(t *testing.T) {
 	loads := map[string]githubLoad{
-		"REST": {profiles.GitHubREST().Options(), false, 3150, 3150 - 315 + 315*5, profiles.GitHubMinutePoints, func(write bool) *http.Request {
+		"REST": {profiles.GitHubREST().Options(), false, 3150, 3150 - 315 + 315*5, profiles.GitHubMinutePoints, 315, func(write bool) *http.Request {
 			req := request("http://api.github.test/repos/o/r/issues", "Authorization", "Bearer ghp_test")
 			if write {
 				req.Method = http.MethodPost
 			}
 			return req
 		}},
-		"GraphQL": {profiles.GitHubGraphQL(nil).Options(), true, 4280, 4280 - 428 + 428*5, profiles.GitHubGraphQLMinutePoints, func(write bool) *http.Request {
+		"GraphQL": {profiles.GitHubGraphQL(nil).Options(), true, 3190, 3190 - 319 + 319*5, profiles.GitHubGraphQLMinutePoints, 319, func(write bool) *http.Request {
 			body := `{"query":"query { viewer { login } }"}`
 			if write {
 				body = `{"query":"mutation { addStar(input: {starrableId: \"R_1\"}) { clientMutationId } }"}`
@@ -69,9 +72,16 @@ func TestGitHubHoldsSecondaryLimits(t *testing.T) {
 func runGitHubLoad(t *testing.T, load githubLoad, goroutines int) {
 	sim := newSimulation(t)
 	gh := standin.NewGitHub(sim.clk.Now)
-	gh.Secondary, gh.GraphQL, gh.Service = true, load.graphQL, 2*time.Millisecond
-	// 2: each request is granted on its token and on its points before it is sent.
-	tr, err := ratemonitor.New(recorderTransport{sim.arrive(gh, 2)}, append(slices.Clone(load.profile),
+	gh.Secondary, gh.Content, gh.GraphQL, gh.Service = true, true, load.graphQL, 2*time.Millisecond
+	// Each request is granted on its token and on its points before it is sent, and a write on
+	// the content meter too (the test marks writes with X-Test-Write).
+	grants := func(r *http.Request) int {
+		if r.Header.Get("X-Test-Write") != "" {
+			return 3
+		}
+		return 2
+	}
+	tr, err := ratemonitor.New(recorderTransport{sim.arrive(gh, grants)}, append(slices.Clone(load.profile),
 		ratemonitor.WithClock(sim.clk), ratemonitor.WithStore(sim.store), ratemonitor.WithInFlightLease(time.Hour))...)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +95,11 @@ func runGitHubLoad(t *testing.T, load githubLoad, goroutines int) {
 	for range goroutines {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < load.requests; i = int(next.Add(1)) - 1 {
-				resp, err := c.Do(load.request(i%10 == 0))
+				req := load.request(i%10 == 0)
+				if i%10 == 0 {
+					req.Header.Set("X-Test-Write", "1")
+				}
+				resp, err := c.Do(req)
 				if err != nil {
 					errs <- fmt.Errorf("request %d: %w", i, err)
 					return
@@ -102,19 +116,22 @@ func runGitHubLoad(t *testing.T, load githubLoad, goroutines int) {
 	}
 	n, first, last := gh.Accepted()
 	span := last.Sub(first)
-	allowed := load.limit * (int(span/time.Minute) + 1)
-	share := 100 * float64(load.points) / float64(allowed)
-	pointsRefused, inFlightRefused := gh.SecondaryRefused()
-	t.Logf("%d accepted in %v (virtual): %d points, %.1f %% of the %d allowed; refused: %d in all, %d for points, %d for in progress; most in progress %d",
-		n, span, load.points, share, allowed, gh.Refused(), pointsRefused, inFlightRefused, gh.MaxInFlight())
+	minutes := int(span/time.Minute) + 1
+	allowed, writesAllowed := load.limit*minutes, profiles.GitHubContentMinute*minutes
+	pointsShare := 100 * float64(load.points) / float64(allowed)
+	writesShare := 100 * float64(load.writes) / float64(writesAllowed)
+	share := max(pointsShare, writesShare) // the binding limit's
+	pointsRefused, contentRefused, inFlightRefused := gh.SecondaryRefused()
+	t.Logf("%d accepted in %v (virtual): %d points, %.1f %% of the %d allowed; %d writes, %.1f %% of the %d allowed; refused: %d in all, %d for points, %d for content, %d for in progress; most in progress %d",
+		n, span, load.points, pointsShare, allowed, load.writes, writesShare, writesAllowed, gh.Refused(), pointsRefused, contentRefused, inFlightRefused, gh.MaxInFlight())
 	if gh.Refused() != 0 || n != load.requests {
-		t.Errorf("%d accepted, %d refused (%d for points, %d for in progress); want all %d accepted", n, gh.Refused(), pointsRefused, inFlightRefused, load.requests)
+		t.Errorf("%d accepted, %d refused (%d for points, %d for content, %d for in progress); want all %d accepted", n, gh.Refused(), pointsRefused, contentRefused, inFlightRefused, load.requests)
 	}
 	if most := gh.MaxInFlight(); most > profiles.GitHubInFlight {
 		t.Errorf("GitHub saw %d requests of the token in progress, more than %d", most, profiles.GitHubInFlight)
 	}
 	if share < 95 {
-		t.Errorf("%d points in %v: %.1f %% of the %d allowed, want at least 95 %%", load.points, span, share, allowed)
+		t.Errorf("in %v: %.1f %% of the points allowed and %.1f %% of the writes; want at least 95 %% of the binding limit's", span, pointsShare, writesShare)
 	}
 }
 
@@ -163,12 +180,13 @@ func newSimulation(t *testing.T) *simulation {
 	return &simulation{clk: clk, store: &grantGate{Memory: mem}}
 }
 
-// arrive wraps the stand-in h: each request that reaches it had grants grants.
-func (s *simulation) arrive(h http.Handler, grants int) http.Handler {
+// arrive wraps the stand-in h: each request r that reaches it had grants(r) grants.
+func (s *simulation) arrive(h http.Handler, grants func(*http.Request) int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := grants(r)
 		h.ServeHTTP(w, r) // the stand-in reads the clock first, then the grants are spent
 		s.store.mu.Lock()
-		s.store.pending -= grants
+		s.store.pending -= n
 		s.store.mu.Unlock()
 	})
 }

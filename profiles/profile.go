@@ -28,7 +28,7 @@ type Profile struct {
 	// CostReport how its answer corrects that (WithCostReport).
 	Cost       func(*http.Request) int
 	CostReport cost.Reader
-	// Meters are the limits kept besides Rules (WithMeter, one in this release).
+	// Meters are the limits kept besides Rules (WithMeter), in order.
 	Meters []ratemonitor.Meter
 	// InFlight is the most requests of one key in progress at once (WithInFlight; 0: no cap).
 	InFlight int

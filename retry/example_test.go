@@ -49,5 +49,5 @@ func Example() {
 		fmt.Printf("%v: %d used, %d remaining; Xero last said %d remaining (at %v)\n",
 			u.Rule, u.Used, u.Remaining, u.Reported, u.ReportedAt)
 	}
-	fmt.Println("paused until", st.PausedUntil, "app:", st.App.Rules[0].Used)
+	fmt.Println("paused until", st.PausedUntil, "app:", st.Meters[0].Rules[0].Used)
 }

@@ -496,8 +496,8 @@ func printSummary(ctx context.Context, out io.Writer, cfg config, tm timing, tr 
 // printReported sets what the upstream's headers last said next to what the monitor counts.
 func printReported(ctx context.Context, out io.Writer, tr *ratemonitor.Transport, key string) {
 	st, err := tr.Status(ctx, key)
-	if key == appKey && err == nil && st.App != nil {
-		st = *st.App
+	if key == appKey && err == nil && len(st.Meters) > 0 {
+		st = st.Meters[0]
 	}
 	if err != nil {
 		fmt.Fprintf(out, "      %s: %v\n", key, err)
@@ -519,8 +519,10 @@ func printReported(ctx context.Context, out io.Writer, tr *ratemonitor.Transport
 // pausedUntil is when the pause on a tenant, or on the whole app, ends; zero when none.
 func pausedUntil(st ratemonitor.Status) time.Time {
 	p := st.PausedUntil
-	if st.App != nil && st.App.PausedUntil.After(p) {
-		p = st.App.PausedUntil
+	for _, m := range st.Meters {
+		if m.PausedUntil.After(p) {
+			p = m.PausedUntil
+		}
 	}
 	return p
 }

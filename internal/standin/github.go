@@ -26,6 +26,11 @@ import (
 // accepted request stays in progress (real time), so that concurrent callers overlap; a test
 // that must know they overlap sets Gate instead, which holds each until it is closed.
 //
+// With Content set it keeps, per token, the page's limit of content-generating requests too: in
+// general at most 80 a minute and 500 an hour. The page does not list which requests generate
+// content: every write (POST, PATCH, PUT, DELETE; a GraphQL mutation) counts here, the
+// strictest reading, in rolling windows; over either, the same 403 with retry-after.
+//
 // With GraphQL set it stands in for the GraphQL API instead ("Rate limits and query limits for
 // the GraphQL API", docs.github.com): each request costs 1 point of the hour (the least a query
 // costs there), its fields name the graphql resource, and the secondary limit is 2000 points a
@@ -34,6 +39,7 @@ type GitHub struct {
 	Now       func() time.Time
 	Limit     int
 	Secondary bool
+	Content   bool
 	GraphQL   bool
 	Service   time.Duration
 	Gate      <-chan struct{}
@@ -44,7 +50,7 @@ type GitHub struct {
 	inFlight map[string]int
 	most     int
 	// the refusals of each secondary limit
-	pointsRefused, inFlightRefused int
+	pointsRefused, contentRefused, inFlightRefused int
 }
 
 // GitHub's secondary limits for REST (the page cited on GitHub).
@@ -55,7 +61,10 @@ const (
 	GitHubWritePoints  = 5 // POST, PATCH, PUT, DELETE
 	// GitHubGraphQLMinutePoints is the GraphQL API's secondary limit of points a minute.
 	GitHubGraphQLMinutePoints = 2000
-	githubSecondaryBody       = `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`
+	// GitHubContentMinute and GitHubContentHour are the content-generating requests allowed.
+	GitHubContentMinute = 80
+	GitHubContentHour   = 500
+	githubSecondaryBody = `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`
 )
 
 // GitHubPoints is what a request of method costs on GitHub's secondary limit of points.
@@ -81,18 +90,39 @@ func (g *GitHub) inProgress(token string) int {
 	return g.inFlight[token]
 }
 
-// SecondaryRefused returns the requests refused for the points a minute and for the requests
-// in progress.
-func (g *GitHub) SecondaryRefused() (points, inFlight int) {
+// SecondaryRefused returns the requests refused for the points a minute, for the
+// content-generating requests, and for the requests in progress.
+func (g *GitHub) SecondaryRefused() (points, content, inFlight int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.pointsRefused, g.inFlightRefused
+	return g.pointsRefused, g.contentRefused, g.inFlightRefused
 }
 
 type ghWindow struct {
-	reset  time.Time
-	used   int
-	points []ghPoints // the last minute's accepted requests, oldest first
+	reset   time.Time
+	used    int
+	points  []ghPoints  // the last minute's accepted requests, oldest first
+	content []time.Time // the last hour's accepted content-generating requests, oldest first
+}
+
+// contentWait drops the content-generating requests older than an hour at now and returns 0
+// when one more fits 80 a minute and 500 an hour, or how long until it does.
+func (win *ghWindow) contentWait(now time.Time) time.Duration {
+	i := 0
+	for i < len(win.content) && !now.Before(win.content[i].Add(time.Hour)) {
+		i++
+	}
+	win.content = win.content[i:]
+	var wait time.Duration
+	if n := len(win.content); n >= GitHubContentHour {
+		wait = win.content[n-GitHubContentHour].Add(time.Hour).Sub(now)
+	}
+	if n := len(win.content); n >= GitHubContentMinute {
+		if at := win.content[n-GitHubContentMinute].Add(time.Minute); now.Before(at) {
+			wait = max(wait, at.Sub(now))
+		}
+	}
+	return wait
 }
 
 type ghPoints struct {
@@ -136,7 +166,7 @@ func (g *GitHub) window(token string, now time.Time) *ghWindow {
 		// Reset is whole epoch seconds: the window ends at the second it names.
 		win = &ghWindow{reset: now.Add(time.Hour).Truncate(time.Second)}
 		if old := g.tokens[token]; old != nil {
-			win.points = old.points // the minute's points outlive the hour's reset
+			win.points, win.content = old.points, old.content // they outlive the hour's reset
 		}
 		g.tokens[token] = win
 	}
@@ -194,6 +224,15 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request, token string) boo
 			return false
 		}
 	}
+	write := cost == GitHubWritePoints
+	if g.Content && write {
+		if wait := win.contentWait(now); wait > 0 {
+			g.contentRefused++
+			g.refuse()
+			g.secondary(w, now, wait)
+			return false
+		}
+	}
 	date(w, now)
 	ok := win.used < g.Limit
 	if ok {
@@ -213,6 +252,9 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request, token string) boo
 		return false
 	}
 	win.points = append(win.points, ghPoints{at: now, n: cost})
+	if write {
+		win.content = append(win.content, now)
+	}
 	g.accept(now)
 	w.Write([]byte(`{"login":"octocat"}`))
 	return true

@@ -50,7 +50,7 @@ func TestGitHubSecondaryPointsAMinute(t *testing.T) {
 	if rec := ghSend(g, http.MethodPost); rec.Code != http.StatusOK {
 		t.Fatalf("a POST at t0+60s, when 850 points have left: %d, want 200", rec.Code)
 	}
-	if p, f := g.SecondaryRefused(); p != 1 || f != 0 || g.Refused() != 1 {
+	if p, _, f := g.SecondaryRefused(); p != 1 || f != 0 || g.Refused() != 1 {
 		t.Errorf("refused: %d for points, %d in flight, %d in all; want 1, 0, 1", p, f, g.Refused())
 	}
 	if n, _, _ := g.Accepted(); n != 221 {
@@ -110,7 +110,7 @@ func TestGitHubSecondaryRequestsInProgress(t *testing.T) {
 			t.Errorf("one of the first 100: %d, want 200", c)
 		}
 	}
-	if p, f := g.SecondaryRefused(); p != 0 || f != 1 || g.MaxInFlight() != GitHubInFlight {
+	if p, _, f := g.SecondaryRefused(); p != 0 || f != 1 || g.MaxInFlight() != GitHubInFlight {
 		t.Errorf("refused %d for points and %d in flight, most in flight %d; want 0, 1, 100", p, f, g.MaxInFlight())
 	}
 }
@@ -123,5 +123,46 @@ func TestGitHubPrimaryOnlyByDefault(t *testing.T) {
 		if rec := ghSend(g, http.MethodPost); rec.Code != http.StatusOK {
 			t.Fatalf("POST %d: %d, want 200", i+1, rec.Code)
 		}
+	}
+}
+
+// TestGitHubContentGeneratingRequests: with Content, at most 80 writes a minute and 500 an hour
+// per token (GitHub's page, "in general"); the first over is a 403 naming the secondary limit
+// with retry-after the seconds until it fits, and does not count; reads are not limited by it.
+func TestGitHubContentGeneratingRequests(t *testing.T) {
+	now := t0
+	g := NewGitHub(func() time.Time { return now })
+	g.Secondary, g.Content = true, true
+	for m := range 7 { // 80 POSTs a minute for 6 minutes, then 20: 500 in the hour
+		now = t0.Add(time.Duration(m) * time.Minute)
+		n := 80
+		if m == 6 {
+			n = 20
+		}
+		for i := range n {
+			if rec := ghSend(g, http.MethodPost); rec.Code != http.StatusOK {
+				t.Fatalf("POST %d of minute %d: %d, want 200", i+1, m, rec.Code)
+			}
+		}
+		if m == 0 {
+			rec := ghSend(g, http.MethodPatch)
+			if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "secondary rate limit") || rec.Header().Get("retry-after") != "60" {
+				t.Fatalf("the 81st write of a minute: %d, retry-after %q; want 403, 60", rec.Code, rec.Header().Get("retry-after"))
+			}
+			if rec := ghSend(g, http.MethodGet); rec.Code != http.StatusOK {
+				t.Fatalf("a GET after 80 writes: %d, want 200", rec.Code)
+			}
+		}
+	}
+	now = t0.Add(10 * time.Minute)
+	rec := ghSend(g, http.MethodDelete)
+	if rec.Code != http.StatusForbidden || rec.Header().Get("retry-after") != "3000" {
+		t.Fatalf("the 501st write of an hour: %d, retry-after %q; want 403, 3000 (the first leaves at t0+1h)", rec.Code, rec.Header().Get("retry-after"))
+	}
+	if p, c, f := g.SecondaryRefused(); p != 0 || c != 2 || f != 0 {
+		t.Errorf("refused %d for points, %d for content, %d in flight; want 0, 2, 0", p, c, f)
+	}
+	if n, _, _ := g.Accepted(); n != 501 {
+		t.Errorf("accepted %d, want 501 (500 writes and a GET)", n)
 	}
 }

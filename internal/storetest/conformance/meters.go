@@ -82,8 +82,9 @@ func (k *keyedRecorder) held(key string) (int, *keyGrants) {
 
 // meterBase stands for the upstream: it notes what each request sent cost on the meter.
 type meterBase struct {
-	mu   sync.Mutex
-	sent map[string][2]int // token → requests, points
+	mu     sync.Mutex
+	sent   map[string][2]int // token → requests, points
+	writes int               // requests with X-Write, of every token
 }
 
 func (b *meterBase) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -92,17 +93,22 @@ func (b *meterBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	b.mu.Lock()
 	s := b.sent[tok]
 	b.sent[tok] = [2]int{s[0] + 1, s[1] + cost}
+	if req.Header.Get("X-Write") != "" {
+		b.writes++
+	}
 	b.mu.Unlock()
 	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 }
 
 // meters paces 16 goroutines' requests on 3 tokens through one Transport charging each request
-// on two meters (10 ms buckets): the token's rules (10 in 200 ms and 24 in 800 ms, 1 a request) and a meter of
-// points under "points:" + the token (15 in 200 ms and 40 in 800 ms, 1 to 3 a request), on
-// the store's own clock (as transport64: a Redis server's keys expire on its own time). Every
-// grant is judged at the store's instant, per key, against its rules;
-// and each token's key holds exactly the requests sent, its meter exactly their points: all or
-// nothing, nothing counted twice. A store error refuses the request (SendNothing), and it is
+// on two or three meters (10 ms buckets): the token's rules (10 in 200 ms and 24 in 800 ms, 1 a
+// request), a meter of points under "points:" + the token (15 in 200 ms and 40 in 800 ms, 1 to
+// 3 a request) and, for every other pair of requests (a write), a meter of writes under one key
+// for every token (6 in 200 ms and 16 in 800 ms, 1 a write), on the store's own clock (as
+// transport64: a Redis server's keys expire on its own time). Every grant is judged at the
+// store's instant, per key, against its rules; each token's key holds exactly the requests
+// sent, its points meter exactly their points, and the writes meter exactly the writes sent: all
+// or nothing, nothing counted twice. A store error refuses the request (SendNothing), and it is
 // sent again.
 func meters(t *testing.T, tg Target) {
 	rep := newReport(t, tg)
@@ -118,6 +124,14 @@ func meters(t *testing.T, tg Target) {
 		ratemonitor.WithMeter(ratemonitor.Meter{Name: "points",
 			Rules: []strategy.Rule{{Limit: 15, Window: 200 * time.Millisecond, Granularity: 10 * time.Millisecond}, {Limit: 40, Window: 800 * time.Millisecond, Granularity: 10 * time.Millisecond}},
 			Cost:  func(r *http.Request) int { n, _ := strconv.Atoi(r.Header.Get("X-Cost")); return n }}),
+		ratemonitor.WithMeter(ratemonitor.Meter{Name: "writes", AppKey: prefix + "writes",
+			Rules: []strategy.Rule{{Limit: 6, Window: 200 * time.Millisecond, Granularity: 10 * time.Millisecond}, {Limit: 16, Window: 800 * time.Millisecond, Granularity: 10 * time.Millisecond}},
+			Cost: func(r *http.Request) int {
+				if r.Header.Get("X-Write") != "" {
+					return 1
+				}
+				return 0
+			}}),
 		ratemonitor.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +146,9 @@ func meters(t *testing.T, tg Target) {
 				req, _ := http.NewRequestWithContext(ctx(t), http.MethodGet, "http://upstream.test/", nil)
 				req.Header.Set("X-Token", strconv.Itoa(i%3))
 				req.Header.Set("X-Cost", strconv.Itoa(1+i/3%3))
+				if i/2%2 == 0 {
+					req.Header.Set("X-Write", "1")
+				}
 				for {
 					resp, err := tr.RoundTrip(req)
 					if se := (*ratemonitor.StoreError)(nil); errors.As(err, &se) {
@@ -164,5 +181,11 @@ func meters(t *testing.T, tg Target) {
 		rep.violations(fmt.Sprintf("token %d's grants", tok), kg.s, kg.grants, 0)
 		rep.violations(fmt.Sprintf("token %d's points", tok), mg.s, mg.grants, 0)
 	}
-	t.Logf("%s: %d requests on 3 tokens, each charged on two meters, in %v; %d store errors, sent again", tg.Name, requests, time.Since(start).Round(time.Millisecond), storeErrs.Load())
+	writes, wk := rec.held(prefix + "writes")
+	if writes != b.writes || wk.s == nil {
+		rep.fail("%d writes sent; the store holds %d on the writes meter, want the same", b.writes, writes)
+	} else {
+		rep.violations("the writes", wk.s, wk.grants, 0)
+	}
+	t.Logf("%s: %d requests on 3 tokens, each charged on two or three meters, in %v; %d store errors, sent again", tg.Name, requests, time.Since(start).Round(time.Millisecond), storeErrs.Load())
 }
