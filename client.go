@@ -17,6 +17,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/internal/contend"
 	"github.com/ratemonitor/ratemonitor/internal/credential"
+	"github.com/ratemonitor/ratemonitor/internal/degrade"
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
@@ -91,8 +92,8 @@ type Transport struct {
 	base     http.RoundTripper
 	strat    *engine.Strategy
 	store    cache.Store
-	ops      cache.Store // where operations go: store, or deg under Degrade
-	deg      *degrader   // StoreErrorPolicy Degrade over a shared store
+	ops      cache.Store    // where operations go: store, or deg under Degrade
+	deg      *degrade.Store // StoreErrorPolicy Degrade over a shared store
 	ownStore bool
 	keyFunc  KeyFunc
 	clock    clock.Clock

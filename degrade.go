@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
-	"github.com/ratemonitor/ratemonitor/strategy"
+	"github.com/ratemonitor/ratemonitor/internal/degrade"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
@@ -111,49 +110,19 @@ func (t *Transport) startDegrader() error {
 	for _, m := range t.meters {
 		longest = max(longest, m.strat.Longest())
 	}
-	t.deg = newDegrader(t, cfg, longest)
+	t.deg = degrade.New(t.store, degrade.Config{Share: cfg.Share, Processes: cfg.Processes,
+		ProbeInterval: cfg.ProbeInterval, NoHoldBack: cfg.NoHoldBack, Longest: longest,
+		Clock: t.clock, Logger: t.logger, Observer: t.obs})
 	t.ops = t.deg
 	return nil
 }
 
-// storeName is the name of st for events: the first word of its Namespace ("redis",
-// "sqlite", …), or its Go type.
-func storeName(st cache.Store) string {
-	if n, ok := st.(cache.Namespacer); ok {
-		if f := strings.Fields(n.Namespace()); len(f) > 0 {
-			return f[0]
-		}
-	}
-	return fmt.Sprintf("%T", st)
-}
-
-// isOutage reports whether err, from the shared store, means the store is unreachable: any
-// error but the caller's (ctx ended, or its deadline passed: a client that sets its
-// connection's deadline to the context's can fail a moment before the context's own timer
-// fires), contention (cache.ErrContended: an optimistic race, not an outage), a closed store,
-// and errors about the request itself (counts, bursts, updates).
-func isOutage(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil {
-		return false
-	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return false
-	}
-	for _, not := range []error{context.Canceled, cache.ErrContended, cache.ErrClosed, cache.ErrInvalidCount,
-		strategy.ErrInvalidBurst, strategy.ErrBurstTooLarge, engine.ErrInvalidUpdate, cache.ErrCounterConflict} {
-		if errors.Is(err, not) {
-			return false
-		}
-	}
-	return true
-}
-
-// gen returns the degraded mode's generation (see degrader.gen), 0 without one.
+// gen returns the degraded mode's generation (see degrade.Store.Gen), 0 without one.
 func (t *Transport) gen() uint64 {
 	if t.deg == nil {
 		return 0
 	}
-	return t.deg.gen.Load()
+	return t.deg.Gen()
 }
 
 // releaseIn is releaseOn for slots reserved when the generation was gen: when the Transport
@@ -174,10 +143,5 @@ func (t *Transport) nap(d time.Duration) time.Duration {
 	if t.deg == nil {
 		return d
 	}
-	t.deg.mu.Lock()
-	defer t.deg.mu.Unlock()
-	if t.deg.state == degraded {
-		return min(d, t.deg.cfg.ProbeInterval)
-	}
-	return d
+	return t.deg.Nap(d)
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/internal/degrade"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -18,17 +18,17 @@ import (
 // The degraded mode against real Redis (outages, the hold-back, the share, the carry-over,
 // settling, Sentinel master changes, Close, a fleet across failovers) is tested through the
 // public API in the Redis store module (its internal/degradetest), so that this module needs
-// no Redis. Here: what needs no server, and the Transport's internal state those tests can
-// only see the effects of, over a shared store that fails on demand (outageStore).
+// no Redis; the store decorator's own workings in internal/degrade. Here: the options, and the
+// Transport's internal state those tests can only see the effects of, over a shared store that
+// fails on demand (outageStore).
 
 // outageStore is a memory store that is not in-process as far as the Transport can tell (it
 // hides cache.InProcess, as a store shared with other processes would), so that Degrade
 // gives it a degraded mode; while down is set every operation fails as an unreachable server
-// would, and master, when set, names the Sentinel master it reached (SentinelMaster).
+// would.
 type outageStore struct {
 	cache.Store
-	down   *atomic.Bool
-	master *atomic.Value // string
+	down *atomic.Bool
 }
 
 var errInjectedOutage = errors.New("outageStore: injected outage")
@@ -40,12 +40,8 @@ func newOutageStore(t *testing.T, clk clock.Clock) outageStore {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	master := &atomic.Value{}
-	master.Store("")
-	return outageStore{Store: m, down: &atomic.Bool{}, master: master}
+	return outageStore{Store: m, down: &atomic.Bool{}}
 }
-
-func (o outageStore) SentinelMaster() string { return o.master.Load().(string) }
 
 func (o outageStore) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	if o.down.Load() {
@@ -128,31 +124,6 @@ func TestDegradedConfigRefusedOrDefaulted(t *testing.T) {
 	}
 }
 
-// TestDegradeMasterChangeReportsBothMasters: the Degraded event of a master change carries a
-// masterChangedError naming both masters (degradetest's TestNewMasterGrantUnusedUntilHoldBack checks the
-// behaviour over Redis, and the error's words).
-func TestDegradeMasterChangeReportsBothMasters(t *testing.T) {
-	clk := clock.NewManual(t0)
-	st := newOutageStore(t, clk)
-	st.master.Store("127.0.0.1:1")
-	rec := &observe.Recorder{}
-	tr := newTransport(t, nil, WithRules(strategy.Rule{Limit: 20, Window: time.Minute}), WithStore(st), WithClock(clk),
-		WithPacing(), WithObserver(rec), WithLogger(discard))
-	ctx := context.Background()
-	if res, err := tr.ops.Reserve(ctx, tr.strat, "k", 1); err != nil || !res.Allowed {
-		t.Fatalf("first master: %+v, %v", res, err)
-	}
-	st.master.Store("127.0.0.1:2")
-	if res, err := tr.ops.Reserve(ctx, tr.strat, "k", 1); err != nil || res.Allowed || res.Wait != time.Minute {
-		t.Fatalf("new master: %+v, %v; want held back a minute", res, err)
-	}
-	evs := rec.Events()
-	var mc masterChangedError
-	if len(evs) != 1 || evs[0].Kind != observe.Degraded || !errors.As(evs[0].Err, &mc) || mc.from != "127.0.0.1:1" || mc.to != "127.0.0.1:2" {
-		t.Errorf("events %v, want one Degraded with the change from 127.0.0.1:1 to 127.0.0.1:2", rec.Strings())
-	}
-}
-
 // TestDegradeCancelWhileSettlingKeepsTheCarriedCount: Transport.Reserve's slots reserved while
 // degraded and cancelled once the store answers again are cancelled while the degraded mode is
 // settling, in another generation, so the shared store keeps the carried-over count (degradetest's
@@ -177,10 +148,8 @@ func TestDegradeCancelWhileSettlingKeepsTheCarriedCount(t *testing.T) {
 	if _, err := tr.AllocationUsed(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	tr.deg.mu.Lock()
-	state := tr.deg.state
-	tr.deg.mu.Unlock()
-	if state != settling || tr.gen() == r.gen {
+	state := tr.deg.State()
+	if state != degrade.Settling || tr.gen() == r.gen {
 		t.Fatalf("state %d, generation %d (reserved in %d); want settling, another generation", state, tr.gen(), r.gen)
 	}
 	if err := r.Cancel(ctx); err != nil || r.Remaining() != 0 {

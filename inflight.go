@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/degrade"
 )
 
 // DefaultLeaseTTL is the lease of an in-flight slot unless WithInFlightLease says otherwise:
@@ -102,7 +103,7 @@ func (t *Transport) checkInFlight() error {
 		if c.n == 0 {
 			opt = fmt.Sprintf("WithAppInFlight(%d)", c.appN)
 		}
-		return fmt.Errorf("ratemonitor: %s: the store (%s) holds no in-flight leases (cache.Leaser); use the memory store (cache.Memory) or the Redis store (redisstore)", opt, storeName(t.store))
+		return fmt.Errorf("ratemonitor: %s: the store (%s) holds no in-flight leases (cache.Leaser); use the memory store (cache.Memory) or the Redis store (redisstore)", opt, degrade.StoreName(t.store))
 	}
 	return nil
 }

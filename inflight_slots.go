@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/internal/degrade"
 	"github.com/ratemonitor/ratemonitor/observe"
 )
 
@@ -172,7 +173,7 @@ func (f *inflight) takeOne(ctx context.Context, key, queue string, n int, check 
 // try asks for a slot once. It returns the slot, or how long until the earliest lease of key
 // expires, or an error: the context's, or a *StoreError.
 func (f *inflight) try(ctx context.Context, key, queue string, n int) (*slot, time.Duration, error) {
-	if f.t.deg != nil && f.t.deg.isDegraded() {
+	if f.t.deg != nil && f.t.deg.IsDegraded() {
 		return f.tryLocal(key, queue, n)
 	}
 	l, err := f.leaser.AcquireLease(ctx, key, n, f.cfg.ttl)
@@ -180,7 +181,7 @@ func (f *inflight) try(ctx context.Context, key, queue string, n int) (*slot, ti
 		if ctx.Err() != nil {
 			return nil, 0, gaveUp(ctx, err)
 		}
-		if f.t.deg != nil && isOutage(ctx, err) {
+		if f.t.deg != nil && degrade.IsOutage(ctx, err) {
 			return f.tryLocal(key, queue, n)
 		}
 		return nil, 0, &StoreError{Key: key, Err: err}
@@ -206,7 +207,7 @@ func (f *inflight) try(ctx context.Context, key, queue string, n int) (*slot, ti
 // still leased in the store before it went out included: those requests are still in flight
 // upstream, so counting only the slots taken while degraded would let share·n more go.
 func (f *inflight) tryLocal(key, queue string, n int) (*slot, time.Duration, error) {
-	limit := max(1, int(float64(n)*f.t.deg.episodeShare()))
+	limit := max(1, int(float64(n)*f.t.deg.EpisodeShare()))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.held[key] >= limit {
@@ -360,7 +361,7 @@ func (f *inflight) restore(s *slot) (bool, error) {
 		return l.Acquired(), nil // still lost (tried again each round): reported already
 	}
 	if f.t.obs != nil {
-		f.t.obs.Observe(observe.Event{Kind: observe.StateLost, Store: storeName(f.t.store), Op: "lease", Key: s.key, Err: errors.New(what)})
+		f.t.obs.Observe(observe.Event{Kind: observe.StateLost, Store: degrade.StoreName(f.t.store), Op: "lease", Key: s.key, Err: errors.New(what)})
 	}
 	level, suppressed := f.t.warnLevel(&f.t.storeWarn)
 	f.t.logger.LogAttrs(context.Background(), level, msg,
@@ -375,11 +376,4 @@ func (f *inflight) close() {
 	f.mu.Unlock()
 	f.stop()
 	f.wg.Wait()
-}
-
-// isDegraded reports whether the degraded mode serves operations now.
-func (d *degrader) isDegraded() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.state == degraded
 }

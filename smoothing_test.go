@@ -15,7 +15,6 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -222,22 +221,5 @@ func TestSmoothingNeedsRollingWindow(t *testing.T) {
 	_, err = New(nil, WithStrategy(fw), WithSmoothing())
 	if !errors.Is(err, engine.ErrNotSmoothable) || !strings.Contains(err.Error(), "WithSmoothing") {
 		t.Fatalf("New = %v, want an error naming WithSmoothing and wrapping ErrNotSmoothable", err)
-	}
-}
-
-// TestSmoothingKeptWhenScaledForDegradedMode: in degraded mode a smoothed strategy and a plain one
-// of the same rules are scaled apart, and the scaled smoothed one is still smoothed (15 of a halved
-// 60 at once).
-func TestSmoothingKeptWhenScaledForDegradedMode(t *testing.T) {
-	plain, err := rollingwindow.New(minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sm, _ := plain.Smoothed()
-	d := &degrader{cfg: DegradedConfig{Share: 0.5}}
-	a, b := d.scaledFor(sm), d.scaledFor(plain)
-	if !a.Smoothing() || a.MaxBurst() != 15 || b.Smoothing() || b.MaxBurst() != 30 {
-		t.Fatalf("scaled smoothed: smoothing %v, max burst %d; scaled plain: %v, %d; want true 15, false 30",
-			a.Smoothing(), a.MaxBurst(), b.Smoothing(), b.MaxBurst())
 	}
 }

@@ -10,7 +10,9 @@
 //     move or a rename: listed, nothing to check;
 //   - every other old function's assertions must each still be found, with at least as many
 //     copies over the directory as before, unless a table now runs them (-merged), in the new
-//     tree's same directory (after -map's rewrites);
+//     tree's same directory (after -map's rewrites); or, for a function whose name is gone from
+//     its directory and found in exactly one other (moved to another package and adapted to
+//     it), in that one;
 //   - an old function without assertions of its own (a test that runs a suite or a helper)
 //     that is gone must leave every function it called still called in that directory;
 //   - an assertion of the old tree found nowhere in the new one is reported as dropped, and
@@ -202,27 +204,51 @@ func readMap(path string) (map[string]map[string]string, error) {
 func report(w *os.File, before, after tree, rewrites map[string]map[string]string, verbose bool) (dropped bool) {
 	newBodies := map[string][]*fn{} // body hash → new functions, over the whole tree
 	newNames := map[string]bool{}
-	for _, fs := range after {
-		for _, f := range fs {
+	nameDirs := map[string][]string{} // function name → the new directories that have it
+	for _, dir := range sortedKeys(after) {
+		for _, f := range after[dir] {
 			newBodies[f.body] = append(newBodies[f.body], f)
 			newNames[f.dir+" "+f.name] = true
+			if ds := nameDirs[f.name]; len(ds) == 0 || ds[len(ds)-1] != dir {
+				nameDirs[f.name] = append(ds, dir)
+			}
 		}
+	}
+	haves := map[string]map[string]int{} // dir → its new assertion keys, with their counts
+	haveIn := func(dir string) map[string]int {
+		if haves[dir] == nil {
+			haves[dir] = map[string]int{}
+			for _, f := range after[dir] {
+				for _, a := range f.asserts {
+					haves[dir][a]++
+				}
+			}
+		}
+		return haves[dir]
+	}
+	// movedTo is where an old function of dir went when it is gone from dir under its name and
+	// exactly one other directory has that name: moved to another package, and changed.
+	movedTo := func(dir string, f *fn) string {
+		if ds := nameDirs[f.name]; !newNames[dir+" "+f.name] && len(ds) == 1 {
+			return ds[0]
+		}
+		return dir
 	}
 	var moved, renamed, changed, removedNoAsserts int
 	var lines []string
 	for _, dir := range sortedKeys(before) {
-		have := map[string]int{} // new assertion keys of dir, with their counts
+		have := haveIn(dir)
 		called := map[string]bool{}
 		for _, f := range after[dir] {
-			for _, a := range f.asserts {
-				have[a]++
-			}
 			for _, c := range f.calls {
 				called[c] = true
 			}
 		}
 		want := map[string]int{} // old assertion keys of dir (rewritten), with their counts
 		for _, f := range before[dir] {
+			if movedTo(dir, f) != dir {
+				continue // counted where it went
+			}
 			for _, a := range f.asserts {
 				want[rewrite(rewrites, dir, a)]++
 			}
@@ -259,10 +285,12 @@ func report(w *os.File, before, after tree, rewrites map[string]map[string]strin
 				continue
 			}
 			changed++
+			to := movedTo(dir, f)
+			there := haveIn(to)
 			var missing []string
 			for _, a := range f.asserts {
 				k := rewrite(rewrites, dir, a)
-				if have[k] == 0 {
+				if there[k] == 0 {
 					missing = append(missing, k)
 				}
 			}
@@ -272,8 +300,11 @@ func report(w *os.File, before, after tree, rewrites map[string]map[string]strin
 				dropped = true
 			}
 			where := "(name gone)"
-			if newNames[dir+" "+f.name] {
+			switch {
+			case newNames[dir+" "+f.name]:
 				where = "(name kept)"
+			case to != dir:
+				where = "(moved to " + to + ")"
 			}
 			lines = append(lines, fmt.Sprintf("%s %s %s (%s) %s: %d assertions, %d not found", status, dir, f.name, f.file, where, len(f.asserts), len(missing)))
 			for _, k := range missing {
@@ -281,7 +312,7 @@ func report(w *os.File, before, after tree, rewrites map[string]map[string]strin
 			}
 			if verbose {
 				for _, a := range f.asserts {
-					lines = append(lines, fmt.Sprintf("           %d now: %s", have[rewrite(rewrites, dir, a)], rewrite(rewrites, dir, a)))
+					lines = append(lines, fmt.Sprintf("           %d now: %s", there[rewrite(rewrites, dir, a)], rewrite(rewrites, dir, a)))
 				}
 			}
 		}
@@ -307,7 +338,7 @@ func report(w *os.File, before, after tree, rewrites map[string]map[string]strin
 			aNew += len(f.asserts)
 		}
 	}
-	verdict := "nothing dropped: every old assertion is found in the new tree's same directory"
+	verdict := "nothing dropped: every old assertion is found in the new tree's same directory (or where its function moved)"
 	if dropped {
 		verdict = "ASSERTIONS DROPPED (see DROPPED above)"
 	}

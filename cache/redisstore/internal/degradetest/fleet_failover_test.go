@@ -308,10 +308,10 @@ func (f *fleet) grantedSince(t *testing.T, what string, from time.Time) {
 // With lossy, the old master takes writes after the promotion until each process learns of
 // the new one (a graceful Sentinel failover), and every process must go degraded. The promise
 // then rests on the processes learning within the rule's margin of each other (docs/fleet.md,
-// degrader_master.go), which a loaded machine does not always give: a process's watcher may
-// be scheduled late, and each client hears the news from its own sentinel. The test measures
-// it, from each process's first Degraded event after the fault; when the spread is over the
-// margin it asserts what holds then instead (fleetLearnedApart).
+// internal/degrade/master.go), which a loaded machine does not always give: a process's
+// watcher may be scheduled late, and each client hears the news from its own sentinel. The
+// test measures it, from each process's first Degraded event after the fault; when the spread
+// is over the margin it asserts what holds then instead (fleetLearnedApart).
 func fleetFault(t *testing.T, newClient func() redis.UniversalClient, keys []string, what string, lossy bool, fault func() time.Time) {
 	f := startFleet(t, newClient, keys)
 	runStart := time.Now()

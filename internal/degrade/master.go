@@ -1,4 +1,4 @@
-package ratemonitor
+package degrade
 
 import (
 	"fmt"
@@ -40,14 +40,14 @@ type answer int
 
 const (
 	useAnswer   answer = iota // no master change: the answer stands
-	fencedNow                 // a new master: the Transport is degraded (fenced) from now on
+	fencedNow                 // a new master: the Store is degraded (fenced) from now on
 	staleAnswer               // the operation started before a switch of the stores: try again
 )
 
 // masterChange notes the shared store's current master after an operation that saw at (mode)
 // has had its answer, and says what to do with that answer:
 //   - fencedNow when the master changed since the last one noted, or since the operation
-//     started: the Transport goes degraded at once, in the same critical section as the
+//     started: the Store goes degraded at once, in the same critical section as the
 //     noting (an operation starting between the two would otherwise take healthy mode and use
 //     the new master's grant), with no probe before the hold-back; the answer is not used (a
 //     grant stays counted on the new master, an over-count).
@@ -58,11 +58,11 @@ const (
 //     new master sees the change; the others already under way (a dozen callers a process)
 //     are caught here, since that first one's fence switched the generation (21 grants in a
 //     second in the fleet test before), and an answer that outlived a whole outage does not
-//     degrade the Transport again.
+//     degrade the Store again.
 //   - useAnswer otherwise (no Sentinel store, first sight, no change).
 //
 // Call without d.mu.
-func (d *degrader) masterChange(at seen, start time.Time) answer {
+func (d *Store) masterChange(at seen, start time.Time) answer {
 	if d.sentinel == nil {
 		return useAnswer
 	}
@@ -87,7 +87,7 @@ func (d *degrader) masterChange(at seen, start time.Time) answer {
 		return useAnswer
 	}
 	share, begun := d.failLocked(start)
-	d.nextProbe = later(d.nextProbe, d.since.Add(d.longest))
+	d.nextProbe = later(d.nextProbe, d.since.Add(d.cfg.Longest))
 	d.mu.Unlock()
 	if begun {
 		d.reportDegraded(moved, share)
@@ -98,7 +98,7 @@ func (d *degrader) masterChange(at seen, start time.Time) answer {
 // noteMaster notes the shared store's current master for a probe and reports whether it
 // changed since the last one noted. (Calls begun before the outage are caught by their
 // generation in masterChange.)
-func (d *degrader) noteMaster() bool {
+func (d *Store) noteMaster() bool {
 	if d.sentinel == nil {
 		return false
 	}
@@ -116,13 +116,13 @@ func (d *degrader) noteMaster() bool {
 // probeTooSoon reports whether a probe that succeeded, having met a new master, comes before
 // the longest window from the outage's start has passed; then it ends the probe and sets
 // the next one at that instant.
-func (d *degrader) probeTooSoon() bool {
+func (d *Store) probeTooSoon() bool {
 	if !d.noteMaster() {
 		return false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	until := d.since.Add(d.longest)
+	until := d.since.Add(d.cfg.Longest)
 	if !d.clock.Now().Before(until) {
 		return false
 	}

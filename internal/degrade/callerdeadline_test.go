@@ -1,4 +1,4 @@
-package ratemonitor
+package degrade
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestCallerDeadlineIsNeverAnOutage(t *testing.T) {
 		{"no deadline", context.Background(), timeout, true},
 		{"no deadline, connection refused", context.Background(), errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), true},
 	} {
-		if got := isOutage(c.ctx, c.err); got != c.want {
+		if got := IsOutage(c.ctx, c.err); got != c.want {
 			t.Errorf("%s: isOutage = %v, want %v", c.name, got, c.want)
 		}
 	}

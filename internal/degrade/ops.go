@@ -1,4 +1,4 @@
-package ratemonitor
+package degrade
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// The degrader's cache.Store methods: each operation follows the state (degrader.mode) to the
+// The Store's cache.Store methods: each operation follows the state (Store.mode) to the
 // shared store, the memory store, or both.
 
 // maxSwitches bounds how often one operation follows the state from store to store (each
@@ -22,9 +22,9 @@ const maxSwitches = 4
 // whileDegraded runs f, a memory-store operation of the degraded state, so that a return to
 // the shared store waits for it before its last carry (probed); it runs nothing and reports
 // false when the state is no longer degraded.
-func (d *degrader) whileDegraded(f func()) bool {
+func (d *Store) whileDegraded(f func()) bool {
 	d.mu.Lock()
-	if d.state != degraded {
+	if d.state != Degraded {
 		d.mu.Unlock()
 		return false
 	}
@@ -41,20 +41,87 @@ func (d *degrader) whileDegraded(f func()) bool {
 	return true
 }
 
+// scaledFor returns s scaled to this episode's share.
+func (d *Store) scaledFor(s *engine.Strategy) *engine.Strategy {
+	k := strategyKey(s)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.scaled == nil {
+		d.scaled = map[string]*engine.Strategy{}
+		d.share = d.EpisodeShare()
+	}
+	sc, ok := d.scaled[k]
+	if !ok {
+		sc = s.Scaled(d.share)
+		d.scaled[k] = sc
+	}
+	return sc
+}
+
+// touched notes a local grant or record on key, for the carry-over.
+func (d *Store) touched(s, sc *engine.Strategy, key string) {
+	d.mu.Lock()
+	if d.used == nil {
+		d.used = map[usedKey]usedEntry{}
+	}
+	d.used[usedKey{strat: strategyKey(s), key: key}] = usedEntry{orig: s, scaled: sc, last: d.clock.Now()}
+	d.mu.Unlock()
+}
+
+// holdUntil is when s's first local grant of this outage may come: once every grant the shared
+// store made before the outage was seen has aged out of s's longest window. Zero with
+// NoHoldBack.
+func (d *Store) holdUntil(s *engine.Strategy) time.Time {
+	if d.cfg.NoHoldBack {
+		return time.Time{}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.since.Add(s.Longest())
+}
+
+// burstErr says why a burst cannot fit this process's share.
+func (d *Store) burstErr(err error) error {
+	return fmt.Errorf("ratemonitor: degraded mode (store %s unreachable) paces on this process's share of each limit: %w", d.name, err)
+}
+
+// localReserve reserves on the memory store at the share and, with hold, after the hold-back.
+func (d *Store) localReserve(ctx context.Context, s *engine.Strategy, key string, n int, hold bool) (engine.Result, error) {
+	sc := d.scaledFor(s)
+	if err := sc.CheckBurst(n); err != nil {
+		return engine.Result{}, d.burstErr(err)
+	}
+	// A closed Store answers ErrClosed before the hold-back's wait, so that its owner's paced
+	// callers stop now rather than sleep and probe until the hold-back ends (a day for a day
+	// rule).
+	local, err := d.mem()
+	if err != nil {
+		return engine.Result{}, err
+	}
+	if until, now := d.holdUntil(s), d.clock.Now(); hold && now.Before(until) {
+		return engine.Result{Wait: until.Sub(now)}, nil
+	}
+	res, err := local.Reserve(ctx, sc, key, n)
+	if err == nil && res.Allowed {
+		d.touched(s, sc, key)
+	}
+	return res, err
+}
+
 // Reserve implements cache.Store.
-func (d *degrader) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (res engine.Result, err error) {
+func (d *Store) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (res engine.Result, err error) {
 	for range maxSwitches {
 		state, probe, at := d.mode()
 		if probe && d.probe(ctx, s, key) {
-			state, at = settling, d.seenNow()
+			state, at = Settling, d.seenNow()
 		}
 		switch state {
-		case degraded:
+		case Degraded:
 			if d.whileDegraded(func() { res, err = d.localReserve(ctx, s, key, n, true) }) {
 				return res, err
 			}
 			continue // back meanwhile
-		case settling:
+		case Settling:
 			var again bool
 			if res, again, err = d.settleReserve(ctx, s, key, n, at); !again {
 				return res, err
@@ -66,7 +133,7 @@ func (d *degrader) Reserve(ctx context.Context, s *engine.Strategy, key string, 
 		if err == nil && d.masterChange(at, start) != useAnswer {
 			continue // fenced, or started before a switch: the grant stays counted, unused
 		}
-		if !isOutage(ctx, err) {
+		if !IsOutage(ctx, err) {
 			return res, err
 		}
 		d.fail(err, start)
@@ -83,10 +150,10 @@ func (d *degrader) Reserve(ctx context.Context, s *engine.Strategy, key string, 
 // store have room; the shared store's instant is the one returned. No hold-back: the shared
 // store holds what it granted before the outage (a store that lost it, restarted empty,
 // reports StateLost; counts restart lower then for every process, degraded or not). again
-// says that the caller is to go round again: the shared store failed (the Transport is
+// says that the caller is to go round again: the shared store failed (the Store is
 // degraded again), or its answer came from a new master (fenced) or is stale (see
 // masterChange).
-func (d *degrader) settleReserve(ctx context.Context, s *engine.Strategy, key string, n int, at seen) (res engine.Result, again bool, err error) {
+func (d *Store) settleReserve(ctx context.Context, s *engine.Strategy, key string, n int, at seen) (res engine.Result, again bool, err error) {
 	lres, err := d.localReserve(ctx, s, key, n, false)
 	if err != nil || !lres.Allowed {
 		return lres, false, err
@@ -103,7 +170,7 @@ func (d *degrader) settleReserve(ctx context.Context, s *engine.Strategy, key st
 	if unused {
 		return res, true, nil // the shared grant stays counted, unused
 	}
-	if isOutage(ctx, err) {
+	if IsOutage(ctx, err) {
 		d.fail(err, start)
 		return res, true, err
 	}
@@ -111,7 +178,7 @@ func (d *degrader) settleReserve(ctx context.Context, s *engine.Strategy, key st
 }
 
 // Record implements cache.Store: on the memory store while degraded, on both while settling.
-func (d *degrader) Record(ctx context.Context, s *engine.Strategy, key string, n int) (err error) {
+func (d *Store) Record(ctx context.Context, s *engine.Strategy, key string, n int) (err error) {
 	local := func() error {
 		sc := d.scaledFor(s)
 		local, err := d.mem()
@@ -127,9 +194,9 @@ func (d *degrader) Record(ctx context.Context, s *engine.Strategy, key string, n
 	for range maxSwitches {
 		state, probe, at := d.mode()
 		if probe && d.probe(ctx, s, key) {
-			state, at = settling, d.seenNow()
+			state, at = Settling, d.seenNow()
 		}
-		if state == degraded {
+		if state == Degraded {
 			if d.whileDegraded(func() { err = local() }) {
 				return err
 			}
@@ -137,7 +204,7 @@ func (d *degrader) Record(ctx context.Context, s *engine.Strategy, key string, n
 		}
 		start := d.clock.Now()
 		err = d.shared.Record(ctx, s, key, n)
-		if isOutage(ctx, err) {
+		if IsOutage(ctx, err) {
 			d.fail(err, start)
 			continue
 		}
@@ -146,15 +213,15 @@ func (d *degrader) Record(ctx context.Context, s *engine.Strategy, key string, n
 			case fencedNow:
 				return nil // counted on the new master: the request is recorded
 			case staleAnswer:
-				// Recorded on the shared store; a Transport that has switched since counts
+				// Recorded on the shared store; a Store that has switched since counts
 				// it on the memory store too, which is what it paces by now.
-				if d.stateNow() != healthy {
+				if d.State() != Healthy {
 					return local()
 				}
 				return nil
 			}
 		}
-		if err == nil && state == settling {
+		if err == nil && state == Settling {
 			return local()
 		}
 		return err
@@ -163,12 +230,12 @@ func (d *degrader) Record(ctx context.Context, s *engine.Strategy, key string, n
 }
 
 // Release implements cache.Store: on the store the current state reserves on (the shared one
-// while settling). The Transport gives back only slots of the current generation.
-func (d *degrader) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
+// while settling). Its owner gives back only slots of the current generation (Gen).
+func (d *Store) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
 	d.mu.Lock()
 	state := d.state
 	d.mu.Unlock()
-	if state == degraded {
+	if state == Degraded {
 		local, err := d.mem()
 		if err != nil {
 			return err
@@ -180,7 +247,7 @@ func (d *degrader) Release(ctx context.Context, s *engine.Strategy, key string, 
 
 // localPeek is Peek on the memory store at the share, with the hold-back in the wait when
 // hold is set.
-func (d *degrader) localPeek(ctx context.Context, s *engine.Strategy, key string, n int, hold bool) (strategy.Snapshot, error) {
+func (d *Store) localPeek(ctx context.Context, s *engine.Strategy, key string, n int, hold bool) (strategy.Snapshot, error) {
 	sc := d.scaledFor(s)
 	if n > 0 {
 		if err := sc.CheckBurst(n); err != nil {
@@ -202,18 +269,18 @@ func (d *degrader) localPeek(ctx context.Context, s *engine.Strategy, key string
 
 // Peek implements cache.Store: while degraded, usage is the memory store's, against the
 // scaled rules; while settling, the wait is the longer of both stores'.
-func (d *degrader) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error) {
+func (d *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Snapshot, error) {
 	for range maxSwitches {
 		state, probe, at := d.mode()
 		if probe && d.probe(ctx, s, key) {
-			state, at = settling, d.seenNow()
+			state, at = Settling, d.seenNow()
 		}
-		if state == degraded {
+		if state == Degraded {
 			return d.localPeek(ctx, s, key, n, true)
 		}
 		start := d.clock.Now()
 		snap, err := d.shared.Peek(ctx, s, key, n)
-		if isOutage(ctx, err) {
+		if IsOutage(ctx, err) {
 			d.fail(err, start)
 			return d.localPeek(ctx, s, key, n, true)
 		}
@@ -225,7 +292,7 @@ func (d *degrader) Peek(ctx context.Context, s *engine.Strategy, key string, n i
 				continue // read again in the current state
 			}
 		}
-		if err == nil && state == settling && n > 0 {
+		if err == nil && state == Settling && n > 0 {
 			if l, lerr := d.localPeek(ctx, s, key, n, false); lerr == nil {
 				snap.Wait = max(snap.Wait, l.Wait)
 			}
@@ -235,17 +302,17 @@ func (d *degrader) Peek(ctx context.Context, s *engine.Strategy, key string, n i
 	return d.localPeek(ctx, s, key, n, true)
 }
 
-// mem returns the memory store, made on first use with the Transport's clock and logger (only
-// this Transport's keys live there: the default cost bound is ample). After Close it returns
+// mem returns the memory store, made on first use with Config's clock, logger and observer
+// (only the owner's keys live there: the default cost bound is ample). After Close it returns
 // an error wrapping cache.ErrClosed.
-func (d *degrader) mem() (*cache.Memory, error) {
+func (d *Store) mem() (*cache.Memory, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return nil, fmt.Errorf("ratemonitor: degraded mode: %w", cache.ErrClosed)
 	}
 	if d.local == nil {
-		m, err := cache.NewMemory(cache.MemoryConfig{Clock: d.clock, Logger: d.t.logger, Observer: d.t.obs})
+		m, err := cache.NewMemory(cache.MemoryConfig{Clock: d.clock, Logger: d.cfg.Logger, Observer: d.cfg.Observer})
 		if err != nil {
 			return nil, fmt.Errorf("ratemonitor: degraded mode's memory store: %w", err)
 		}
@@ -255,18 +322,18 @@ func (d *degrader) mem() (*cache.Memory, error) {
 }
 
 // Close closes the memory store, if one was made; the shared store is the caller's. A
-// Transport closed while degraded reports observe.Recovered (Err: cache.ErrClosed), so that
+// Store closed while degraded reports observe.Recovered (Err: cache.ErrClosed), so that
 // every Degraded has its end and a gauge of degraded Transports (metrics' degraded) comes back
 // down; it reports it once, however often it is closed.
-func (d *degrader) Close() error {
+func (d *Store) Close() error {
 	d.mu.Lock()
-	ended := !d.closed && d.state == degraded
+	ended := !d.closed && d.state == Degraded
 	d.closed = true
 	down := d.clock.Now().Sub(d.since)
 	local := d.local
 	d.mu.Unlock()
-	if ended && d.t.obs != nil {
-		d.t.obs.Observe(observe.Event{Kind: observe.Recovered, Store: d.name, Wait: down, Err: cache.ErrClosed})
+	if ended && d.cfg.Observer != nil {
+		d.cfg.Observer.Observe(observe.Event{Kind: observe.Recovered, Store: d.name, Wait: down, Err: cache.ErrClosed})
 	}
 	if local == nil {
 		return nil
