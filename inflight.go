@@ -28,9 +28,19 @@ const minLeaseTTL = 100 * time.Millisecond
 
 // inflightConfig is what the in-flight options asked for.
 type inflightConfig struct {
-	n, appN int           // WithInFlight, WithAppInFlight; 0: not given
-	ttl     time.Duration // WithInFlightLease; 0: DefaultLeaseTTL
+	n, appN int             // WithInFlight, WithAppInFlight; 0: not given
+	meters  []inflightMeter // Meter.InFlight, in the order given
+	ttl     time.Duration   // WithInFlightLease; 0: DefaultLeaseTTL
 }
+
+// inflightMeter is a meter's cap on requests in progress, n on each of its keys.
+type inflightMeter struct {
+	*meter
+	n int
+}
+
+// none reports whether no in-flight limit is kept.
+func (c inflightConfig) none() bool { return c.n == 0 && c.appN == 0 && len(c.meters) == 0 }
 
 // WithInFlight lets at most n requests of one key be in flight at once (n ≥ 1): Xero's 5
 // calls in progress per tenant, say (https://developer.xero.com/documentation/guides/oauth2/limits/#api-rate-limits).
@@ -86,9 +96,9 @@ func WithInFlightLease(ttl time.Duration) Option {
 // store is made (which holds leases), so that a failing New leaves nothing open.
 func (t *Transport) checkInFlight() error {
 	c := t.inflightCfg
-	if c.n == 0 && c.appN == 0 {
+	if c.none() {
 		if c.ttl != 0 {
-			return errors.New("ratemonitor: WithInFlightLease: without WithInFlight or WithAppInFlight there is nothing to lease: add one, or drop WithInFlightLease")
+			return errors.New("ratemonitor: WithInFlightLease: without WithInFlight, WithAppInFlight or a Meter with InFlight there is nothing to lease: add one, or drop WithInFlightLease")
 		}
 		return nil
 	}
@@ -100,8 +110,11 @@ func (t *Transport) checkInFlight() error {
 	}
 	if _, ok := t.store.(cache.Leaser); !ok {
 		opt := fmt.Sprintf("WithInFlight(%d)", c.n)
-		if c.n == 0 {
+		switch {
+		case c.n == 0 && c.appN > 0:
 			opt = fmt.Sprintf("WithAppInFlight(%d)", c.appN)
+		case c.n == 0:
+			opt = c.meters[0].opt + ".InFlight"
 		}
 		return fmt.Errorf("ratemonitor: %s: the store (%s) holds no in-flight leases (cache.Leaser); use the memory store (cache.Memory) or the Redis store (redisstore)", opt, degrade.StoreName(t.store))
 	}
@@ -111,7 +124,7 @@ func (t *Transport) checkInFlight() error {
 // startInFlight builds the in-flight limiter once the store is known (checkInFlight passed).
 func (t *Transport) startInFlight() {
 	c := t.inflightCfg
-	if c.n == 0 && c.appN == 0 {
+	if c.none() {
 		return
 	}
 	if c.ttl == 0 {

@@ -102,6 +102,10 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 		appKey := f.t.appMeter().key
 		wants = append(wants, want{appKey, appInflightQueue + appKey, f.cfg.appN})
 	}
+	for _, m := range f.cfg.meters {
+		mk := m.keyFor(key)
+		wants = append(wants, want{mk, appInflightQueue + m.name + "\x00" + mk, m.n})
+	}
 	check := func() error { return f.t.rateDeadline(ctx, key) }
 	for _, w := range wants {
 		if heldOutside(ctx, f.t.store, w.key) {

@@ -45,6 +45,10 @@ func TestInFlightOptionsRefusedNamingTheOption(t *testing.T) {
 		{[]Option{WithAppInFlight(2)}, "WithAppInFlight(2) needs WithAppRules"},
 		{[]Option{WithInFlight(1), WithInFlightLease(time.Millisecond)}, "WithInFlightLease(1ms): want at least 100ms"},
 		{[]Option{WithInFlightLease(time.Second)}, "WithInFlightLease: without WithInFlight"},
+		{[]Option{WithMeter(Meter{Name: "org", InFlight: -1})}, `WithMeter("org"): InFlight -1 is negative`},
+		{[]Option{WithMeter(Meter{Name: "org"})}, `WithMeter("org"): no rules and no InFlight`},
+		{[]Option{WithMeter(Meter{Name: "org", InFlight: 1}), WithMeter(Meter{Name: "org", InFlight: 2})}, `WithMeter("org"): a meter named "org" is already set`},
+		{[]Option{WithMeter(Meter{Name: "org", InFlight: 2}), WithStore(notLeaser{m})}, `WithMeter("org").InFlight: the store (ratemonitor.notLeaser) holds no in-flight leases`},
 		{[]Option{WithInFlight(5), WithStore(notLeaser{m})}, "WithInFlight(5): the store (ratemonitor.notLeaser) holds no in-flight leases (cache.Leaser); use the memory store (cache.Memory) or the Redis store (redisstore)"},
 	} {
 		t.Run(c.want, func(t *testing.T) {
@@ -330,5 +334,59 @@ func TestInFlightStackedHoldsOneSlotPerRequest(t *testing.T) {
 	b.Body.Close()
 	if o := outer.InFlight(key); o != 0 {
 		t.Errorf("after the bodies: InFlight %d, want 0", o)
+	}
+}
+
+// TestInFlightMeterCapsEveryKeyOfItsKey: a Meter with InFlight 2 whose key is a request key's
+// organisation (its first letter) lets at most 2 requests of the organisation's keys be in
+// progress at once: a1 and a2 hold them, a3 waits until a1's body is closed, and b1, of
+// another organisation, goes at once. It keeps no rate rules: nothing is counted on it.
+func TestInFlightMeterCapsEveryKeyOfItsKey(t *testing.T) {
+	up, _, _ := upstreamtest.InFlight(t)
+	org := func(key string) string { return "org:" + key[:1] }
+	tr := newTransport(t, nil, WithRules(minute), WithPacing(), WithKeyFunc(KeyByHeader("Tenant", nil)),
+		WithMeter(Meter{Name: "org", Key: org, InFlight: 2}))
+	get := func(ctx context.Context, tenant string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL, nil)
+		req.Header.Set("Tenant", tenant)
+		return (&http.Client{Transport: tr}).Do(req)
+	}
+	var open []*http.Response
+	for _, k := range []string{"a1", "a2", "b1"} {
+		resp, err := get(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, resp)
+	}
+	if tr.InFlight("org:a") != 2 || tr.InFlight("org:b") != 1 {
+		t.Fatalf("InFlight org:a %d, org:b %d; want 2 and 1", tr.InFlight("org:a"), tr.InFlight("org:b"))
+	}
+	done := make(chan error, 1)
+	go func() {
+		r, err := get(context.Background(), "a3")
+		if err == nil {
+			r.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, "a3 to wait for its organisation's slot", func() bool { return tr.Queued(appInflightQueue+"org\x00org:a") == 1 })
+	select {
+	case err := <-done:
+		t.Fatalf("a3 went (%v) while a1 and a2 were in progress", err)
+	default:
+	}
+	open[0].Body.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range open[1:] {
+		r.Body.Close()
+	}
+	if n := tr.InFlight("org:a") + tr.InFlight("org:b"); n != 0 {
+		t.Errorf("all done: %d slots of the organisations held, want 0", n)
+	}
+	if st, err := tr.Status(context.Background(), "a1"); err != nil || len(st.Meters) != 0 || st.Rules[0].Used != 1 {
+		t.Errorf("Status(a1): %+v, %v; want 1 counted on its key and no rate meter", st, err)
 	}
 }

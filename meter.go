@@ -31,6 +31,9 @@ type Meter struct {
 	Key func(key string) string
 	// Rules are the meter's rolling windows, layered on each of its keys.
 	Rules []strategy.Rule
+	// InFlight is the most requests in progress at once on each of the meter's keys (0: none
+	// kept), held as WithInFlight holds a key's: a meter may keep Rules, InFlight or both.
+	InFlight int
 	// Cost is what req costs on the meter; 0 when the meter does not apply to req (nil: the
 	// request's own cost, 1 or WithCost's, corrected as it is by WithCostReport). A
 	// Reservation's slots cost 1 each on every meter.
@@ -86,10 +89,22 @@ func WithMeter(m Meter) Option {
 			return fmt.Errorf("ratemonitor: WithMeter(%q): both AppKey and Key are set: give AppKey for one key of the whole app, or Key to derive one per request key", m.Name)
 		}
 		opt := fmt.Sprintf("WithMeter(%q)", m.Name)
-		if len(m.Rules) == 0 {
-			return fmt.Errorf("ratemonitor: %s: no rules: give the meter's limits", opt)
+		switch {
+		case m.InFlight < 0:
+			return fmt.Errorf("ratemonitor: %s: InFlight %d is negative: give at least 1, or 0 to keep none", opt, m.InFlight)
+		case len(m.Rules) == 0 && m.InFlight == 0:
+			return fmt.Errorf("ratemonitor: %s: no rules and no InFlight: give the meter's limits", opt)
 		}
-		return t.addMeter(opt, meter{name: m.Name, key: m.AppKey, keyOf: m.Key, cost: m.Cost}, m.Rules)
+		mt := meter{name: m.Name, key: m.AppKey, keyOf: m.Key, cost: m.Cost, opt: opt}
+		if m.InFlight > 0 {
+			if err := t.addInFlightMeter(mt, m.InFlight); err != nil {
+				return err
+			}
+		}
+		if len(m.Rules) == 0 {
+			return nil
+		}
+		return t.addMeter(opt, mt, m.Rules)
 	}
 }
 
@@ -231,4 +246,15 @@ func (t *Transport) meterWaitTime(ctx context.Context, m *meter, key string, bur
 	}
 	snap, err := t.ops.Peek(ctx, m.strat, mk, burst)
 	return snap.Wait, err
+}
+
+// addInFlightMeter keeps at most n requests in progress on each key of m.
+func (t *Transport) addInFlightMeter(m meter, n int) error {
+	for _, o := range t.inflightCfg.meters {
+		if o.name == m.name {
+			return fmt.Errorf("ratemonitor: %s: a meter named %q is already set: give each meter a name of its own", m.opt, m.name)
+		}
+	}
+	t.inflightCfg.meters = append(t.inflightCfg.meters, inflightMeter{meter: &m, n: n})
+	return nil
 }
