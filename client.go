@@ -679,7 +679,7 @@ func (t *Transport) Wait(ctx context.Context, key string, burst int) error {
 			}
 			return err
 		}
-		if err := deadlineCheck(ctx, key, burst, d); err != nil {
+		if err := deadlineCheck(ctx, key, "", burst, d); err != nil {
 			return err
 		}
 		if err := t.clock.Sleep(ctx, t.nap(d)); err != nil {

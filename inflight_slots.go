@@ -138,8 +138,8 @@ func (t *Transport) rateDeadline(ctx context.Context, key string) error {
 	if err != nil {
 		return nil // the rate reserve will meet the store's state
 	}
-	wait := max(snap.Wait, t.meterWait(ctx, t.allLimits(key).meters))
-	return deadlineCheck(ctx, key, 1, wait)
+	_, err = t.waitAll(ctx, key, 1, snap.Wait, "", t.allLimits(key).meters)
+	return err
 }
 
 // takeOne waits for a slot of key under limit n, in queue's order.

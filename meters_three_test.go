@@ -153,3 +153,37 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// TestDeadlineErrorNamesTheFullMeter: a paced request whose wait past its deadline is a meter's
+// gets a *DeadlineError naming that meter; when the key's own wait is as long, no meter.
+func TestDeadlineErrorNamesTheFullMeter(t *testing.T) {
+	tr, b, _ := threeMeters(t, WithPacing())
+	for range 6 { // six GETs of token a fill the app meter (6 a minute), no other of token b's
+		if _, err := tr.RoundTrip(tokenRequest(context.Background(), http.MethodGet, "a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	ctx, cancel2 := context.WithDeadline(ctx, time.Now().Add(30*time.Second))
+	defer cancel2()
+	_, err := tr.RoundTrip(tokenRequest(ctx, http.MethodGet, "b"))
+	var de *DeadlineError
+	if !errors.As(err, &de) || de.Meter != "app" || de.Key != "b" || de.Wait != time.Minute {
+		t.Fatalf("RoundTrip: %v; want a *DeadlineError for meter app, key b, a wait of 1m", err)
+	}
+	if want := `ratemonitor: 1 request(s) on key "b" need a wait of 1m0s for meter "app", past the context's deadline`; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	// Token a's key full too (100 a minute), for as long: the key's own rules are named first.
+	if err := tr.store.Record(context.Background(), tr.strat, "a", 94); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tr.RoundTrip(tokenRequest(ctx, http.MethodGet, "a"))
+	if !errors.As(err, &de) || de.Meter != "" || de.Key != "a" || de.Wait != time.Minute {
+		t.Fatalf("RoundTrip of a: %v; want a *DeadlineError for key a's own rules, a wait of 1m", err)
+	}
+	if b.count() != 6 {
+		t.Errorf("sent %d, want 6", b.count())
+	}
+}

@@ -216,7 +216,7 @@ func (t *Transport) meterTurns(ctx context.Context, a *slotAsk) (func(), []*wait
 			if err != nil {
 				return nil
 			}
-			return deadlineCheck(ctx, a.key, a.n, snap.Wait)
+			return deadlineCheck(ctx, a.key, c.m.name, a.n, snap.Wait)
 		})
 		if err != nil {
 			leaveAll()
@@ -267,12 +267,11 @@ func (t *Transport) reserveOnce(ctx context.Context, a *slotAsk) (time.Duration,
 		a.at = res.At
 		return 0, nil
 	case len(lim.meters) == 0:
-		return res.Wait, deadlineCheck(ctx, a.key, a.n, res.Wait)
+		return res.Wait, deadlineCheck(ctx, a.key, "", a.n, res.Wait)
 	case res.Allowed:
 		return t.reserveMeters(ctx, a, res, gen)
 	}
-	wait := max(res.Wait, t.meterWait(ctx, lim.meters))
-	return wait, deadlineCheck(ctx, a.key, a.n, wait)
+	return t.waitAll(ctx, a.key, a.n, res.Wait, "", lim.meters)
 }
 
 // reserveMeters is reserveOnce once the key granted res: it reserves each meter's charge in
@@ -303,8 +302,7 @@ func (t *Transport) reserveMeters(ctx context.Context, a *slotAsk, res engine.Re
 			return 0, &StoreError{Key: c.key, Err: err}
 		}
 		t.giveBack(ctx, a, res, gen, i)
-		wait := max(mres.Wait, t.meterWait(ctx, mc[i+1:]))
-		return wait, deadlineCheck(ctx, a.key, a.n, wait)
+		return t.waitAll(ctx, a.key, a.n, mres.Wait, c.m.name, mc[i+1:])
 	}
 	a.at = res.At
 	return 0, nil
@@ -330,16 +328,17 @@ func (t *Transport) recordMeters(ctx context.Context, mc []meterCharge) {
 	}
 }
 
-// meterWait returns the longest wait, read by Peek, until the charges of mc fit; a meter whose
-// store call fails adds no wait (the reserve that follows reports it).
-func (t *Transport) meterWait(ctx context.Context, mc []meterCharge) time.Duration {
-	var wait time.Duration
+// waitAll returns the longest of wait (that of meter, "" for the key's rules) and the waits,
+// read by Peek, until the charges of mc fit, and deadlineCheck's error for it, naming the meter
+// whose wait it is. A meter whose store call fails adds no wait (the reserve that follows
+// reports it).
+func (t *Transport) waitAll(ctx context.Context, key string, n int, wait time.Duration, meter string, mc []meterCharge) (time.Duration, error) {
 	for _, c := range mc {
-		if snap, err := t.ops.Peek(ctx, c.strat, c.key, c.n); err == nil {
-			wait = max(wait, snap.Wait)
+		if snap, err := t.ops.Peek(ctx, c.strat, c.key, c.n); err == nil && snap.Wait > wait {
+			wait, meter = snap.Wait, c.m.name
 		}
 	}
-	return wait
+	return wait, deadlineCheck(ctx, key, meter, n, wait)
 }
 
 // waitKey sleeps until a burst of n fits on key alone, or returns a *DeadlineError at once
@@ -350,8 +349,7 @@ func (t *Transport) waitKey(ctx context.Context, key string, n int, lim limits) 
 		if err != nil || snap.Wait == 0 {
 			return nil // the store's error, if any, comes from the reserve that follows
 		}
-		wait := max(snap.Wait, t.meterWait(ctx, lim.meters))
-		if err := deadlineCheck(ctx, key, n, wait); err != nil {
+		if _, err := t.waitAll(ctx, key, n, snap.Wait, "", lim.meters); err != nil {
 			return err
 		}
 		if err := t.clock.Sleep(ctx, t.nap(snap.Wait)); err != nil {
@@ -500,14 +498,15 @@ func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead
 		}
 	}
 	// Each meter must have room for this burst too, whatever other keys take meanwhile.
-	wait = max(wait, t.meterWait(ctx, lim.meters))
-	return deadlineCheck(ctx, key, n, wait)
+	_, err = t.waitAll(ctx, key, n, wait, "", lim.meters)
+	return err
 }
 
-// deadlineCheck returns a *DeadlineError when waiting d would pass ctx's deadline.
-func deadlineCheck(ctx context.Context, key string, n int, d time.Duration) error {
+// deadlineCheck returns a *DeadlineError when waiting d, for meter ("" for the key's rules),
+// would pass ctx's deadline.
+func deadlineCheck(ctx context.Context, key, meter string, n int, d time.Duration) error {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
-		return &DeadlineError{Key: key, N: n, Wait: d}
+		return &DeadlineError{Key: key, Meter: meter, N: n, Wait: d}
 	}
 	return nil
 }
@@ -516,9 +515,10 @@ func deadlineCheck(ctx context.Context, key string, n int, d time.Duration) erro
 // context's deadline: by a paced RoundTrip, Reserve and Wait. Nothing was sent or recorded. It
 // wraps context.DeadlineExceeded, so errors.Is(err, context.DeadlineExceeded) holds.
 type DeadlineError struct {
-	Key  string        // the key waited on
-	N    int           // the requests asked for
-	Wait time.Duration // the least wait they needed, from when it was checked
+	Key   string        // the key waited on
+	Meter string        // the meter whose wait it is (Meter.Name); "" for the key's own rules
+	N     int           // the requests asked for
+	Wait  time.Duration // the least wait they needed, from when it was checked
 }
 
 // Error says how long the wait would have been.
@@ -526,6 +526,9 @@ func (e *DeadlineError) Error() string {
 	w := e.Wait
 	if w >= time.Millisecond {
 		w = w.Round(time.Millisecond)
+	}
+	if e.Meter != "" {
+		return fmt.Sprintf("ratemonitor: %d request(s) on key %q need a wait of %v for meter %q, past the context's deadline", e.N, e.Key, w, e.Meter)
 	}
 	return fmt.Sprintf("ratemonitor: %d request(s) on key %q need a wait of %v, past the context's deadline", e.N, e.Key, w)
 }
