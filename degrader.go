@@ -35,7 +35,7 @@ type degrader struct {
 	cfg     DegradedConfig
 	name    string        // the shared store's name for events
 	longest time.Duration // the longest window of the Transport's rules, margins included
-	fleet   cache.Fleet   // nil when the store does not count its processes
+	fleet   func() int    // nil when the store does not count its processes (cache.Traits.Processes)
 	// sentinel names the master behind a Sentinel client (degrader_master.go), nil if the
 	// store cannot.
 	sentinel sentinelStore
@@ -76,7 +76,7 @@ func newDegrader(t *Transport, cfg DegradedConfig, longest time.Duration) *degra
 	d := &degrader{t: t, shared: t.store, clock: t.clock, cfg: cfg,
 		name: storeName(t.store), longest: longest}
 	d.idle.L = &d.mu
-	d.fleet, _ = t.store.(cache.Fleet)
+	d.fleet = traitsOf(t.store).Processes
 	d.sentinel, _ = t.store.(sentinelStore)
 	return d
 }
@@ -104,7 +104,7 @@ func (d *degrader) episodeShare() float64 {
 	case d.cfg.Processes > 0:
 		return 1 / float64(d.cfg.Processes)
 	case d.fleet != nil:
-		if p := d.fleet.Processes(); p > 0 {
+		if p := d.fleet(); p > 0 {
 			return 1 / float64(p)
 		}
 	}
