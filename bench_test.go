@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -21,8 +22,8 @@ func (n noop) RoundTrip(*http.Request) (*http.Response, error) { return n.resp, 
 // Transport's figures are its own work, the store's share taken out (BenchmarkTransport's
 // store=noop rows, TestRoundTripAllocatesNothingOnTheCommonPath). In process, like the memory
 // store, so that a paced Transport over it has no degraded mode either; a Syncer, for WithSync. Use
-// a pointer, one per Transport: each is a store of its own (cache.SameStore).
-type noopStore struct{ _ byte }
+// a pointer, one per Transport: each is a store of its own, with its own cache.Sharing.
+type noopStore struct{ sharing cache.Sharing }
 
 func (*noopStore) Record(context.Context, *engine.Strategy, string, int) error { return nil }
 func (*noopStore) Reserve(context.Context, *engine.Strategy, string, int) (engine.Result, error) {
@@ -36,7 +37,9 @@ func (*noopStore) Peek(context.Context, *engine.Strategy, string, int) (strategy
 }
 func (*noopStore) Sync(context.Context, *engine.Strategy, string, engine.Update) error { return nil }
 func (*noopStore) Close() error                                                        { return nil }
-func (*noopStore) InProcess() bool                                                     { return true }
+func (n *noopStore) Describe() cache.Traits {
+	return cache.Traits{InProcess: true, Sharing: &n.sharing}
+}
 
 // BenchmarkTransport measures what the Transport adds to a request over a base RoundTripper
 // that does nothing (issue 17: under 150 ns is the goal), monitoring and paced, on one hot key

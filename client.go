@@ -19,6 +19,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/credential"
 	"github.com/ratemonitor/ratemonitor/internal/degrade"
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
+	"github.com/ratemonitor/ratemonitor/internal/storeshare"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -122,9 +123,11 @@ type Transport struct {
 	inflightCfg inflightConfig // WithInFlight, WithAppInFlight, WithInFlightLease
 	inflight    *inflight      // nil without them (inflight.go)
 
-	// use counts the Transports over the store, and alwaysMark says to mark every attempt
-	// whatever the count (storeuse.go).
-	use        *storeUse
+	// storeID makes a mark this store's: its cache.Sharing, or the store itself when it has
+	// none; users counts the Transports over a store with a Sharing, and alwaysMark says to
+	// mark every attempt whatever the count (storeuse.go).
+	storeID    any
+	users      *storeshare.Users
 	alwaysMark bool
 	// reserves is set by the first Reserve: before it, no request can carry a Reservation of
 	// this Transport, and RoundTrip does not look for one.
@@ -175,7 +178,8 @@ func WithStrategy(s *engine.Strategy) Option {
 
 // WithStore sets where counts live. Without it, New makes a cache.Memory store with the
 // Transport's clock, and Close closes it; a store given here is the caller's to close. A store
-// with a clock of its own (cache.Clocked, such as cache.Memory) is the Transport's clock too.
+// with a clock of its own (cache.Traits.Clock, such as cache.Memory's) is the Transport's clock
+// too.
 func WithStore(s cache.Store) Option {
 	return func(t *Transport) error {
 		if s == nil || isNilPointer(s) {
@@ -279,8 +283,8 @@ func WithObserver(o observe.Observer) Option {
 
 // New returns a Transport that records requests before passing them to base (nil means
 // http.DefaultTransport). WithRules or WithStrategy is required. A store that cannot hold the
-// rules (cache.Validator) refuses them here. Errors name the option at fault; no store is left
-// open when New fails.
+// rules (cache.Traits.Validate) refuses them here. Errors name the option at fault; no store is
+// left open when New fails.
 func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	t := &Transport{base: base, keyFunc: KeyByHost, clock: clock.Real(), logger: slog.Default()}
 	t.pacer.seed = maphash.MakeSeed()
@@ -304,32 +308,33 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if err := t.checkReaders(); err != nil {
 		return nil, err
 	}
-	if err := t.validateRules(); err != nil {
+	traits := traitsOf(t.store) // the zero Traits for the default memory store, made below
+	if err := t.validateRules(traits.Validate); err != nil {
 		return nil, err
 	}
 	if err := t.checkInFlight(); err != nil {
 		return nil, err
 	}
-	if c, ok := t.store.(cache.Clocked); ok {
-		if t.clockSet && !sameClock(c.Clock(), t.clock) {
+	if c := traits.Clock; c != nil {
+		if t.clockSet && !sameClock(c, t.clock) {
 			return nil, errors.New("ratemonitor: WithClock: the store has a clock of its own, another one: give the clock to the store only (cache.MemoryConfig.Clock)")
 		}
-		t.clock = c.Clock()
+		t.clock = c
 	}
 	if t.store == nil {
 		m, err := cache.NewMemory(cache.MemoryConfig{Clock: t.clock, Logger: t.logger, Observer: t.obs})
 		if err != nil {
 			return nil, optionErr("New", fmt.Errorf("the default memory store: %w", err))
 		}
-		t.store, t.ownStore = m, true
+		t.store, t.ownStore, traits = m, true, m.Describe()
 	}
 	if _, ok := t.store.(cache.Syncer); t.sync != nil && !ok {
 		return nil, errNoSyncer
 	}
 	// Last, so that a New that fails claims nothing. A store New made itself is new: nothing
-	// can conflict there.
-	if !t.ownStore {
-		if err := cache.ClaimCounters(t.store, "", t.strat); err != nil {
+	// can conflict there. A store without a Sharing is not checked.
+	if sh := traits.Sharing; sh != nil && !t.ownStore {
+		if err := sh.Claim("", t.strat); err != nil {
 			return nil, optionErr("WithStore", err)
 		}
 		for _, m := range t.meters {
@@ -338,12 +343,12 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 			if m.key != "" {
 				scope = "app key " + m.key
 			}
-			if err := cache.ClaimCounters(t.store, scope, m.strat); err != nil {
+			if err := sh.Claim(scope, m.strat); err != nil {
 				return nil, optionErr(m.option(), err)
 			}
 		}
 	}
-	t.contends = contends(t.store)
+	t.contends = traits.Contends
 	t.unitCost = t.cost == nil
 	for _, m := range t.meters {
 		t.unitCost = t.unitCost && m.cost == nil
@@ -352,22 +357,21 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t.startInFlight()
-	t.joinStoreUse()
+	t.joinStore(traits.Sharing)
 	return t, nil
 }
 
 // validateRules refuses rules, the request's or a meter's, that the store cannot hold
-// (cache.Validator).
-func (t *Transport) validateRules() error {
-	v, ok := t.store.(cache.Validator)
-	if !ok {
+// (cache.Traits.Validate; nil: it holds every strategy).
+func (t *Transport) validateRules(v func(*engine.Strategy) error) error {
+	if v == nil {
 		return nil
 	}
-	if err := v.Validate(t.strat); err != nil {
+	if err := v(t.strat); err != nil {
 		return optionErr("WithStore", err)
 	}
 	for _, m := range t.meters {
-		if err := v.Validate(m.strat); err != nil {
+		if err := v(m.strat); err != nil {
 			return optionErr(m.option(), fmt.Errorf("the store cannot hold the meter's rules: %w", err))
 		}
 	}

@@ -13,16 +13,10 @@ import (
 // Contention (cache.ErrContended) is not an outage: the store lost an optimistic race on the
 // key and recorded nothing. The Transport's store writes go through the helpers below, which
 // try again until the request's context ends, so that the StoreErrorPolicy never sees contention
-// and nothing is sent uncounted because of it. Over a store that contends (cache.Contender)
+// and nothing is sent uncounted because of it. Over a store that contends (cache.Traits.Contends)
 // the Transport's own callers also take turns per key (pacing's queue; recordTurn in
 // monitoring mode), so that they do not fight over the key among themselves. Over the others
 // (memory, Redis, SQLite) the helpers cost one error check per call, and take no turn.
-
-// contends reports whether the store can fail with cache.ErrContended under concurrent writes.
-func contends(s cache.Store) bool {
-	c, ok := s.(cache.Contender)
-	return ok && c.Contends()
-}
 
 // reserveOn is t.store.Reserve, retrying contention within ctx.
 func (t *Transport) reserveOn(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {

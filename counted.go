@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
@@ -77,7 +76,7 @@ type countedContext struct{}
 type countMark struct {
 	context.Context // the attempt's context, which the mark extends (one allocation for both)
 
-	store   cache.Store
+	store   any // the marking Transport's storeID
 	counted counters
 	// cost is what the marking Transport charged the attempt in the counters it counted it in
 	// (0: not charged there, as a Reservation's slot), so that a Transport inside with
@@ -146,7 +145,7 @@ func (m *countMark) live() *countMark {
 // skipped: they count nothing now.
 func (t *Transport) uncounted(m *countMark, key string) (limits, counters, *countMark) {
 	lim := t.allLimits(key)
-	for m = m.live(); m != nil && !cache.SameStore(m.store, t.store); m = m.parent.live() {
+	for m = m.live(); m != nil && !t.sameStore(m.store); m = m.parent.live() {
 	}
 	if m == nil || m.taken.Swap(true) {
 		return lim, nil, nil
@@ -179,7 +178,7 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 	ctx := req.Context()
 	// Void marks further out are left out of the chain: a pagination loop would otherwise
 	// lengthen it with every page.
-	m := &countMark{Context: ctx, store: t.store, parent: markFrom(ctx).live()}
+	m := &countMark{Context: ctx, store: t.storeID, parent: markFrom(ctx).live()}
 	m.counted = append(m.inline[:0], outer...)
 	if self {
 		m.counted = append(m.counted, countedOn{key: key, strat: t.strat})

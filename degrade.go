@@ -7,7 +7,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/internal/degrade"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -31,9 +30,9 @@ const DefaultProbeInterval = 500 * time.Millisecond
 type DegradedConfig struct {
 	// Share is the part of each limit this process may use while degraded, in (0, 1]. Give
 	// Share or Processes, not both. When neither is given the share is 1 ÷ the number of
-	// processes the store reports (cache.Fleet, read when the outage begins), and 1 when the
-	// store does not report one: then each process alone may send up to the whole limit,
-	// so set Share or Processes when several processes share the store.
+	// processes the store reports (cache.Traits.Processes, read when the outage begins), and 1
+	// when the store does not report one: then each process alone may send up to the whole
+	// limit, so set Share or Processes when several processes share the store.
 	Share float64
 	// Processes is the number of processes expected to share the store: the share is
 	// 1 ÷ Processes. At least 1 when given.
@@ -89,14 +88,15 @@ func (t *Transport) resolvePolicy() error {
 
 // startDegrader sets up the degraded mode (its memory store is made at the first outage) when
 // the policy is Degrade and the store lives outside the process: an in-process store
-// (cache.InProcess, such as cache.Memory) is never unreachable, so there Degrade handles
-// errors as SendNothing does. SQLite, though Clocked, is shared through its file and degrades.
+// (cache.Traits.InProcess, such as cache.Memory) is never unreachable, so there Degrade handles
+// errors as SendNothing does. SQLite, though its clock is in this process, is shared through
+// its file and degrades.
 func (t *Transport) startDegrader() error {
 	t.ops = t.store
 	if t.policy != Degrade {
 		return nil
 	}
-	if ip, ok := t.store.(cache.InProcess); ok && ip.InProcess() {
+	if traitsOf(t.store).InProcess {
 		return nil
 	}
 	cfg := DegradedConfig{}

@@ -23,7 +23,7 @@ import (
 // fails on demand (outageStore).
 
 // outageStore is a memory store that is not in-process as far as the Transport can tell (it
-// hides cache.InProcess, as a store shared with other processes would), so that Degrade
+// hides cache.Traits.InProcess, as a store shared with other processes would), so that Degrade
 // gives it a degraded mode; while down is set every operation fails as an unreachable server
 // would.
 type outageStore struct {

@@ -108,7 +108,7 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 	}
 	check := func() error { return f.t.rateDeadline(ctx, key) }
 	for _, w := range wants {
-		if heldOutside(ctx, f.t.store, w.key) {
+		if heldOutside(ctx, f.t, w.key) {
 			continue // a Transport wrapping this one holds it (inflight_stack.go)
 		}
 		s, err := f.takeOne(ctx, w.key, w.queue, w.n, check)

@@ -4,16 +4,14 @@ import (
 	"context"
 	"net/http"
 	"sync/atomic"
-
-	"github.com/ratemonitor/ratemonitor/cache"
 )
 
 // Stacked Transports (one the base of another) over one store share a key's in-flight slots:
 // a request holds one slot of its key there, not one per layer, else two layers with
 // WithInFlight(5) would let only 2 or 3 requests go. The outer layer passes the slots it holds
-// to its base in the request's context; an inner layer over the same store (cache.SameStore)
+// to its base in the request's context; an inner layer over the same store (the same storeID)
 // skips the slots of those keys. Not through an *http.Transport, which is never a Transport,
-// nor when no other Transport of the process uses the store (storeuse.go).
+// nor when no other Transport uses the store (storeuse.go).
 
 type inflightMarkKey struct{}
 
@@ -24,7 +22,7 @@ type inflightMarkKey struct{}
 // in-flight limit. A request that reaches a Transport inside after the call returned (a hedge
 // left running) is another request in flight, and takes its own slot.
 type inflightMark struct {
-	store  cache.Store
+	store  any // the marking Transport's storeID
 	keys   [2]string
 	n      int // keys in use
 	parent *inflightMark
@@ -39,13 +37,13 @@ func (m *inflightMark) live() *inflightMark {
 	return m
 }
 
-// heldOutside reports whether a Transport further out holds a slot of key on store, in a call
-// still running.
-func heldOutside(ctx context.Context, store cache.Store, key string) bool {
+// heldOutside reports whether a Transport further out holds a slot of key on t's store, in a
+// call still running.
+func heldOutside(ctx context.Context, t *Transport, key string) bool {
 	m, _ := ctx.Value(inflightMarkKey{}).(*inflightMark)
 	for m = m.live(); m != nil; m = m.parent.live() {
 		for _, k := range m.keys[:m.n] {
-			if k == key && cache.SameStore(m.store, store) {
+			if k == key && t.sameStore(m.store) {
 				return true
 			}
 		}
@@ -63,7 +61,7 @@ func (h *held) markHeld(base http.RoundTripper, req *http.Request) (*http.Reques
 	}
 	ctx := req.Context()
 	parent, _ := ctx.Value(inflightMarkKey{}).(*inflightMark)
-	m := &inflightMark{store: h.f.t.store, parent: parent.live()}
+	m := &inflightMark{store: h.f.t.storeID, parent: parent.live()}
 	for _, s := range h.slots { // at most two: the key's and the app key's (take)
 		m.keys[m.n] = s.key
 		m.n++

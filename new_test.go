@@ -42,7 +42,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 
 // TestNewRefusesNilsAndTakesTheStoresClock: a nil option, a typed nil store and a Transport
 // clock other than its store's are refused; a Transport over a store that has a clock
-// (cache.Clocked) runs on that clock.
+// (cache.Traits.Clock) runs on that clock.
 func TestNewRefusesNilsAndTakesTheStoresClock(t *testing.T) {
 	if _, err := New(nil, WithRules(minute), nil); err == nil || !strings.Contains(err.Error(), "option 1 is nil") {
 		t.Errorf("nil option: %v", err)
@@ -173,10 +173,12 @@ func TestNewErrorsNameTheOption(t *testing.T) {
 // errRefused is what refusingStore's Validate wraps.
 var errRefused = errors.New("test store: refuses every strategy")
 
-// refusingStore is a store that can hold no strategy (cache.Validator): what New meets with a
-// store that cannot hold the rules it is given.
+// refusingStore is a store that can hold no strategy (cache.Traits.Validate): what New meets
+// with a store that cannot hold the rules it is given.
 type refusingStore struct{ cache.Store }
 
-func (refusingStore) Validate(s *engine.Strategy) error {
-	return fmt.Errorf("%w (%d rules)", errRefused, len(s.Rules()))
+func (refusingStore) Describe() cache.Traits {
+	return cache.Traits{Validate: func(s *engine.Strategy) error {
+		return fmt.Errorf("%w (%d rules)", errRefused, len(s.Rules()))
+	}}
 }

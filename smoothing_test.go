@@ -67,7 +67,7 @@ func runBatchOn(tb testing.TB, clk *clock.Manual, st cache.Store, rule strategy.
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	opts := []Option{WithRules(rule), WithStore(st), WithPacing()}
-	if _, ok := st.(cache.Clocked); !ok {
+	if traitsOf(st).Clock == nil {
 		opts = append(opts, WithClock(clk))
 	}
 	if smooth {

@@ -39,6 +39,12 @@ func memoryStores(t *testing.T) func() cache.Store {
 	}
 }
 
+// TestAloneOnItsStoreSendsTheRequestItself: over the memory store, a Transport alone on its
+// store marks nothing (0 allocations for the mark); with a second one over it, it does.
+func TestAloneOnItsStoreSendsTheRequestItself(t *testing.T) {
+	stacktest.AloneOnItsStoreSendsTheRequestItself(t, memoryStores(t))
+}
+
 // TestStackedTransportsCountOnce: an outer Transport over an inner one on the same store and
 // key counts each attempt once per counter, however their rules overlap; a retry between them
 // is a second attempt.

@@ -2,14 +2,22 @@ package ratemonitor
 
 import (
 	"context"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/printer"
+	"go/token"
 	"net/http"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // A Transport alone on its store passes the request itself to its base; once another Transport
@@ -89,13 +97,165 @@ func TestMarkOwnStoreShared(t *testing.T) {
 	}
 }
 
+// The count of Transports and the counter claims live in each store value (cache.Sharing):
+// Transports stacked over one store count an attempt once, while another store's Transports
+// neither mark because of them nor meet their claims, and count the attempt in their own store.
+func TestSharingPerStoreValue(t *testing.T) {
+	mem := func() *cache.Memory {
+		m, err := cache.NewMemory(cache.MemoryConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	a, b := mem(), mem()
+	up := noop{resp: &http.Response{StatusCode: 200}}
+	innerA := newTransport(t, up, WithRules(minute), WithStore(a))
+	onB := newTransport(t, up, WithRules(minute), WithStore(b))
+	if innerA.needsMark(noop{}) || onB.needsMark(noop{}) {
+		t.Fatal("one Transport on each store: marks")
+	}
+	outerA := newTransport(t, innerA, WithRules(minute), WithStore(a))
+	if !innerA.needsMark(noop{}) || !outerA.needsMark(noop{}) {
+		t.Error("two Transports over store a: not marking")
+	}
+	if onB.needsMark(noop{}) {
+		t.Error("the Transports over store a made the one alone on store b mark")
+	}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
+	if _, err := outerA.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if got := usedOf(t, innerA, "api.example.com"); got[0] != 1 {
+		t.Errorf("stacked over one store: used %v after one request, want 1 (counted once)", got)
+	}
+	// Stacked over two stores, each counts the attempt in its own.
+	outerB := newTransport(t, innerA, WithRules(minute), WithStore(b))
+	if _, err := outerB.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if ua, ub := usedOf(t, innerA, "api.example.com"), usedOf(t, onB, "api.example.com"); ua[0] != 2 || ub[0] != 1 {
+		t.Errorf("stacked over two stores: used %v on a and %v on b, want 2 and 1", ua, ub)
+	}
+	// Claims: a rule of the same window with another margin is refused on a, not on b.
+	other := strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}
+	if _, err := New(nil, WithRules(other), WithStore(a)); !errors.Is(err, cache.ErrCounterConflict) {
+		t.Errorf("another margin on store a: %v, want ErrCounterConflict", err)
+	}
+	c := mem()
+	newTransport(t, nil, WithRules(other), WithStore(c))
+	if _, err := New(nil, WithRules(minute), WithStore(c)); !errors.Is(err, cache.ErrCounterConflict) {
+		t.Errorf("the margins the other way round on store c: %v, want ErrCounterConflict", err)
+	}
+	newTransport(t, nil, WithRules(other), WithStore(mem()))
+}
+
+// foreign is a third-party store that says nothing of itself (no cache.Describer): it has no
+// Sharing to count Transports in.
+type foreign struct{ cache.Store }
+
+// A Transport over a store without a Sharing marks every attempt (two allocations a request)
+// since another Transport may be over it: stacked over one such store, an attempt is still
+// counted once. Its rules are not checked (ErrCounterConflict needs a Sharing).
+func TestStoreWithoutSharingMarksEveryAttempt(t *testing.T) {
+	m, err := cache.NewMemory(cache.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	st := &foreign{m}
+	inner := newTransport(t, noop{resp: &http.Response{StatusCode: 200}}, WithRules(minute), WithStore(st))
+	if !inner.needsMark(noop{}) {
+		t.Fatal("alone on a store without a Sharing: does not mark, want every attempt marked")
+	}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
+	if allocs := testing.AllocsPerRun(100, func() { inner.RoundTrip(req) }); allocs < 2 {
+		t.Errorf("a RoundTrip over a store without a Sharing allocates %v times, want the mark's 2 at least", allocs)
+	}
+	outer := newTransport(t, inner, WithRules(minute), WithStore(st))
+	before := usedOf(t, inner, "api.example.com")[0]
+	if _, err := outer.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if got := usedOf(t, inner, "api.example.com")[0] - before; got != 1 {
+		t.Errorf("stacked over one store without a Sharing: one request counted %d times, want 1", got)
+	}
+	newTransport(t, nil, WithRules(strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}), WithStore(st))
+}
+
+// Guards "no process-wide state": what Transports and Limiters keep about the stores
+// they use lives in the store values (cache.Sharing). No package that keeps it has a
+// package-level variable that a registry needs: a lock, a sync.Map, a weak pointer, a struct,
+// or a map made empty to be filled (a literal lookup table is fine).
+func TestNoProcessWideStoreState(t *testing.T) {
+	for _, dir := range []string{".", "cache", "middleware", "internal/storeshare", "cache/redisstore", "cache/sqlitestore", "cache/dynamostore"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: no Go files (%v)", dir, err)
+		}
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, name, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range f.Decls {
+				g, ok := d.(*ast.GenDecl)
+				if !ok || g.Tok != token.VAR {
+					continue
+				}
+				for _, sp := range g.Specs {
+					vs := sp.(*ast.ValueSpec)
+					if why := registryLike(vs); why != "" {
+						t.Errorf("%s: package-level %s is %s: keep what is per store in the store value (cache.Sharing)", fset.Position(vs.Pos()), vs.Names[0].Name, why)
+					}
+				}
+			}
+		}
+	}
+}
+
+// registryLike says what makes the variable vs look like a registry, or "".
+func registryLike(vs *ast.ValueSpec) string {
+	if _, ok := vs.Type.(*ast.StructType); ok {
+		return "a struct"
+	}
+	var b strings.Builder
+	if vs.Type != nil {
+		printer.Fprint(&b, token.NewFileSet(), vs.Type)
+	}
+	for _, v := range vs.Values {
+		switch v := v.(type) {
+		case *ast.CallExpr: // make(...), new(...)
+			if id, ok := v.Fun.(*ast.Ident); ok && (id.Name == "make" || id.Name == "new") {
+				printer.Fprint(&b, token.NewFileSet(), v.Args[0])
+			}
+		case *ast.CompositeLit:
+			if _, ok := v.Type.(*ast.StructType); ok {
+				b.WriteString("struct")
+			}
+		}
+	}
+	typ := b.String()
+	for _, s := range []string{"sync.", "weak.", "struct", "map["} {
+		if strings.Contains(typ, s) {
+			return "a " + typ
+		}
+	}
+	return ""
+}
+
 // A Transport alone on its store counts in full a request whose context carries a mark of that
 // store (a context kept from an attempt made while the store was shared, whose Transports are
 // gone): no live Transport further out counted it, so skipping the mark is an exact count where
 // taking it would leave the request uncounted.
 func TestStaleMarkCountedInFull(t *testing.T) {
 	tr := newTransport(t, noop{resp: &http.Response{StatusCode: 200}}, WithRules(minute))
-	stale := &countMark{Context: context.Background(), store: tr.Store()}
+	stale := &countMark{Context: context.Background(), store: tr.storeID}
 	stale.counted = append(stale.inline[:0], countedOn{key: "api.example.com", strat: tr.strat})
 	req, _ := http.NewRequestWithContext(stale, http.MethodGet, "https://api.example.com/", nil)
 	if _, err := tr.RoundTrip(req); err != nil {
@@ -107,7 +267,8 @@ func TestStaleMarkCountedInFull(t *testing.T) {
 }
 
 // A Transport that is garbage collected no longer counts on its store: the one left alone goes
-// back to passing the request as it is, and the count is forgotten with the last Transport.
+// back to passing the request as it is, and with the last one the count is back to zero (a new
+// Transport over the store is alone there).
 func TestStoreUseLeavesWithGC(t *testing.T) {
 	mem, err := cache.NewMemory(cache.MemoryConfig{})
 	if err != nil {
@@ -141,14 +302,15 @@ func TestStoreUseLeavesWithGC(t *testing.T) {
 	if !collected(func() bool { return !kept.needsMark(noop{}) }) {
 		t.Fatal("the other Transport was collected (or should have been), and kept still marks")
 	}
-	id, _ := storeIdentity(mem)
 	kept.Close()
 	kept = nil
-	if !collected(func() bool {
-		storeUses.mu.Lock()
-		defer storeUses.mu.Unlock()
-		return storeUses.m[id] == nil
-	}) {
+	// One Transport more over the store is alone there only once kept has left the count.
+	fresh, err := New(noop{}, WithRules(minute), WithStore(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if !collected(func() bool { return !fresh.needsMark(noop{}) }) {
 		t.Error("the store's count outlives its last Transport")
 	}
 }
@@ -183,68 +345,78 @@ func TestClosedTransportCollectedWithSelfObserver(t *testing.T) {
 	t.Error("a closed, unreferenced Transport whose observer refers to it was not collected")
 }
 
-// storeIdentity, which the count of Transports per store is keyed by, agrees with
-// cache.SameStore.
-func TestStoreIdentityAgreesWithSameStore(t *testing.T) {
+// A mark is read by the Transports over the marking one's store only: the same store value,
+// or a wrapper that gives its Sharing (cache.Traits); a store without a Sharing is compared by
+// value when it can be, and is the same as no other when it cannot.
+func TestStoreIDSameForOneStoreOnly(t *testing.T) {
 	m1, _ := cache.NewMemory(cache.MemoryConfig{})
 	m2, _ := cache.NewMemory(cache.MemoryConfig{})
 	defer m1.Close()
 	defer m2.Close()
 	n1, n2 := &noopStore{}, &noopStore{}
-	stores := []cache.Store{m1, m2, n1, n2, named{ns: "redis a"}, named{ns: "redis a"}, named{ns: "redis b"}, unnamed{f: func() {}}}
-	for _, a := range stores {
-		for _, b := range stores {
-			ia, oka := storeIdentity(a)
-			ib, okb := storeIdentity(b)
-			same := oka && okb && ia == ib
-			if same != cache.SameStore(a, b) {
-				t.Errorf("%T %v vs %T %v: identity says same=%v, cache.SameStore %v", a, a, b, b, same, !same)
+	bare := &noopStore{}
+	hidden := plainStore{bare} // hides Describe: no Sharing, compared by value
+	stores := []cache.Store{m1, m2, n1, n2, described{n1}, hidden, plainStore{bare}, plainStore{n2}, unnamed{Store: bare, f: func() {}}}
+	same := func(i, j int) bool {
+		switch {
+		case i == j:
+			return i != len(stores)-1 // unnamed cannot be compared, even to itself
+		case min(i, j) == 2 && max(i, j) == 4: // described{n1} gives n1's Sharing
+			return true
+		case min(i, j) == 5 && max(i, j) == 6: // equal values
+			return true
+		}
+		return false
+	}
+	trs := make([]*Transport, len(stores))
+	for i, st := range stores {
+		trs[i] = newTransport(t, noop{resp: &http.Response{StatusCode: 200}}, WithRules(minute), WithStore(st))
+	}
+	for i, a := range trs {
+		for j, b := range trs {
+			if got := a.sameStore(b.storeID); got != same(i, j) {
+				t.Errorf("%T %v vs %T %v: sameStore %v, want %v", stores[i], stores[i], stores[j], stores[j], got, !got)
 			}
 		}
 	}
 }
 
-// named is a store known by its namespace (as the Redis store is), unnamed one that is neither
-// a Namespacer nor comparable.
-type (
-	named struct {
-		*noopStore
-		ns string
-	}
-	unnamed struct {
-		*noopStore
-		f func()
-	}
-)
+// described is a wrapper that forwards its store's traits, as the conformance recorder does.
+type described struct{ *noopStore }
 
-func (n named) Namespace() string { return n.ns }
+// unnamed is a store that says nothing of itself (it hides its store's Describe) and cannot be
+// compared.
+type unnamed struct {
+	cache.Store
+	f func()
+}
 
 // byValue is a user's store wrapper passed by value: its type is comparable, its value is not
 // when the store it wraps is not (unnamed has a func field).
 type byValue struct{ cache.Store }
 
-// Guards the value-level comparability check (cache.storeIdentity, storeIdentity): a type that
-// says comparable can hold a value whose comparison panics. Before the fix New panicked, in
-// cache.ClaimCounters and then joinStoreUse.
+// Guards the value-level comparability check (joinStore): a type that says comparable can hold
+// a value whose comparison panics. Before the fix New panicked, in the counter claims and then
+// in the count of Transports per store.
 func TestStoreWrapperOfUncomparableStoreAccepted(t *testing.T) {
-	st := byValue{unnamed{noopStore: &noopStore{}, f: func() {}}}
-	if cache.SameStore(st, st) {
-		t.Error("cache.SameStore of a store that cannot be compared: true, want false")
-	}
+	st := byValue{unnamed{Store: &noopStore{}, f: func() {}}}
 	tr, err := New(noop{resp: &http.Response{StatusCode: 200}}, WithRules(minute), WithStore(st))
 	if err != nil {
 		t.Fatalf("New over a by-value wrapper of a store that cannot be compared: %v", err)
 	}
 	defer tr.Close()
-	if tr.alwaysMark || tr.use != nil {
-		t.Errorf("a store that is the same as no other: alwaysMark %v, counted %v; want neither", tr.alwaysMark, tr.use != nil)
+	if tr.sameStore(tr.storeID) {
+		t.Error("a store that cannot be compared is the same as itself to its Transport, want the same as no other")
+	}
+	if tr.alwaysMark || tr.users != nil {
+		t.Errorf("a store that is the same as no other: alwaysMark %v, counted %v; want neither", tr.alwaysMark, tr.users != nil)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
 	if _, err := tr.RoundTrip(req); err != nil {
 		t.Fatal(err)
 	}
-	// A by-value wrapper of a comparable store has no key in the count (it holds no pointer
-	// of its own to key a weak reference by): its Transports mark every attempt.
+	// A by-value wrapper of a comparable store has no Sharing (it hides its store's Describe):
+	// its Transports mark every attempt.
 	tr2, err := New(noop{resp: &http.Response{StatusCode: 200}}, WithRules(minute), WithStore(byValue{&noopStore{}}))
 	if err != nil {
 		t.Fatal(err)

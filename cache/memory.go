@@ -109,6 +109,8 @@ type Memory struct {
 
 	leases leases // in-flight leases (memory_lease.go)
 
+	sharing Sharing // the Transports and counter claims over this store (Describe)
+
 	evictedLive atomic.Int64
 	rejected    atomic.Int64
 	// general and fastHits are for tests: general makes update skip fastGrant, and fastHits,
@@ -370,11 +372,11 @@ func (m *Memory) Sync(ctx context.Context, s *engine.Strategy, key string, u eng
 	return m.fail(ctx, "sync", key, m.do(ctx, s, key, &op{write: true, sync: true, other: true}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) { s.Sync(cs, up, now, u) }))
 }
 
-// InProcess reports true (cache.InProcess): the store's state is this process's memory.
-func (m *Memory) InProcess() bool { return true }
-
-// Clock returns the clock the store reads instants from (MemoryConfig.Clock).
-func (m *Memory) Clock() clock.Clock { return m.clock }
+// Describe implements Describer: the store is in this process, on MemoryConfig.Clock, with a
+// Sharing of its own.
+func (m *Memory) Describe() Traits {
+	return Traits{Clock: m.clock, InProcess: true, Sharing: &m.sharing}
+}
 
 // Stats returns the counts of live evictions and rejected keys so far.
 func (m *Memory) Stats() MemoryStats {
@@ -390,7 +392,6 @@ func (m *Memory) Close() error {
 	m.stopJanitor()
 	m.life.Lock()
 	m.client.Close()
-	ReleaseClaims(m)
 	m.life.Unlock()
 	// Operations on keys found in the index take neither life nor a shard's lock: waiting for
 	// each entry's lock once waits for those under way (the later ones see closed under it).

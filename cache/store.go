@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/storeshare"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -84,47 +85,63 @@ type Admitter interface {
 	Admit(ctx context.Context, s *engine.Strategy, key string, n int) (strategy.Decision, error)
 }
 
-// Validator is implemented by stores that cannot hold every strategy (the Redis store has a
-// script per known algorithm, works in whole microseconds and bounds buckets per rule; the
-// SQLite store wants counters that encode themselves). ratemonitor.New and middleware.New call
-// it, so that such a strategy is refused when the Transport or Limiter is made, not on every
-// request.
-type Validator interface {
-	Validate(s *engine.Strategy) error
+// Describer is implemented by stores that say what they are beyond the Store methods: what a
+// Transport or middleware Limiter over them adapts to (Traits). A store without it is taken to
+// have the zero Traits.
+type Describer interface {
+	Describe() Traits
 }
 
-// Contender is implemented by stores whose operations can fail with ErrContended when callers
-// write one key at the same time. When Contends reports true, a Transport makes its own callers
-// take turns per key for the store's writes, so that they do not fight over the key among
-// themselves; stores that never contend (memory, Redis, SQLite) are called without that.
-type Contender interface {
-	Contends() bool
+// Traits is what a store says of itself (Describer). Its zero value, which a store without
+// Describer is given, describes a store shared with other processes that holds every
+// strategy, never contends, keeps no clock of this process and no Sharing.
+type Traits struct {
+	// Clock is the clock the store reads its instants from when that clock runs in this
+	// process (the memory and SQLite stores): a Transport over the store sleeps on it, so that
+	// its waits and the store's instants agree. nil: the Transport's own (WithClock).
+	Clock clock.Clock
+	// InProcess says the state lives in this process's memory (the memory store): it cannot
+	// become unreachable, so a Transport's degraded mode (ratemonitor.Degrade) does not apply
+	// and store errors are handled as under SendNothing. A Clock says nothing about this: the
+	// SQLite store keeps its clock here but its state in a file other processes write.
+	InProcess bool
+	// Contends says operations can fail with ErrContended when callers write one key at once
+	// (the DynamoDB store): a Transport's or Limiter's own callers then take turns per key.
+	Contends bool
+	// Namespace says where the state lives, such as "redis 127.0.0.1:6379 db 0 prefix rm:";
+	// its first word names the store in a Transport's events. "" names it by its Go type.
+	Namespace string
+	// Processes, when set, returns how many processes use the store as last seen (the Redis
+	// store's heartbeat), at least 1 once known and 0 until then. A Transport in degraded mode
+	// divides each limit among them unless told a share (ratemonitor.WithDegraded).
+	Processes func() int
+	// Validate, when set, reports whether the store can hold a strategy (the Redis store has a
+	// script per known algorithm; the SQLite and DynamoDB stores want counters that encode
+	// themselves): ratemonitor.New and middleware.New call it, so that a strategy is refused
+	// when the Transport or Limiter is made, not on every request. nil: every strategy.
+	Validate func(*engine.Strategy) error
+	// Sharing is the store value's Sharing. nil: the rules of Transports and Limiters over the
+	// store are not checked (ErrCounterConflict), and a Transport over it marks every request.
+	Sharing *Sharing
 }
 
-// Clocked is implemented by stores whose clock runs in this process (the memory store). A
-// Transport over such a store sleeps on the same clock, so that its waits and the store's
-// instants agree.
-type Clocked interface {
-	Clock() clock.Clock
-}
+// Sharing is what the Transports and middleware Limiters over one store value keep in it: how
+// many Transports use it, and which counters their rules count in. A Transport alone on its
+// store sends each request as it is; once another shares the store, each request carries a
+// mark (two allocations) so that a Transport further in over the same store counts it only
+// where the outer one did not. The claims refuse rules that would split a count
+// (ErrCounterConflict). A store holds one (the zero value is ready; do not copy it once used)
+// and returns its address in Traits.Sharing. Nothing of it is process-wide: each store value
+// is a store of its own to both, even when two values reach the same data.
+type Sharing = storeshare.Sharing
 
-// InProcess is implemented by stores whose state lives in this process's memory (cache.Memory):
-// they cannot become unreachable, so a Transport's degraded mode (ratemonitor.Degrade) does
-// not apply to them and their errors are handled as under SendNothing. A store without it
-// (Redis, SQLite, DynamoDB) is taken to be shared, and can be. Being Clocked says nothing about
-// this: the SQLite store keeps its clock in this process but its state in a file other
-// processes write.
-type InProcess interface {
-	InProcess() bool
-}
-
-// Fleet is implemented by shared stores that know how many processes use them at once (the
-// Redis store, by a heartbeat each Store value writes). Processes returns that number as last
-// seen, at least 1 once known, and 0 when it is not known (yet). A Transport in degraded mode
-// divides each limit among that many processes unless told a share (ratemonitor.WithDegraded).
-type Fleet interface {
-	Processes() int
-}
+// ErrCounterConflict is wrapped by ratemonitor.New and middleware.New when a strategy would
+// count a limit in another counter than a strategy already used on the same store value: two
+// rules of the same window (for the token bucket: the same window and limit) that differ in
+// margin or granularity. Each would count only its own requests, so together they would let
+// through up to twice the limit. Give both the same Margin and Granularity, or give them
+// separate stores (for Redis, a prefix of their own).
+var ErrCounterConflict = storeshare.ErrCounterConflict
 
 // CheckCount returns an error wrapping ErrInvalidCount unless 1 ≤ n ≤ MaxCount: the check
 // every Store applies to Record and Release.

@@ -44,3 +44,16 @@ func dynamo(ctx context.Context, awsCfg aws.Config) (*dynamostore.Store, error) 
 	}
 	return store, nil
 }
+
+// tallyStore is a store of one's own (docs/stores.md#a-store-of-your-own): the Store methods
+// come from the store it wraps, and its Sharing is its own.
+type tallyStore struct {
+	cache.Store // Record, Reserve, Release, Peek, Close
+	sharing     cache.Sharing
+}
+
+// Describe gives the Transports over the store its Sharing: one alone on it sends each
+// request as it is, and rules that would split a count are refused.
+func (s *tallyStore) Describe() cache.Traits {
+	return cache.Traits{Sharing: &s.sharing}
+}

@@ -37,9 +37,10 @@ type Limiter struct {
 }
 
 // New returns a Limiter over store for the rules of s. store must implement cache.Admitter
-// (cache.Memory, the SQLite and the Redis stores do) and accept s (cache.Validator); the store is not
-// closed by the Limiter. New returns an error for a nil store or strategy, a store that cannot
-// admit, a strategy the store refuses or that cannot admit one request, and invalid options.
+// (cache.Memory, the SQLite and the Redis stores do) and accept s (cache.Traits.Validate); the
+// store is not closed by the Limiter. New returns an error for a nil store or strategy, a store
+// that cannot admit, a strategy the store refuses or that cannot admit one request, and invalid
+// options.
 func New(store cache.Store, s *engine.Strategy, opts ...Option) (*Limiter, error) {
 	if isNil(store) {
 		return nil, errors.New("ratemonitor: middleware: nil store")
@@ -51,8 +52,12 @@ func New(store cache.Store, s *engine.Strategy, opts ...Option) (*Limiter, error
 	if !ok {
 		return nil, fmt.Errorf("ratemonitor: middleware: store %T does not implement cache.Admitter", store)
 	}
-	if v, ok := store.(cache.Validator); ok {
-		if err := v.Validate(s); err != nil {
+	var traits cache.Traits // the zero Traits of a store that says nothing of itself
+	if d, ok := store.(cache.Describer); ok {
+		traits = d.Describe()
+	}
+	if v := traits.Validate; v != nil {
+		if err := v(s); err != nil {
 			return nil, err // the store's error says which store and rule
 		}
 	}
@@ -91,9 +96,12 @@ func New(store cache.Store, s *engine.Strategy, opts ...Option) (*Limiter, error
 	if err != nil {
 		return nil, fmt.Errorf("ratemonitor: middleware: policy names: %w", err)
 	}
-	// Last of the checks, so that a New that fails claims nothing.
-	if err := cache.ClaimCounters(store, "", s); err != nil {
-		return nil, err // it names the rules and what to do
+	// Last of the checks, so that a New that fails claims nothing. A store without a Sharing
+	// is not checked.
+	if sh := traits.Sharing; sh != nil {
+		if err := sh.Claim("", s); err != nil {
+			return nil, err // it names the rules and what to do
+		}
 	}
 	l := &Limiter{store: adm, peek: store, strat: s, names: names, members: members, policy: policy,
 		keys:  keys,
@@ -104,7 +112,7 @@ func New(store cache.Store, s *engine.Strategy, opts ...Option) (*Limiter, error
 			l.ruleNames = append(l.ruleNames, r.String())
 		}
 	}
-	if c, ok := store.(cache.Contender); ok && c.Contends() {
+	if traits.Contends {
 		l.turns = &contend.Turns{}
 	}
 	if l.problemType == "" {
@@ -176,7 +184,7 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// admit decides one request on key. Over a store that contends (cache.Contender), the
+// admit decides one request on key. Over a store that contends (cache.Traits.Contends), the
 // requests on one key take turns. Contention (cache.ErrContended: the store lost an
 // optimistic race on the key and recorded nothing) is not an outage: it is tried again within
 // ctx, and never reaches the OutagePolicy.

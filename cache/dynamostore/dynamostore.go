@@ -30,7 +30,7 @@
 //   - any other counter that encodes itself (the rolling window): a binary attribute named
 //     by the counter ID holding its MarshalBinary: up to (Window+Margin)/Granularity+1
 //     buckets of up to 30 bytes (about 15–21 in practice). DynamoDB refuses items over
-//     400 KB, so Validate refuses a strategy whose worst case exceeds MaxItemBytes (350 KB):
+//     400 KB, so a strategy whose worst case exceeds MaxItemBytes (350 KB) is refused:
 //     raise the rule's Granularity (a day asked for at 1 s is 86 401 buckets; at 10 s,
 //     8 641 fit; the default for a day, 24 min, is 61).
 //
@@ -94,12 +94,12 @@ const (
 	maxBackoff          = 100 * time.Millisecond
 )
 
-// MaxItemBytes is the largest worst-case item Validate accepts for a strategy: DynamoDB's
+// MaxItemBytes is the largest worst-case item the store accepts for a strategy: DynamoDB's
 // 400 KB item limit less room for the attribute names and other strategies' counters on the
 // same key.
 const MaxItemBytes = 350 * 1024
 
-// Worst-case sizes for Validate: a rolling-window bucket is three varints (index, latest
+// Worst-case sizes for validate: a rolling-window bucket is three varints (index, latest
 // instant, count) of up to 10 bytes each; a slot's attributes other than its buckets and the
 // item's own (pk, version, ttl) are well under these.
 const (
@@ -180,13 +180,14 @@ type Store struct {
 	// beforeWrite, when set (tests), runs between the read and the conditional write of a
 	// versioned update, with the attempt number from 0.
 	beforeWrite func(attempt int)
+
+	sharing cache.Sharing // the Transports and counter claims over this Store value (Describe)
 }
 
 var (
 	_ cache.Store     = (*Store)(nil)
 	_ cache.Admitter  = (*Store)(nil)
-	_ cache.Validator = (*Store)(nil)
-	_ cache.Contender = (*Store)(nil)
+	_ cache.Describer = (*Store)(nil)
 )
 
 // New returns a store on client's table opts.Table. It makes no request: an unreachable
@@ -221,9 +222,18 @@ func New(client *dynamodb.Client, opts Options) (*Store, error) {
 		backoff: opts.RetryBackoff, clock: opts.Clock, obs: opts.Observer}, nil
 }
 
-// Contends implements cache.Contender: always true, since every write is a conditional one
-// that fails when another writer changed the key's item first.
-func (st *Store) Contends() bool { return true }
+// Describe implements cache.Describer. The store contends, since every write is a conditional
+// one that fails when another writer changed the key's item first. Its Validate accepts a
+// strategy whose counters are token buckets, fixed windows or encode themselves
+// (encoding.BinaryMarshaler and BinaryUnmarshaler, as the rolling window's do), and whose state
+// fits in one DynamoDB item whatever the traffic: the encoded counters of a rolling window hold
+// up to (Window+Margin)/Granularity+1 buckets, and a strategy whose worst case exceeds
+// MaxItemBytes is refused with an error that says to raise the granularity (an item past
+// DynamoDB's 400 KB could no longer be written, and its key would be stuck). Each Store value
+// has a Sharing of its own.
+func (st *Store) Describe() cache.Traits {
+	return cache.Traits{Contends: true, Validate: st.validate, Sharing: &st.sharing}
+}
 
 // Stats returns the counts so far. It is safe for concurrent use.
 func (st *Store) Stats() Stats {
@@ -241,14 +251,9 @@ func (st *Store) Close() error {
 	return nil
 }
 
-// Validate implements cache.Validator: every counter must be a token bucket, a fixed window,
-// or encode itself (encoding.BinaryMarshaler and BinaryUnmarshaler, as the rolling window's
-// does), and the strategy's state must fit in one DynamoDB item whatever the traffic: the
-// encoded counters of a rolling window hold up to (Window+Margin)/Granularity+1 buckets of
-// up to bucketBytes each, and a strategy whose worst case exceeds MaxItemBytes is refused
-// with an error that says to raise the granularity (an item past DynamoDB's 400 KB could no
-// longer be written, and its key would be stuck).
-func (st *Store) Validate(s *engine.Strategy) error {
+// validate reports whether the store can hold s (Describe says which it can): a rolling
+// window's bucket takes up to bucketBytes.
+func (st *Store) validate(s *engine.Strategy) error {
 	if s == nil {
 		return errors.New("ratemonitor: dynamodb store: nil strategy")
 	}
@@ -287,7 +292,7 @@ func (st *Store) check(s *engine.Strategy, n int) error {
 	if st.closed.Load() {
 		return cache.ErrClosed
 	}
-	if err := st.Validate(s); err != nil {
+	if err := st.validate(s); err != nil {
 		return err
 	}
 	return cache.CheckCount(n)

@@ -102,7 +102,7 @@ func TestItemSizeRefusedBeforeLimit(t *testing.T) {
 	ctx := context.Background()
 	// 1 s buckets, asked for: the default for a day is 24 min, 61 buckets, which fits.
 	fine := must(rollingwindow.New(strategy.Rule{Limit: 100_000, Window: 24 * time.Hour, Granularity: time.Second}))
-	err := st.Validate(fine)
+	err := st.validate(fine)
 	if err == nil || !strings.Contains(err.Error(), "Granularity") {
 		t.Fatalf("Validate of a 1 s-granularity day window: %v, want an error that says to raise the granularity", err)
 	}
@@ -111,13 +111,13 @@ func TestItemSizeRefusedBeforeLimit(t *testing.T) {
 		t.Errorf("Admit with a refused strategy succeeded")
 	}
 	// The same day with the default granularity (24 min: 61 buckets) is accepted.
-	if err := st.Validate(must(rollingwindow.New(strategy.Rule{Limit: 100_000, Window: 24 * time.Hour}))); err != nil {
+	if err := st.validate(must(rollingwindow.New(strategy.Rule{Limit: 100_000, Window: 24 * time.Hour}))); err != nil {
 		t.Errorf("Validate of a day at the default granularity: %v", err)
 	}
 	// Just within: the worst case at the limit is accepted, and the largest item it can reach
 	// is written.
 	coarse := must(rollingwindow.New(strategy.Rule{Limit: 100_000, Window: 24 * time.Hour, Granularity: 10 * time.Second}))
-	if err := st.Validate(coarse); err != nil {
+	if err := st.validate(coarse); err != nil {
 		t.Fatal(err)
 	}
 	cs := coarse.NewCounters()

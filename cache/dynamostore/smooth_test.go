@@ -46,7 +46,7 @@ func TestSmoothedSameAsMemory(t *testing.T) {
 		if s, err = s.Smoothed(); err != nil {
 			rt.Fatal(err)
 		}
-		if err := dyn.Validate(s); err != nil {
+		if err := dyn.validate(s); err != nil {
 			rt.Fatal(err)
 		}
 		key := "smooth-" + strconv.FormatInt(iteration.Add(1), 10)

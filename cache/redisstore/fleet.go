@@ -8,19 +8,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ratemonitor/ratemonitor/cache"
 )
 
-// The fleet size (cache.Fleet). Each Store value, at each check of its monitor, writes a
+// The fleet size (cache.Traits.Processes). Each Store value, at each check of its monitor, writes a
 // heartbeat into one sorted set, "prefix:{fleet}": its member is the Store's random ID and its
 // score the instant (ms, Redis TIME) at which the entry expires, 3 check intervals later. The
 // same script drops expired entries, keeps the set's TTL at least that long, and counts the
 // rest. So each process's entry lasts by its own interval, processes may use different
 // ones, and a process that died drops out within 3 of its intervals. Close removes the entry
 // at once. Two Store values in one process over the same prefix count as two.
-
-var _ cache.Fleet = (*Store)(nil)
 
 // beatLife is how many check intervals a heartbeat lasts.
 const beatLife = 3
@@ -63,7 +59,7 @@ func (f fleet) beat(ctx context.Context, c redis.UniversalClient) error {
 	return err
 }
 
-// Processes implements cache.Fleet: how many Store values (each a process, usually) wrote a
+// Processes returns how many Store values (each a process, usually) wrote a
 // heartbeat to this server and prefix within their last 3 check intervals, as the latest
 // check saw (this one included); 0 before the first check has answered, or when
 // Options.CheckInterval is negative.

@@ -104,7 +104,7 @@ type plan struct {
 
 // MaxBuckets bounds W/G for a rule kept in Redis: the script walks the oldest buckets of a key
 // to answer a wait, and Redis serves nobody else meanwhile. A day window asked for in 1 s buckets
-// (86 400) is refused, by Validate (so by ratemonitor.New) and by every operation; at 10 s,
+// (86 400) is refused, by ratemonitor.New (cache.Traits.Validate) and by every operation; at 10 s,
 // 1 min or the default for a day (24 min, strategy.DefaultGranularityFor) it is fine.
 const MaxBuckets = 10_000
 
@@ -176,11 +176,14 @@ type Store struct {
 	leaseTag  string
 	leaseSeq  atomic.Uint64
 	cutoffs   cutoffs // releases of leases whose acquire was cut off (lease_cutoff.go)
+
+	sharing cache.Sharing // the Transports and counter claims over this Store value (Describe)
 }
 
 var (
-	_ cache.Store  = (*Store)(nil)
-	_ cache.Syncer = (*Store)(nil)
+	_ cache.Store     = (*Store)(nil)
+	_ cache.Syncer    = (*Store)(nil)
+	_ cache.Describer = (*Store)(nil)
 )
 
 // New returns a store over client, which may be a single-node, Sentinel (failover), Cluster or
@@ -342,13 +345,9 @@ func duration(us, ns int64) time.Duration {
 	return time.Duration(us)*time.Microsecond + time.Duration(ns)
 }
 
-// Validate reports whether the store can hold s: a strategy under the rolling window, the fixed
-// window or the token bucket whose rules have whole-microsecond effective windows and limits up
-// to cache.MaxCount; under the rolling window, whole-microsecond granularities and at most
-// MaxBuckets buckets per rule; under the token bucket, a debt cap whose whole tokens stay below
-// 2^53 (see MaxBucketTokens). ratemonitor.New and middleware.New call it (cache.Validator);
-// every operation checks it too.
-func (st *Store) Validate(s *engine.Strategy) error {
+// validate reports whether the store can hold s (Describe says which it can); every operation
+// checks it too.
+func (st *Store) validate(s *engine.Strategy) error {
 	_, err := st.plan(s)
 	return err
 }
@@ -511,10 +510,10 @@ func (st *Store) explain(parent context.Context, op, key, addr string, took time
 }
 
 // Record implements cache.Store: one round trip. Errors: cache.ErrInvalidCount for n outside
-// 1..cache.MaxCount; Validate's; cache.ErrClosed after Close; and the call's own failure, which
-// wraps context.DeadlineExceeded when the store's Timeout passed, the caller's context error
-// when that ended first (a call the caller's deadline ends returns once ctx.Err says so), and
-// otherwise the client's error (connection refused, say).
+// 1..cache.MaxCount; a strategy the store cannot hold (Describe); cache.ErrClosed after Close;
+// and the call's own failure, which wraps context.DeadlineExceeded when the store's Timeout
+// passed, the caller's context error when that ended first (a call the caller's deadline ends
+// returns once ctx.Err says so), and otherwise the client's error (connection refused, say).
 func (st *Store) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
 	if err := cache.CheckCount(n); err != nil {
 		return err
@@ -642,22 +641,33 @@ func (st *Store) Sync(ctx context.Context, s *engine.Strategy, key string, u eng
 
 // Close marks the store closed; later calls return cache.ErrClosed. It stops the monitor
 // (waiting for a check in flight) and removes the store's heartbeat, within Options.Timeout,
-// best effort, and forgets the counter claims made on its Namespace (cache.ReleaseClaims), so
-// that a later store there starts afresh. The client stays open. Close always returns nil.
+// best effort. The client stays open. Close always returns nil.
 func (st *Store) Close() error {
 	if !st.closed.Swap(true) {
 		st.closeCutOffs()
 		st.closeMonitor()
-		cache.ReleaseClaims(st)
 	}
 	return nil
 }
 
-// Namespace names the Redis data the store keeps its state in (cache.Namespacer), so that two
-// Store values over one server and prefix are one store when ratemonitor.New checks that rules of
-// the same window share a count: "redis <addresses> db <n> prefix <prefix>". A client of another
-// kind is named by its pointer.
-func (s *Store) Namespace() string {
+// Describe implements cache.Describer. The store is shared by processes (Processes counts
+// them), and names its data in Namespace: "redis <address> db <n> prefix <prefix>", a Cluster
+// by its addresses, a client of another kind by its pointer. Its Validate accepts a strategy
+// under the rolling window, the fixed window or the token bucket whose rules have
+// whole-microsecond effective windows and limits up to cache.MaxCount; under the rolling
+// window, whole-microsecond granularities and at most MaxBuckets buckets per rule; under the
+// token bucket, a debt cap whose whole tokens stay below 2^53 (see MaxBucketTokens).
+//
+// Each Store value has a Sharing of its own, even over the server and prefix of another: a
+// Transport stacked on one over another Store value there counts an attempt again (an
+// over-count, never an under-count), and cache.ErrCounterConflict is checked per Store value,
+// as it is per process: give Transports and Limiters that share the data the same rules.
+func (st *Store) Describe() cache.Traits {
+	return cache.Traits{Namespace: st.namespace(), Processes: st.Processes, Validate: st.validate, Sharing: &st.sharing}
+}
+
+// namespace names the Redis data the store keeps its state in (Describe).
+func (s *Store) namespace() string {
 	where := fmt.Sprintf("%p", s.client)
 	switch c := s.client.(type) {
 	case *redis.Client:

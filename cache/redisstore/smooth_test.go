@@ -192,7 +192,7 @@ func TestOnlyRollingWindowSmoothable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Validate(sm); err != nil {
+	if err := st.validate(sm); err != nil {
 		t.Errorf("Validate(smoothed 60/min + 5000/day) = %v, want nil", err)
 	}
 	fw, _ := fixedwindow.New(strategy.Rule{Limit: 60, Window: time.Minute})

@@ -294,18 +294,18 @@ func TestValidateRefusesWhatScriptsCannotHold(t *testing.T) {
 	// The cap of a 1 µs bucket is capacity × MaxWindow / 1 µs whole tokens: 28 × 3.15e14 <
 	// 2^53 ≤ 29 × 3.15e14.
 	ok, _ := tokenbucket.New(micro(28))
-	if err := st.Validate(ok); err != nil {
+	if err := st.validate(ok); err != nil {
 		t.Errorf("1 µs bucket of 28: %v", err)
 	}
 	tooMany, _ := tokenbucket.New(micro(29))
-	if err := st.Validate(tooMany); err == nil || !strings.Contains(err.Error(), "2^53") {
+	if err := st.validate(tooMany); err == nil || !strings.Contains(err.Error(), "2^53") {
 		t.Errorf("1 µs bucket of 29: %v, want a refusal naming 2^53", err)
 	}
 	if q := int64(29) * int64(strategy.MaxWindow/time.Microsecond); q < MaxBucketTokens {
 		t.Fatalf("the boundary moved: %d", q)
 	}
 	twoMicros, _ := tokenbucket.New(strategy.Rule{Limit: 1 << 20, Window: 2 * time.Microsecond, Granularity: time.Microsecond})
-	if err := st.Validate(twoMicros); err != nil {
+	if err := st.validate(twoMicros); err != nil {
 		t.Errorf("2 µs bucket of 2^20 (cap 2^63−1): %v", err)
 	}
 	odd, err := tokenbucket.Rule(10, 3) // 10 tokens at 3 per second: 3.333333334 s
@@ -313,21 +313,21 @@ func TestValidateRefusesWhatScriptsCannotHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	oddS, _ := tokenbucket.New(odd)
-	if err := st.Validate(oddS); err == nil || !strings.Contains(err.Error(), "whole microseconds") {
+	if err := st.validate(oddS); err == nil || !strings.Contains(err.Error(), "whole microseconds") {
 		t.Errorf("a window in ns: %v", err)
 	}
 	wide, _ := tokenbucket.New(strategy.Rule{Limit: cache.MaxCount + 1, Window: time.Second})
-	if err := st.Validate(wide); err == nil {
+	if err := st.validate(wide); err == nil {
 		t.Error("capacity above MaxCount accepted")
 	}
 	fwOdd, _ := fixedwindow.New(strategy.Rule{Limit: 5, Window: 1500 * time.Nanosecond, Granularity: 1500 * time.Nanosecond})
-	if err := st.Validate(fwOdd); err == nil || !strings.Contains(err.Error(), "whole microseconds") {
+	if err := st.validate(fwOdd); err == nil || !strings.Contains(err.Error(), "whole microseconds") {
 		t.Errorf("a fixed window in ns: %v", err)
 	}
 	fw, _ := fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Second})
 	tb, _ := tokenbucket.New(strategy.Rule{Limit: 5, Window: time.Second})
 	for _, s := range []*engine.Strategy{fw, tb} {
-		if err := st.Validate(s); err != nil {
+		if err := st.validate(s); err != nil {
 			t.Errorf("%s: %v", s.Name(), err)
 		}
 		if err := st.Sync(ctx, s, "k", engine.Update{Pause: time.Second}); !errors.Is(err, ErrSyncUnsupported) {

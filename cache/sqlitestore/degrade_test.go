@@ -27,8 +27,8 @@ func (b *countingBase) RoundTrip(*http.Request) (*http.Response, error) {
 // TestDegradePacesLocallyOnLockedFile: the SQLite store is shared through its file, so a paced
 // Transport's default policy, Degrade, paces locally while another process holds the write lock
 // past the busy timeout (SQLITE_BUSY), reports Degraded once, and sends every request. Before, the
-// store's cache.Clocked was taken for an in-process store: Degrade acted as SendNothing and all 20
-// requests failed with a StoreError (found by review).
+// store's clock in this process (cache.Traits.Clock) was taken for an in-process store: Degrade
+// acted as SendNothing and all 20 requests failed with a StoreError (found by review).
 func TestDegradePacesLocallyOnLockedFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rl.db")
 	ctx := context.Background()

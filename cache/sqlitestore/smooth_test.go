@@ -43,7 +43,7 @@ func TestSmoothedSameAsMemory(t *testing.T) {
 		if s, err = s.Smoothed(); err != nil {
 			rt.Fatal(err)
 		}
-		if err := sq.Validate(s); err != nil {
+		if err := sq.validate(s); err != nil {
 			rt.Fatal(err)
 		}
 		iteration++

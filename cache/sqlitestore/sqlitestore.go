@@ -81,13 +81,14 @@ type Store struct {
 	writes     atomic.Uint64
 	closed     atomic.Bool
 	valid      sync.Map // *engine.Strategy -> error from validate
+
+	sharing cache.Sharing // the Transports and counter claims over this Store value (Describe)
 }
 
 var (
 	_ cache.Store     = (*Store)(nil)
 	_ cache.Admitter  = (*Store)(nil)
-	_ cache.Validator = (*Store)(nil)
-	_ cache.Clocked   = (*Store)(nil)
+	_ cache.Describer = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the SQLite database at path, sets WAL mode, the busy timeout
@@ -136,8 +137,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // to the store. Writing to the store's tables through it voids the store's guarantees.
 func (st *Store) DB() *sql.DB { return st.db }
 
-// Clock implements cache.Clocked.
-func (st *Store) Clock() clock.Clock { return st.clock }
+// Describe implements cache.Describer. The store reads its instants from Options.Clock, in this
+// process, though its state is in a file other processes share. Its Validate accepts a
+// fixed-window strategy whose windows (with margin) are whole seconds, since window_start is
+// written to the second, and any other strategy whose counters encode themselves
+// (encoding.BinaryMarshaler and BinaryUnmarshaler), as the rolling window's and the token
+// bucket's do. Each Store value has a Sharing of its own.
+func (st *Store) Describe() cache.Traits {
+	return cache.Traits{Clock: st.clock, Validate: st.validate, Sharing: &st.sharing}
+}
 
 // Close closes the database; later operations return cache.ErrClosed. It is safe to call more
 // than once.
@@ -148,11 +156,8 @@ func (st *Store) Close() error {
 	return st.db.Close()
 }
 
-// Validate implements cache.Validator: a fixed-window strategy needs windows (with margin) of
-// whole seconds, since window_start is written to the second; any other strategy needs counters
-// that encode themselves (encoding.BinaryMarshaler and BinaryUnmarshaler), as the rolling window
-// and the token bucket do.
-func (st *Store) Validate(s *engine.Strategy) error {
+// validate reports whether the store can hold s (Describe says which it can).
+func (st *Store) validate(s *engine.Strategy) error {
 	if s == nil {
 		return errors.New("ratemonitor: sqlite store: nil strategy")
 	}
@@ -160,12 +165,13 @@ func (st *Store) Validate(s *engine.Strategy) error {
 		err, _ := v.(error)
 		return err
 	}
-	err := validate(s)
+	err := fits(s)
 	st.valid.Store(s, err)
 	return err
 }
 
-func validate(s *engine.Strategy) error {
+// fits is validate, before its answer is kept.
+func fits(s *engine.Strategy) error {
 	for j := range s.Slots() {
 		if fixedwindow.Is(s) {
 			if w := s.SlotRule(j).EffectiveWindow(); w%time.Second != 0 {
@@ -188,7 +194,7 @@ func (st *Store) check(s *engine.Strategy, n int) error {
 	if st.closed.Load() {
 		return cache.ErrClosed
 	}
-	if err := st.Validate(s); err != nil {
+	if err := st.validate(s); err != nil {
 		return err
 	}
 	return cache.CheckCount(n)

@@ -14,6 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/cache/sqlitestore"
+	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // store is an open store, its name for output (no password), and what closes it.
@@ -49,8 +50,12 @@ func openStore(ctx context.Context, cfg *config) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := st.Store.(cache.Validator); ok {
-		if err := v.Validate(cfg.strat); err != nil {
+	var validate func(*engine.Strategy) error
+	if d, ok := st.Store.(cache.Describer); ok {
+		validate = d.Describe().Validate
+	}
+	if validate != nil {
+		if err := validate(cfg.strat); err != nil {
 			st.close()
 			return nil, usagef("--store %s cannot hold these rules under %s: %v", st.name, cfg.strat.Name(), err)
 		}

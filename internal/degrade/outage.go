@@ -12,15 +12,21 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// StoreName is the name of st for events: the first word of its Namespace ("redis",
-// "sqlite", …), or its Go type.
+// StoreName is the name of st for events: the first word of its cache.Traits.Namespace
+// ("redis"), or its Go type.
 func StoreName(st cache.Store) string {
-	if n, ok := st.(cache.Namespacer); ok {
-		if f := strings.Fields(n.Namespace()); len(f) > 0 {
-			return f[0]
-		}
+	if f := strings.Fields(traitsOf(st).Namespace); len(f) > 0 {
+		return f[0]
 	}
 	return fmt.Sprintf("%T", st)
+}
+
+// traitsOf returns st's traits, the zero Traits for a store without cache.Describer.
+func traitsOf(st cache.Store) cache.Traits {
+	if d, ok := st.(cache.Describer); ok {
+		return d.Describe()
+	}
+	return cache.Traits{}
 }
 
 // IsOutage reports whether err, from the shared store, means the store is unreachable: any

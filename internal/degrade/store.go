@@ -39,7 +39,7 @@ const (
 // what they mean; ProbeInterval is given, not defaulted), the longest window of its owner's
 // rules, and where to report.
 type Config struct {
-	// Share, or else 1 ÷ Processes, or else 1 ÷ the shared store's count (cache.Fleet), or
+	// Share, or else 1 ÷ Processes, or else 1 ÷ the shared store's count (cache.Traits.Processes), or
 	// else 1, is the part of each limit this process may use while degraded (EpisodeShare).
 	Share     float64
 	Processes int
@@ -65,8 +65,8 @@ type Store struct {
 	shared cache.Store
 	clock  clock.Clock
 	cfg    Config
-	name   string      // the shared store's name for events
-	fleet  cache.Fleet // nil when the store does not count its processes
+	name   string     // the shared store's name for events
+	fleet  func() int // nil when the store does not count its processes (cache.Traits.Processes)
 	// sentinel names the master behind a Sentinel client (master.go), nil if the store cannot.
 	sentinel sentinelStore
 
@@ -112,7 +112,7 @@ func New(shared cache.Store, cfg Config) *Store {
 	}
 	d := &Store{shared: shared, clock: cfg.Clock, cfg: cfg, name: StoreName(shared)}
 	d.idle.L = &d.mu
-	d.fleet, _ = shared.(cache.Fleet)
+	d.fleet = traitsOf(shared).Processes
 	d.sentinel, _ = shared.(sentinelStore)
 	return d
 }
@@ -140,7 +140,7 @@ func (d *Store) EpisodeShare() float64 {
 	case d.cfg.Processes > 0:
 		return 1 / float64(d.cfg.Processes)
 	case d.fleet != nil:
-		if p := d.fleet.Processes(); p > 0 {
+		if p := d.fleet(); p > 0 {
 			return 1 / float64(p)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -318,4 +319,43 @@ func AppRulesDoNotConflictWithKeyRules(t *testing.T, newStore func() cache.Store
 	}
 	// A failed New claims nothing: the other app key's margin is free to differ.
 	newTransport(t, nil, ratemonitor.WithRules(tenant), ratemonitor.WithAppRules("other-app", strategy.Rule{Limit: 100, Window: time.Minute, Margin: 2 * time.Second}), ratemonitor.WithStore(st))
+}
+
+// keepLast is a base that answers 200 and keeps the last request it was given.
+type keepLast struct{ got atomic.Pointer[http.Request] }
+
+func (k *keepLast) RoundTrip(req *http.Request) (*http.Response, error) {
+	k.got.Store(req)
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+}
+
+// AloneOnItsStoreSendsTheRequestItself: a paced Transport alone on a store value with a
+// cache.Sharing (each store of this repository has one) passes the request itself to its base,
+// without the mark's two allocations; once another Transport uses that store value, it passes
+// a marked copy, for a Transport further in.
+func AloneOnItsStoreSendsTheRequestItself(t *testing.T, newStore func() cache.Store) {
+	st := newStore()
+	if d, ok := st.(cache.Describer); !ok || d.Describe().Sharing == nil {
+		t.Fatalf("%T has no cache.Sharing (cache.Describer)", st)
+	}
+	base := &keepLast{}
+	tr := newTransport(t, base, ratemonitor.WithRules(minute), ratemonitor.WithStore(st), ratemonitor.WithPacing())
+	req, _ := http.NewRequest(http.MethodGet, "http://api.example/", nil)
+	send := func() {
+		t.Helper()
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	send()
+	if base.got.Load() != req {
+		t.Errorf("%T: alone on its store, the Transport passed a copy of the request, want the request itself", st)
+	}
+	newTransport(t, nil, ratemonitor.WithRules(minute), ratemonitor.WithStore(st))
+	send()
+	if base.got.Load() == req {
+		t.Errorf("%T: another Transport over the store value, and the request was passed unmarked", st)
+	}
 }

@@ -35,7 +35,7 @@ func (s *Strategy) Without(skip func(id string) bool) *Strategy {
 // margin, granularity and headroom: the counter ID the algorithm gives the rule's limit and
 // window alone. Two rules of one family kept in different counters (a different margin or
 // granularity) count separately, so together they would let through more than either allows;
-// stores refuse such pairs (cache.ClaimCounters).
+// ratemonitor.New and middleware.New refuse such pairs on one store (cache.ErrCounterConflict).
 func (s *Strategy) Family(i int) string {
 	r := s.rules[i]
 	return s.alg.CounterID(strategy.Rule{Limit: r.Limit, Window: r.Window})

@@ -63,39 +63,21 @@ type recorder struct {
 	atReal []storetest.Grant
 }
 
-var (
-	_ cache.Validator = (*recorder)(nil)
-	_ cache.Clocked   = (*recorder)(nil)
-)
+var _ cache.Describer = (*recorder)(nil)
 
-// Contends forwards the store's cache.Contender answer, so that a Transport over the recorder
-// takes turns per key as it does over the store itself.
-func (r *recorder) Contends() bool {
-	c, ok := r.Store.(cache.Contender)
-	return ok && c.Contends()
-}
-
-func (r *recorder) Validate(s *engine.Strategy) error {
-	if v, ok := r.Store.(cache.Validator); ok {
-		return v.Validate(s)
+// Describe forwards the store's traits, so that a Transport or Limiter over the recorder treats
+// it as it would the store (the same validation, turns on a store that contends, no degraded
+// mode over one in process, the same Sharing), with the real clock when the store has none in
+// this process: what a Transport uses over such a store.
+func (r *recorder) Describe() cache.Traits {
+	var tr cache.Traits
+	if d, ok := r.Store.(cache.Describer); ok {
+		tr = d.Describe()
 	}
-	return nil
-}
-
-// InProcess forwards the store's cache.InProcess, so that a Transport over the recorder
-// treats it as it would the store.
-func (r *recorder) InProcess() bool {
-	ip, ok := r.Store.(cache.InProcess)
-	return ok && ip.InProcess()
-}
-
-// Clock returns the store's clock when it has one in this process, else the real clock: what
-// a Transport uses over a store without one.
-func (r *recorder) Clock() clock.Clock {
-	if c, ok := r.Store.(cache.Clocked); ok {
-		return c.Clock()
+	if tr.Clock == nil {
+		tr.Clock = clock.Real()
 	}
-	return clock.Real()
+	return tr
 }
 
 // failed counts err as a store failure, unless the caller's context had ended (the run's

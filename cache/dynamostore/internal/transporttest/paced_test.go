@@ -43,10 +43,13 @@ func (g *grantLog) Release(ctx context.Context, s *engine.Strategy, key string, 
 	return err
 }
 
-// Contends forwards the inner store's answer, so that the Transport sees the store it wraps.
-func (g *grantLog) Contends() bool {
-	c, ok := g.Store.(cache.Contender)
-	return ok && c.Contends()
+// Describe forwards the inner store's traits (it contends), so that the Transport sees the
+// store it wraps.
+func (g *grantLog) Describe() cache.Traits {
+	if d, ok := g.Store.(cache.Describer); ok {
+		return d.Describe()
+	}
+	return cache.Traits{}
 }
 
 // strictPeak returns the most instants of at (sorted) in any window [s, s+w), and how many of

@@ -87,7 +87,7 @@ func TestOutageHandledAsPolicySays(t *testing.T) {
 }
 
 // TestDegradedShareHoldBackAndCarryOver walks one Transport through an outage of a real Redis on a manual clock:
-// 20 per minute, a fleet of 4 (cache.Fleet), so 5 per minute locally.
+// 20 per minute, a fleet of 4 (cache.Traits.Processes), so 5 per minute locally.
 func TestDegradedShareHoldBackAndCarryOver(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
@@ -293,7 +293,7 @@ func TestFleetOutageNeverOverLimit(t *testing.T) {
 }
 
 // TestDegradedFleetSharesTheLimit: four paced Transports, each with its own Redis store (four
-// processes, cache.Fleet), 20 per second on one key, on one manual clock (the stores' too,
+// processes, cache.Traits.Processes), 20 per second on one key, on one manual clock (the stores' too,
 // Options.Clock, so that every grant is judged on one timeline). The fleet takes the 20 of
 // the first second. Redis stops: each Transport holds back for the longest window from the
 // outage it saw, then is granted its share, 5 (20 ÷ 4), in each window: 20 for the fleet.

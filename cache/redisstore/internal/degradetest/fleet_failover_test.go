@@ -27,7 +27,7 @@ import (
 // failover and a kill -9 of a master, on a real Redis Cluster and on a Sentinel set.
 //
 // A "process" is a paced Transport with a go-redis client and a redisstore.Store of its own,
-// the default error policy (Degrade) and its share from the store's heartbeat (cache.Fleet:
+// the default error policy (Degrade) and its share from the store's heartbeat (cache.Traits.Processes:
 // 4 processes, so 5 of 20 while degraded). The store's Timeout is 1 s and the rule 20 per
 // second with a 300 ms margin (issue 14's CI setting: steady on a loaded 2-core machine).
 //

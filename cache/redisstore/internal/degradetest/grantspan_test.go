@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -107,6 +108,13 @@ func (g grantLog) Processes() int {
 		return g.n
 	}
 	return g.Store.Processes()
+}
+
+// Describe is the store's, but for Processes.
+func (g grantLog) Describe() cache.Traits {
+	tr := g.Store.Describe()
+	tr.Processes = g.Processes
+	return tr
 }
 
 func (g grantLog) Reserve(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
@@ -53,14 +54,21 @@ func doKey(tr *ratemonitor.Transport, ctx context.Context, key string) error {
 	return err
 }
 
-// fleetStore is a real Redis store that says how many processes share it (cache.Fleet), as
-// the Redis store's heartbeat will.
+// fleetStore is a real Redis store that says how many processes share it
+// (cache.Traits.Processes), as the Redis store's heartbeat will.
 type fleetStore struct {
 	*redisstore.Store
 	n int
 }
 
 func (f fleetStore) Processes() int { return f.n }
+
+// Describe is the store's, but for Processes.
+func (f fleetStore) Describe() cache.Traits {
+	tr := f.Store.Describe()
+	tr.Processes = f.Processes
+	return tr
+}
 
 func newRedisStore(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	t.Helper()

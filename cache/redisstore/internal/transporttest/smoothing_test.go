@@ -34,7 +34,7 @@ func runBatch(t *testing.T, clk *clock.Manual, st cache.Store, rule strategy.Rul
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	opts := []ratemonitor.Option{ratemonitor.WithRules(rule), ratemonitor.WithStore(st), ratemonitor.WithPacing(), ratemonitor.WithSmoothing()}
-	if _, ok := st.(cache.Clocked); !ok {
+	if d, ok := st.(cache.Describer); !ok || d.Describe().Clock == nil {
 		opts = append(opts, ratemonitor.WithClock(clk))
 	}
 	tr, err := ratemonitor.New(srv.Client().Transport, opts...)

@@ -5,8 +5,10 @@ package transporttest
 // counter, and counters of the same window must have the same shape.
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,8 +22,7 @@ import (
 )
 
 // stackStore starts a Redis server and returns a maker of stores on it, each call a new, empty
-// one: a prefix unique in the process, as counter claims (cache.ClaimCounters) are per
-// address and prefix, and a later test's server may get an earlier one's port.
+// one: a prefix unique in the process, so that no count of one is seen by another.
 func stackStore(t *testing.T) func() cache.Store {
 	srv := redistest.Start(t)
 	return func() cache.Store {
@@ -31,6 +32,10 @@ func stackStore(t *testing.T) func() cache.Store {
 
 // stackPrefixes numbers the Redis prefixes of stackStore across the test binary.
 var stackPrefixes atomic.Int64
+
+func TestAloneOnItsStoreSendsTheRequestItself(t *testing.T) {
+	stacktest.AloneOnItsStoreSendsTheRequestItself(t, stackStore(t))
+}
 
 func TestStackedTransportsCountOnce(t *testing.T) {
 	stacktest.StackedTransportsCountOnce(t, stackStore(t))
@@ -64,12 +69,12 @@ func TestStackedInnerReservation(t *testing.T) {
 	stacktest.StackedInnerReservation(t, stackStore(t))
 }
 
-// TestClaimsReleasedOnRedisClose: a Redis store's Close forgets the counter claims made on its
-// address and prefix, so that a later store there (a server restarted on the port, another
-// test's) may use the same window with another margin; while the first is open it is refused.
-// Before, the claims lasted the process: a test whose server got an earlier test's port was
-// refused rules it never used.
-func TestClaimsReleasedOnRedisClose(t *testing.T) {
+// TestClaimsPerRedisStoreValue: counter claims live in the Store value (cache.Sharing). While
+// the first store is open, another margin on it is refused; another Store value over the same
+// server and prefix is a store of its own, whose rules are not checked against the first's (as
+// another process's are not), and one made after Close starts afresh too. Before, the claims
+// were per address and prefix in a process-wide map, which Close had to clear.
+func TestClaimsPerRedisStoreValue(t *testing.T) {
 	srv := redistest.Start(t)
 	open := func() *redisstore.Store {
 		st, err := redisstore.New(srv.Client(), redisstore.Options{Prefix: "claims"})
@@ -82,9 +87,46 @@ func TestClaimsReleasedOnRedisClose(t *testing.T) {
 	first := open()
 	newTransport(t, nil, ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute, Margin: time.Second}), ratemonitor.WithStore(first))
 	other := strategy.Rule{Limit: 60, Window: time.Minute, Margin: 2 * time.Second}
-	if _, err := ratemonitor.New(nil, ratemonitor.WithRules(other), ratemonitor.WithStore(open())); !errors.Is(err, cache.ErrCounterConflict) {
+	if _, err := ratemonitor.New(nil, ratemonitor.WithRules(other), ratemonitor.WithStore(first)); !errors.Is(err, cache.ErrCounterConflict) {
 		t.Fatalf("another margin while the first store is open: %v, want ErrCounterConflict", err)
 	}
+	newTransport(t, nil, ratemonitor.WithRules(other), ratemonitor.WithStore(open()))
 	first.Close()
 	newTransport(t, nil, ratemonitor.WithRules(other), ratemonitor.WithStore(open()))
+}
+
+// TestStackedOverTwoRedisStoreValuesOverCount: Transports stacked over two Store values of one
+// server and prefix are over two stores (each value has its own cache.Sharing, nothing is
+// process-wide): each counts the attempt, in the one count they share. That is an over-count,
+// never an under-count (docs/rules.md#several-rules-on-one-key); over one value it is counted once.
+func TestStackedOverTwoRedisStoreValuesOverCount(t *testing.T) {
+	srv := redistest.Start(t)
+	opts := redisstore.Options{Prefix: "twovalues"}
+	one, two := newStore(t, srv, opts), newStore(t, srv, opts)
+	up := newTransport(t, answer200{}, ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute}), ratemonitor.WithStore(one))
+	for _, c := range []struct {
+		name  string
+		outer cache.Store
+		want  int // the count after the request
+	}{
+		{"one value", one, 1},
+		{"two values", two, 3},
+	} {
+		outer := newTransport(t, up, ratemonitor.WithRules(strategy.Rule{Limit: 60, Window: time.Minute}), ratemonitor.WithStore(c.outer))
+		resp, err := do(outer, context.Background(), "http://api.example/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := used(t, up, "api.example"); got != c.want {
+			t.Errorf("%s: used %d after the request, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// answer200 is an upstream that answers every request 200 at once.
+type answer200 struct{}
+
+func (answer200) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
 }
