@@ -62,10 +62,10 @@ func (t *Transport) releaseOn(ctx context.Context, s *engine.Strategy, key strin
 // apart from pacing's queue, whose head may sleep until a slot frees: a record never waits
 // for room.
 func (t *Transport) recordTurn(ctx context.Context, key string) (func(), error) {
-	if !t.contends {
+	if !t.share.contends {
 		return func() {}, nil
 	}
-	leaveKey, err := t.recordTurns.Take(ctx, key)
+	leaveKey, err := t.share.recordTurns.Take(ctx, key)
 	if err != nil || len(t.meters) == 0 {
 		return leaveKey, err
 	}
@@ -78,7 +78,7 @@ func (t *Transport) recordTurn(ctx context.Context, key string) (func(), error) 
 		}
 	}
 	for _, m := range t.meters {
-		leave, err := t.recordMeterTurns.Take(ctx, m.name+"\x00"+m.keyFor(key))
+		leave, err := t.share.recordMeterTurns.Take(ctx, m.name+"\x00"+m.keyFor(key))
 		if err != nil {
 			leaveAll()
 			return nil, err
