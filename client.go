@@ -141,7 +141,7 @@ type costing struct {
 // contends, and what marks and counts the Transports over it (storeuse.go).
 type sharing struct {
 	own      bool
-	contends bool // the store can fail with cache.ErrContended: see contention.go
+	contends bool // the store can fail with cache.ErrContended: see storecalls.go
 	// recordTurns and recordMeterTurns order monitoring-mode records on a contending store.
 	recordTurns, recordMeterTurns contend.Turns
 	// id makes a mark this store's: its cache.Sharing, or the store itself when it has none;

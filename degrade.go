@@ -1,14 +1,12 @@
 package ratemonitor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/internal/degrade"
-	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // DefaultProbeInterval is how often, at most, a degraded Transport asks the shared store
@@ -115,33 +113,4 @@ func (t *Transport) startDegrader() error {
 		Clock: t.clock, Logger: t.logger, Observer: t.obs})
 	t.ops = t.fail.deg
 	return nil
-}
-
-// gen returns the degraded mode's generation (see degrade.Store.Gen), 0 without one.
-func (t *Transport) gen() uint64 {
-	if t.fail.deg == nil {
-		return 0
-	}
-	return t.fail.deg.Gen()
-}
-
-// releaseIn is releaseOn for slots reserved when the generation was gen: when the Transport
-// has switched between the shared and the memory store since, the slots' instant belongs to
-// the other store, so nothing is given back (the slots stay counted until they expire: an
-// over-count, never an under-count).
-func (t *Transport) releaseIn(ctx context.Context, gen uint64, s *engine.Strategy, key string, at time.Time, n int) error {
-	if t.gen() != gen {
-		return nil
-	}
-	return t.releaseOn(ctx, s, key, at, n)
-}
-
-// nap is how long to sleep for a wait of d: while degraded, at most ProbeInterval, so that a
-// caller told to wait out the hold-back (a whole window) asks again, and meets the shared
-// store, soon after it answers. Deadline checks use the whole wait.
-func (t *Transport) nap(d time.Duration) time.Duration {
-	if t.fail.deg == nil {
-		return d
-	}
-	return t.fail.deg.Nap(d)
 }
