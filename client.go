@@ -90,50 +90,74 @@ func (e *StoreError) Unwrap() error { return e.Err }
 // http.DefaultTransport and its methods return ErrNotConfigured. A Transport is safe for
 // concurrent use.
 type Transport struct {
-	base     http.RoundTripper
-	strat    *engine.Strategy
-	store    cache.Store
-	ops      cache.Store    // where operations go: store, or deg under Degrade
-	deg      *degrade.Store // StoreErrorPolicy Degrade over a shared store
-	ownStore bool
-	keyFunc  KeyFunc
-	clock    clock.Clock
-	policy   StoreErrorPolicy
-	// policySet: WithStoreErrorPolicy was given; degradedCfg: WithDegraded was.
-	policySet   bool
-	degradedCfg *DegradedConfig
-	onError     func(req *http.Request, key string, err error)
-	logger      *slog.Logger
-	pacing      bool
-	smooth      bool // WithSmoothing
-	pacer       pacer
-	contends    bool // the store can fail with cache.ErrContended: see contention.go
-	clockSet    bool
-	meters      []*meter                // WithMeter, WithAppRules, in the order given
-	sync        *SyncConfig             // WithSync
-	cost        func(*http.Request) int // WithCost
-	costReport  cost.Reader             // WithCostReport
-	obs         observe.Observer
+	base    http.RoundTripper
+	strat   *engine.Strategy // the request's rules (WithRules, WithStrategy)
+	meters  []*meter         // WithMeter, WithAppRules, in the order given
+	keyFunc KeyFunc
+	clock   clock.Clock
+	store   cache.Store
+	ops     cache.Store // where operations go: store, or fail.deg under Degrade
+	logger  *slog.Logger
+	obs     observe.Observer
+	sync    *SyncConfig // WithSync
+	fail    failing     // what a store error does
+	pace    pacing      // WithPacing, WithSmoothing, Reserve
+	costs   costing     // WithCost, WithCostReport
+	// inflight limits the requests in flight (inflight.go); nil without in-flight options.
+	inflight *inflight
+	share    sharing  // how the store is shared with other Transports
+	setup    settings // what options asked for that New settles
+}
+
+// failing is what a Transport does when its store fails.
+type failing struct {
+	policy  StoreErrorPolicy
+	deg     *degrade.Store // StoreErrorPolicy Degrade over a shared store
+	onError func(req *http.Request, key string, err error)
 	// storeWarn and syncWarn rate-limit the warnings about store errors.
 	storeWarn, syncWarn lograte.Limiter
+}
 
-	// recordTurns and appTurns order monitoring-mode records on a contending store.
-	recordTurns, recordMeterTurns contend.Turns
-
-	inflightCfg inflightConfig // WithInFlight, WithAppInFlight, WithInFlightLease
-	inflight    *inflight      // nil without them (inflight.go)
-
-	// storeID makes a mark this store's: its cache.Sharing, or the store itself when it has
-	// none; users counts the Transports over a store with a Sharing, and alwaysMark says to
-	// mark every attempt whatever the count (storeuse.go).
-	storeID    any
-	users      *storeshare.Users
-	alwaysMark bool
+// pacing is what a paced Transport keeps: the queues of waiters per key, and whether a
+// Reservation may exist.
+type pacing struct {
+	on     bool // WithPacing
+	smooth bool // WithSmoothing
+	queues pacer
 	// reserves is set by the first Reserve: before it, no request can carry a Reservation of
 	// this Transport, and RoundTrip does not look for one.
 	reserves atomic.Bool
-	// unitCost: every request costs 1 everywhere (no WithCost, no Meter.Cost).
-	unitCost bool
+}
+
+// costing is what a request costs: WithCost's function, WithCostReport's reader, and whether
+// every request costs 1 everywhere (no WithCost, no Meter.Cost).
+type costing struct {
+	fn     func(*http.Request) int
+	report cost.Reader
+	unit   bool
+}
+
+// sharing is how the store is shared: whether New made it (Close closes it), whether it
+// contends, and what marks and counts the Transports over it (storeuse.go).
+type sharing struct {
+	own      bool
+	contends bool // the store can fail with cache.ErrContended: see storecalls.go
+	// recordTurns and recordMeterTurns order monitoring-mode records on a contending store.
+	recordTurns, recordMeterTurns contend.Turns
+	// id makes a mark this store's: its cache.Sharing, or the store itself when it has none;
+	// users counts the Transports over a store with a Sharing, and alwaysMark says to mark
+	// every attempt whatever the count.
+	id         any
+	users      *storeshare.Users
+	alwaysMark bool
+}
+
+// settings is what options asked for that New settles once all are applied.
+type settings struct {
+	clockSet    bool            // WithClock
+	policySet   bool            // WithStoreErrorPolicy
+	degradedCfg *DegradedConfig // WithDegraded
+	inflight    inflightConfig  // WithInFlight, WithAppInFlight, WithInFlightLease, Meter.InFlight
 }
 
 // errTwoStrategies is the cause of the error WithRules or WithStrategy returns when the
@@ -223,7 +247,7 @@ func WithClock(c clock.Clock) Option {
 		if c == nil || isNilPointer(c) {
 			return errors.New("ratemonitor: WithClock(nil)")
 		}
-		t.clock, t.clockSet = c, true
+		t.clock, t.setup.clockSet = c, true
 		return nil
 	}
 }
@@ -235,7 +259,7 @@ func WithStoreErrorPolicy(p StoreErrorPolicy) Option {
 		if p != SendUncounted && p != SendNothing && p != Degrade {
 			return fmt.Errorf("ratemonitor: WithStoreErrorPolicy(%d): unknown policy: want SendUncounted, SendNothing or Degrade", p)
 		}
-		t.policy, t.policySet = p, true
+		t.fail.policy, t.setup.policySet = p, true
 		return nil
 	}
 }
@@ -245,7 +269,7 @@ func WithStoreErrorPolicy(p StoreErrorPolicy) Option {
 // outage is not one: it is met by the degraded mode (observe.Degraded, a warning in the log). It must be safe for concurrent use.
 func WithErrorHandler(f func(req *http.Request, key string, err error)) Option {
 	return func(t *Transport) error {
-		t.onError = f
+		t.fail.onError = f
 		return nil
 	}
 }
@@ -287,7 +311,7 @@ func WithObserver(o observe.Observer) Option {
 // left open when New fails.
 func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	t := &Transport{base: base, keyFunc: KeyByHost, clock: clock.Real(), logger: slog.Default()}
-	t.pacer.seed = maphash.MakeSeed()
+	t.pace.queues.seed = maphash.MakeSeed()
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("ratemonitor: New: option %d is nil: give an Option such as WithRules(...)", i)
@@ -316,7 +340,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	if c := traits.Clock; c != nil {
-		if t.clockSet && !sameClock(c, t.clock) {
+		if t.setup.clockSet && !sameClock(c, t.clock) {
 			return nil, errors.New("ratemonitor: WithClock: the store has a clock of its own, another one: give the clock to the store only (cache.MemoryConfig.Clock)")
 		}
 		t.clock = c
@@ -326,14 +350,14 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		if err != nil {
 			return nil, optionErr("New", fmt.Errorf("the default memory store: %w", err))
 		}
-		t.store, t.ownStore, traits = m, true, m.Describe()
+		t.store, t.share.own, traits = m, true, m.Describe()
 	}
 	if _, ok := t.store.(cache.Syncer); t.sync != nil && !ok {
 		return nil, errNoSyncer
 	}
 	// Last, so that a New that fails claims nothing. A store New made itself is new: nothing
 	// can conflict there. A store without a Sharing is not checked.
-	if sh := traits.Sharing; sh != nil && !t.ownStore {
+	if sh := traits.Sharing; sh != nil && !t.share.own {
 		if err := sh.Claim("", t.strat); err != nil {
 			return nil, optionErr("WithStore", err)
 		}
@@ -348,10 +372,10 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 			}
 		}
 	}
-	t.contends = traits.Contends
-	t.unitCost = t.cost == nil
+	t.share.contends = traits.Contends
+	t.costs.unit = t.costs.fn == nil
 	for _, m := range t.meters {
-		t.unitCost = t.unitCost && m.cost == nil
+		t.costs.unit = t.costs.unit && m.cost == nil
 	}
 	if err := t.startDegrader(); err != nil {
 		return nil, err
@@ -389,10 +413,10 @@ func (t *Transport) Close() error {
 	if t.inflight != nil {
 		t.inflight.close()
 	}
-	if t.deg != nil {
-		err = t.deg.Close()
+	if t.fail.deg != nil {
+		err = t.fail.deg.Close()
 	}
-	if t.ownStore {
+	if t.share.own {
 		err = errors.Join(t.store.Close(), err)
 	}
 	return err
@@ -447,7 +471,7 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		mark = markFrom(ctx)
 	}
 	lim, outer, om := t.uncounted(mark, key)
-	if t.reserves.Load() { // else no Reservation of t exists, and take spends only t's
+	if t.pace.reserves.Load() { // else no Reservation of t exists, and take spends only t's
 		if r := reservationFrom(ctx); r != nil && r.take(t, key) {
 			t.unreserveCounted(ctx, r, lim, outer)
 			// The slot is one of the request's cost: a higher real cost is recorded on top;
@@ -462,7 +486,7 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0), key, t.outerCharge(om, key))
 	}
 	n, err := 1, error(nil) // every request costs 1 on each, without WithCost or Meter.Cost
-	if !t.unitCost {
+	if !t.costs.unit {
 		if n, lim, err = t.requestCost(req, key, lim); err != nil {
 			if req.Body != nil {
 				req.Body.Close()
@@ -476,18 +500,18 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 	}
 	ch := charge{n: n, lim: lim, gen: t.gen()}
 	switch {
-	case t.pacing && lim.strat == nil:
+	case t.pace.on && lim.strat == nil:
 		// Only meters are left to count: pace on the first as the key, on the others as meters.
 		first := &lim.meters[0]
-		first.at, ch.local, err = t.acquire(ctx, first.key, first.n, t.policy == SendUncounted, t.costReport != nil, limits{strat: first.strat, meters: lim.meters[1:]})
-	case t.pacing:
-		ch.at, ch.local, err = t.acquire(ctx, key, n, t.policy == SendUncounted, t.costReport != nil, lim)
+		first.at, ch.local, err = t.acquire(ctx, first.key, first.n, t.fail.policy == SendUncounted, t.costs.report != nil, limits{strat: first.strat, meters: lim.meters[1:]})
+	case t.pace.on:
+		ch.at, ch.local, err = t.acquire(ctx, key, n, t.fail.policy == SendUncounted, t.costs.report != nil, lim)
 	default:
 		err = t.record(ctx, key, n, lim)
 	}
 	if err != nil {
 		var se *StoreError
-		if !errors.As(err, &se) || t.policy != SendUncounted {
+		if !errors.As(err, &se) || t.fail.policy != SendUncounted {
 			if se != nil {
 				t.storeFailed(req, se.Key, se.Err)
 			}
@@ -510,7 +534,7 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 // failure stops there; the meters recorded before it, or before the request's key fails, keep
 // a count for a request that was not sent (an over-count, never an under-count).
 func (t *Transport) record(ctx context.Context, key string, n int, lim limits) error {
-	if !t.contends {
+	if !t.share.contends {
 		// No turns to take (recordTurn): the store's own error is the answer.
 		err := t.recordAll(ctx, key, n, lim)
 		if err != nil && ctx.Err() != nil {
@@ -537,7 +561,7 @@ func (t *Transport) recordAll(ctx context.Context, key string, n int, lim limits
 			if first == nil {
 				first = &StoreError{Key: c.key, Err: err}
 			}
-			if t.policy != SendUncounted {
+			if t.fail.policy != SendUncounted {
 				return first
 			}
 		} else {
@@ -597,18 +621,18 @@ func (t *Transport) warnLevel(l *lograte.Limiter) (slog.Level, int64) {
 
 func (t *Transport) storeFailed(req *http.Request, key string, err error) {
 	action := "sent anyway (send uncounted); this request is not counted"
-	switch t.policy {
+	switch t.fail.policy {
 	case SendNothing:
 		action = "not sent (send nothing)"
 	case Degrade:
 		action = "not sent (degrade: an error degraded mode does not cover)"
 	}
-	level, suppressed := t.warnLevel(&t.storeWarn)
+	level, suppressed := t.warnLevel(&t.fail.storeWarn)
 	t.logger.LogAttrs(req.Context(), level, "ratemonitor: store error",
 		slog.String("key", key), slog.String("request", req.Method+" "+credential.URL(req.URL)),
 		slog.String("action", action), slog.Any("error", err), slog.Int64("suppressed", suppressed))
-	if t.onError != nil {
-		t.onError(req, key, err)
+	if t.fail.onError != nil {
+		t.fail.onError(req, key, err)
 	}
 }
 

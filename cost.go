@@ -33,7 +33,7 @@ func WithCost(f func(*http.Request) int) Option {
 		if f == nil {
 			return errors.New("ratemonitor: WithCost(nil)")
 		}
-		t.cost = f
+		t.costs.fn = f
 		return nil
 	}
 }
@@ -54,7 +54,7 @@ func WithCostReport(r cost.Reader) Option {
 		if r == nil || isNilPointer(r) || isNilFunc(r) {
 			return errors.New("ratemonitor: WithCostReport(nil)")
 		}
-		t.costReport = r
+		t.costs.report = r
 		return nil
 	}
 }
@@ -74,12 +74,12 @@ type charge struct {
 // requestCost returns the cost of req on key (WithCost's), and lim with each meter's charge set
 // to the request's cost on it (Meter.Cost's, or the same) and the meters that do not apply
 // (cost 0) left out; or the error RoundTrip returns for a cost that can never fit, or for a cost
-// function that panicked. RoundTrip calls it only without t.unitCost.
+// function that panicked. RoundTrip calls it only without t.costs.unit.
 func (t *Transport) requestCost(req *http.Request, key string, lim limits) (int, limits, error) {
 	n := 1
-	if t.cost != nil {
+	if t.costs.fn != nil {
 		var err error
-		if n, err = callCost("WithCost", "", t.cost, req); err != nil {
+		if n, err = callCost("WithCost", "", t.costs.fn, req); err != nil {
 			return 0, lim, err
 		}
 	}
@@ -129,9 +129,9 @@ func callCost(kind, name string, f func(*http.Request) int, req *http.Request) (
 // not read here: resp's body is watched, and the charge corrected (and what it says learnt)
 // once the caller has read it to its end.
 func (t *Transport) costed(req *http.Request, key string, resp *http.Response, ch *charge) cost.Report {
-	br, ok := t.costReport.(cost.BodyReader)
+	br, ok := t.costs.report.(cost.BodyReader)
 	if !ok {
-		rep := t.costReport.ReadCost(resp, t.headerNow(t.clock.Now()))
+		rep := t.costs.report.ReadCost(resp, t.headerNow(t.clock.Now()))
 		t.corrected(req, key, ch, rep.Cost)
 		return rep
 	}
@@ -297,7 +297,7 @@ func owedBack(s *engine.Strategy, at, now time.Time, back int) int {
 // kept returns the charge c for the send, which keeps it past the response only with
 // WithCostReport: a copy on the heap then, else nil (c stays on the caller's stack).
 func (t *Transport) kept(c *charge) *charge {
-	if t.costReport == nil {
+	if t.costs.report == nil {
 		return nil
 	}
 	k := *c
@@ -307,7 +307,7 @@ func (t *Transport) kept(c *charge) *charge {
 // slotCharge is the charge of a request sent on a Reservation's slot, for WithCostReport: one,
 // on the counters left to count (lim), at no instant (so never given back).
 func (t *Transport) slotCharge(lim limits) *charge {
-	if t.costReport == nil {
+	if t.costs.report == nil {
 		return nil
 	}
 	return &charge{n: 1, lim: lim, gen: t.gen()}
@@ -320,7 +320,7 @@ func (t *Transport) slotCharge(lim limits) *charge {
 // or corrects its charge itself (WithCostReport there too: correcting here as well would count
 // the extra twice).
 func (t *Transport) outerCharge(m *countMark, key string) *charge {
-	if t.costReport == nil || m == nil || m.cost < 1 || m.corrects {
+	if t.costs.report == nil || m == nil || m.cost < 1 || m.corrects {
 		return nil
 	}
 	return &charge{n: m.cost, lim: t.allLimits(key), gen: t.gen()}

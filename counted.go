@@ -76,7 +76,7 @@ type countedContext struct{}
 type countMark struct {
 	context.Context // the attempt's context, which the mark extends (one allocation for both)
 
-	store   any // the marking Transport's storeID
+	store   any // the marking Transport's share.id
 	counted counters
 	// cost is what the marking Transport charged the attempt in the counters it counted it in
 	// (0: not charged there, as a Reservation's slot), so that a Transport inside with
@@ -178,7 +178,7 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 	ctx := req.Context()
 	// Void marks further out are left out of the chain: a pagination loop would otherwise
 	// lengthen it with every page.
-	m := &countMark{Context: ctx, store: t.storeID, parent: markFrom(ctx).live()}
+	m := &countMark{Context: ctx, store: t.share.id, parent: markFrom(ctx).live()}
 	m.counted = append(m.inline[:0], outer...)
 	if self {
 		m.counted = append(m.counted, countedOn{key: key, strat: t.strat})
@@ -187,7 +187,7 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 		}
 	}
 	if cost > 0 {
-		m.cost, m.corrects = cost, t.costReport != nil
+		m.cost, m.corrects = cost, t.costs.report != nil
 	}
 	return req.WithContext(m)
 }

@@ -1,14 +1,12 @@
 package ratemonitor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/internal/degrade"
-	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // DefaultProbeInterval is how often, at most, a degraded Transport asks the shared store
@@ -66,7 +64,7 @@ func WithDegraded(cfg DegradedConfig) Option {
 			return fmt.Errorf("ratemonitor: WithDegraded: ProbeInterval %v is negative: give a positive duration, or 0 for the default (500ms)", cfg.ProbeInterval)
 		}
 		c := cfg
-		t.degradedCfg = &c
+		t.setup.degradedCfg = &c
 		return nil
 	}
 }
@@ -76,12 +74,12 @@ func WithDegraded(cfg DegradedConfig) Option {
 // monitoring one.
 func (t *Transport) resolvePolicy() error {
 	switch {
-	case t.degradedCfg != nil && t.policySet && t.policy != Degrade:
-		return fmt.Errorf("ratemonitor: WithDegraded: it is for StoreErrorPolicy Degrade, but WithStoreErrorPolicy chose %s: drop one of them", t.policy)
-	case t.degradedCfg != nil || (!t.policySet && t.pacing):
-		t.policy = Degrade
-	case !t.policySet:
-		t.policy = SendUncounted
+	case t.setup.degradedCfg != nil && t.setup.policySet && t.fail.policy != Degrade:
+		return fmt.Errorf("ratemonitor: WithDegraded: it is for StoreErrorPolicy Degrade, but WithStoreErrorPolicy chose %s: drop one of them", t.fail.policy)
+	case t.setup.degradedCfg != nil || (!t.setup.policySet && t.pace.on):
+		t.fail.policy = Degrade
+	case !t.setup.policySet:
+		t.fail.policy = SendUncounted
 	}
 	return nil
 }
@@ -93,15 +91,15 @@ func (t *Transport) resolvePolicy() error {
 // its file and degrades.
 func (t *Transport) startDegrader() error {
 	t.ops = t.store
-	if t.policy != Degrade {
+	if t.fail.policy != Degrade {
 		return nil
 	}
 	if traitsOf(t.store).InProcess {
 		return nil
 	}
 	cfg := DegradedConfig{}
-	if t.degradedCfg != nil {
-		cfg = *t.degradedCfg
+	if t.setup.degradedCfg != nil {
+		cfg = *t.setup.degradedCfg
 	}
 	if cfg.ProbeInterval == 0 {
 		cfg.ProbeInterval = DefaultProbeInterval
@@ -110,38 +108,9 @@ func (t *Transport) startDegrader() error {
 	for _, m := range t.meters {
 		longest = max(longest, m.strat.Longest())
 	}
-	t.deg = degrade.New(t.store, degrade.Config{Share: cfg.Share, Processes: cfg.Processes,
+	t.fail.deg = degrade.New(t.store, degrade.Config{Share: cfg.Share, Processes: cfg.Processes,
 		ProbeInterval: cfg.ProbeInterval, NoHoldBack: cfg.NoHoldBack, Longest: longest,
 		Clock: t.clock, Logger: t.logger, Observer: t.obs})
-	t.ops = t.deg
+	t.ops = t.fail.deg
 	return nil
-}
-
-// gen returns the degraded mode's generation (see degrade.Store.Gen), 0 without one.
-func (t *Transport) gen() uint64 {
-	if t.deg == nil {
-		return 0
-	}
-	return t.deg.Gen()
-}
-
-// releaseIn is releaseOn for slots reserved when the generation was gen: when the Transport
-// has switched between the shared and the memory store since, the slots' instant belongs to
-// the other store, so nothing is given back (the slots stay counted until they expire: an
-// over-count, never an under-count).
-func (t *Transport) releaseIn(ctx context.Context, gen uint64, s *engine.Strategy, key string, at time.Time, n int) error {
-	if t.gen() != gen {
-		return nil
-	}
-	return t.releaseOn(ctx, s, key, at, n)
-}
-
-// nap is how long to sleep for a wait of d: while degraded, at most ProbeInterval, so that a
-// caller told to wait out the hold-back (a whole window) asks again, and meets the shared
-// store, soon after it answers. Deadline checks use the whole wait.
-func (t *Transport) nap(d time.Duration) time.Duration {
-	if t.deg == nil {
-		return d
-	}
-	return t.deg.Nap(d)
 }

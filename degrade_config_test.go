@@ -113,14 +113,14 @@ func TestDegradedConfigRefusedOrDefaulted(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr := newTransport(t, nil, append([]Option{WithRules(minute), WithStore(st)}, c.opts...)...)
-			if tr.policy != c.want || (tr.deg != nil) != c.deg {
-				t.Errorf("%s: policy %v, degrader %v; want %v, %v", c.name, tr.policy, tr.deg != nil, c.want, c.deg)
+			if tr.fail.policy != c.want || (tr.fail.deg != nil) != c.deg {
+				t.Errorf("%s: policy %v, degrader %v; want %v, %v", c.name, tr.fail.policy, tr.fail.deg != nil, c.want, c.deg)
 			}
 		})
 	}
 	// Over an in-process store there is nothing to degrade from.
-	if tr := newTransport(t, nil, WithRules(minute), WithPacing()); tr.policy != Degrade || tr.deg != nil {
-		t.Errorf("memory store: policy %v, degrader %v", tr.policy, tr.deg != nil)
+	if tr := newTransport(t, nil, WithRules(minute), WithPacing()); tr.fail.policy != Degrade || tr.fail.deg != nil {
+		t.Errorf("memory store: policy %v, degrader %v", tr.fail.policy, tr.fail.deg != nil)
 	}
 }
 
@@ -148,7 +148,7 @@ func TestDegradeCancelWhileSettlingKeepsTheCarriedCount(t *testing.T) {
 	if _, err := tr.AllocationUsed(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	state := tr.deg.State()
+	state := tr.fail.deg.State()
 	if state != degrade.Settling || tr.gen() == r.gen {
 		t.Fatalf("state %d, generation %d (reserved in %d); want settling, another generation", state, tr.gen(), r.gen)
 	}

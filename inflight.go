@@ -56,7 +56,7 @@ func WithInFlight(n int) Option {
 		if n < 1 {
 			return fmt.Errorf("ratemonitor: WithInFlight(%d): want at least 1 request of one key in flight at once", n)
 		}
-		t.inflightCfg.n = n
+		t.setup.inflight.n = n
 		return nil
 	}
 }
@@ -70,7 +70,7 @@ func WithAppInFlight(n int) Option {
 		if n < 1 {
 			return fmt.Errorf("ratemonitor: WithAppInFlight(%d): want at least 1 request in flight at once on the app key", n)
 		}
-		t.inflightCfg.appN = n
+		t.setup.inflight.appN = n
 		return nil
 	}
 }
@@ -87,7 +87,7 @@ func WithInFlightLease(ttl time.Duration) Option {
 		if ttl < minLeaseTTL {
 			return fmt.Errorf("ratemonitor: WithInFlightLease(%v): want at least %v", ttl, minLeaseTTL)
 		}
-		t.inflightCfg.ttl = ttl
+		t.setup.inflight.ttl = ttl
 		return nil
 	}
 }
@@ -95,7 +95,7 @@ func WithInFlightLease(ttl time.Duration) Option {
 // checkInFlight refuses, in New, in-flight options that cannot work: before the default
 // store is made (which holds leases), so that a failing New leaves nothing open.
 func (t *Transport) checkInFlight() error {
-	c := t.inflightCfg
+	c := t.setup.inflight
 	if c.none() {
 		if c.ttl != 0 {
 			return errors.New("ratemonitor: WithInFlightLease: without WithInFlight, WithAppInFlight or a Meter with InFlight there is nothing to lease: add one, or drop WithInFlightLease")
@@ -123,7 +123,7 @@ func (t *Transport) checkInFlight() error {
 
 // startInFlight builds the in-flight limiter once the store is known (checkInFlight passed).
 func (t *Transport) startInFlight() {
-	c := t.inflightCfg
+	c := t.setup.inflight
 	if c.none() {
 		return
 	}

@@ -115,7 +115,7 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 		var se *StoreError
 		if errors.As(err, &se) {
 			f.t.storeFailed(req, se.Key, se.Err) // logged and handed to WithErrorHandler, as RoundTrip does
-			if f.t.policy == SendUncounted {
+			if f.t.fail.policy == SendUncounted {
 				continue
 			}
 		}
@@ -131,7 +131,7 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 // rateDeadline returns a *DeadlineError when a paced request on key would have to wait for its
 // rate slot past ctx's deadline: then waiting for an in-flight slot first is pointless.
 func (t *Transport) rateDeadline(ctx context.Context, key string) error {
-	if _, ok := ctx.Deadline(); !ok || !t.pacing {
+	if _, ok := ctx.Deadline(); !ok || !t.pace.on {
 		return nil
 	}
 	snap, err := t.ops.Peek(ctx, t.strat, key, 1)
@@ -177,7 +177,7 @@ func (f *inflight) takeOne(ctx context.Context, key, queue string, n int, check 
 // try asks for a slot once. It returns the slot, or how long until the earliest lease of key
 // expires, or an error: the context's, or a *StoreError.
 func (f *inflight) try(ctx context.Context, key, queue string, n int) (*slot, time.Duration, error) {
-	if f.t.deg != nil && f.t.deg.IsDegraded() {
+	if f.t.fail.deg != nil && f.t.fail.deg.IsDegraded() {
 		return f.tryLocal(key, queue, n)
 	}
 	l, err := f.leaser.AcquireLease(ctx, key, n, f.cfg.ttl)
@@ -185,7 +185,7 @@ func (f *inflight) try(ctx context.Context, key, queue string, n int) (*slot, ti
 		if ctx.Err() != nil {
 			return nil, 0, gaveUp(ctx, err)
 		}
-		if f.t.deg != nil && degrade.IsOutage(ctx, err) {
+		if f.t.fail.deg != nil && degrade.IsOutage(ctx, err) {
 			return f.tryLocal(key, queue, n)
 		}
 		return nil, 0, &StoreError{Key: key, Err: err}
@@ -211,7 +211,7 @@ func (f *inflight) try(ctx context.Context, key, queue string, n int) (*slot, ti
 // still leased in the store before it went out included: those requests are still in flight
 // upstream, so counting only the slots taken while degraded would let share·n more go.
 func (f *inflight) tryLocal(key, queue string, n int) (*slot, time.Duration, error) {
-	limit := max(1, int(float64(n)*f.t.deg.EpisodeShare()))
+	limit := max(1, int(float64(n)*f.t.fail.deg.EpisodeShare()))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.held[key] >= limit {
@@ -319,7 +319,7 @@ func (f *inflight) renewLoop() {
 				return
 			}
 			if still && err != nil {
-				level, suppressed := f.t.warnLevel(&f.t.storeWarn)
+				level, suppressed := f.t.warnLevel(&f.t.fail.storeWarn)
 				f.t.logger.LogAttrs(context.Background(), level, "ratemonitor: in-flight lease not renewed; its slot may free while the request is in flight",
 					slog.String("key", s.key), slog.String("reason", err.Error()), slog.Int64("suppressed", suppressed))
 			}
@@ -367,7 +367,7 @@ func (f *inflight) restore(s *slot) (bool, error) {
 	if f.t.obs != nil {
 		f.t.obs.Observe(observe.Event{Kind: observe.StateLost, Store: degrade.StoreName(f.t.store), Op: "lease", Key: s.key, Err: errors.New(what)})
 	}
-	level, suppressed := f.t.warnLevel(&f.t.storeWarn)
+	level, suppressed := f.t.warnLevel(&f.t.fail.storeWarn)
 	f.t.logger.LogAttrs(context.Background(), level, msg,
 		slog.String("key", s.key), slog.Int("held", l.Held), slog.Int("limit", s.limit), slog.Int64("suppressed", suppressed))
 	return l.Acquired(), nil

@@ -9,7 +9,7 @@ import (
 // Stacked Transports (one the base of another) over one store share a key's in-flight slots:
 // a request holds one slot of its key there, not one per layer, else two layers with
 // WithInFlight(5) would let only 2 or 3 requests go. The outer layer passes the slots it holds
-// to its base in the request's context; an inner layer over the same store (the same storeID)
+// to its base in the request's context; an inner layer over the same store (the same share.id)
 // skips the slots of those keys. Not through an *http.Transport, which is never a Transport,
 // nor when no other Transport uses the store (storeuse.go).
 
@@ -22,7 +22,7 @@ type inflightMarkKey struct{}
 // in-flight limit. A request that reaches a Transport inside after the call returned (a hedge
 // left running) is another request in flight, and takes its own slot.
 type inflightMark struct {
-	store  any // the marking Transport's storeID
+	store  any // the marking Transport's share.id
 	keys   [2]string
 	n      int // keys in use
 	parent *inflightMark
@@ -61,7 +61,7 @@ func (h *held) markHeld(base http.RoundTripper, req *http.Request) (*http.Reques
 	}
 	ctx := req.Context()
 	parent, _ := ctx.Value(inflightMarkKey{}).(*inflightMark)
-	m := &inflightMark{store: h.f.t.storeID, parent: parent.live()}
+	m := &inflightMark{store: h.f.t.share.id, parent: parent.live()}
 	for _, s := range h.slots { // at most two: the key's and the app key's (take)
 		m.keys[m.n] = s.key
 		m.n++

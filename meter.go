@@ -250,11 +250,11 @@ func (t *Transport) meterWaitTime(ctx context.Context, m *meter, key string, bur
 
 // addInFlightMeter keeps at most n requests in progress on each key of m.
 func (t *Transport) addInFlightMeter(m meter, n int) error {
-	for _, o := range t.inflightCfg.meters {
+	for _, o := range t.setup.inflight.meters {
 		if o.name == m.name {
 			return fmt.Errorf("ratemonitor: %s: a meter named %q is already set: give each meter a name of its own", m.opt, m.name)
 		}
 	}
-	t.inflightCfg.meters = append(t.inflightCfg.meters, inflightMeter{meter: &m, n: n})
+	t.setup.inflight.meters = append(t.setup.inflight.meters, inflightMeter{meter: &m, n: n})
 	return nil
 }

@@ -148,7 +148,7 @@ func TestStoreErrorLogIsRateLimited(t *testing.T) {
 	}
 	// One warning an hour here, so that the count does not depend on how long the 50
 	// requests take on the wall clock (the limiter's default is one a second).
-	tr.storeWarn.Every = time.Hour
+	tr.fail.storeWarn.Every = time.Hour
 	tr.Close()
 	for range 50 {
 		req, _ := http.NewRequest(http.MethodGet, "http://api.test/x", nil)

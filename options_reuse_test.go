@@ -111,12 +111,12 @@ func TestOptionReusedInManyNewCallsActsAsFresh(t *testing.T) {
 func setup(tr *Transport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rules %v, pacing %v, smooth %v, policy %v, in flight %+v, clock set %v, cost %v, cost report %v, observer %v, error handler %v",
-		tr.Rules(), tr.pacing, tr.smooth, tr.policy, tr.inflightCfg, tr.clockSet, tr.cost != nil, tr.costReport != nil, tr.obs != nil, tr.onError != nil)
+		tr.Rules(), tr.pace.on, tr.pace.smooth, tr.fail.policy, tr.setup.inflight, tr.setup.clockSet, tr.costs.fn != nil, tr.costs.report != nil, tr.obs != nil, tr.fail.onError != nil)
 	if len(tr.meters) > 0 {
 		fmt.Fprintf(&b, ", meter %s %q %v cost %v", tr.meters[0].name, tr.meters[0].key, tr.meters[0].strat.Rules(), tr.meters[0].cost != nil)
 	}
-	if tr.degradedCfg != nil {
-		fmt.Fprintf(&b, ", degraded %+v", *tr.degradedCfg)
+	if tr.setup.degradedCfg != nil {
+		fmt.Fprintf(&b, ", degraded %+v", *tr.setup.degradedCfg)
 	}
 	if s := tr.sync; s != nil {
 		fmt.Fprintf(&b, ", sync: %d readers %v checked %v, xrl at %d, fallback %v, max pause %v", len(s.Readers), readerNames(s.Readers), s.checked, s.xrlAt, s.Fallback, s.MaxPause)

@@ -19,7 +19,7 @@ import (
 // StoreErrorPolicy is Degrade unless WithStoreErrorPolicy says otherwise.
 func WithPacing() Option {
 	return func(t *Transport) error {
-		t.pacing = true
+		t.pace.on = true
 		return nil
 	}
 }
@@ -88,10 +88,10 @@ func (t *Transport) Queued(key string) int {
 // queued returns the length of the pacer queue qkey (a key's, or one named by a queue prefix).
 func (t *Transport) queued(qkey string) int {
 	key := qkey
-	if t.pacer.nq.Load() == 0 {
+	if t.pace.queues.nq.Load() == 0 {
 		return 0
 	}
-	sh := t.pacer.shard(key)
+	sh := t.pace.queues.shard(key)
 	if sh.nq.Load() == 0 {
 		return 0
 	}
@@ -149,7 +149,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 	// key's turn. Not with meters either: there a reserve holds the key's slot for a moment
 	// while it asks the meters, and a caller arriving together, refused by that slot, would be
 	// told to wait a whole window for it.
-	if !t.contends && len(lim.meters) == 0 && t.queued(key) == 0 {
+	if !t.share.contends && len(lim.meters) == 0 && t.queued(key) == 0 {
 		if wait, err := t.reserveOnce(ctx, &a); err != nil || wait == 0 {
 			return a.at, a.local, err
 		}
@@ -376,7 +376,7 @@ func (t *Transport) join(ctx context.Context, qkey string, n int, check func(ahe
 // joinWaiter is join, returning the waiter too, for its head to say when it asks the store
 // (waiter.reserving).
 func (t *Transport) joinWaiter(ctx context.Context, qkey string, n int, check func(ahead int) error) (func(), *waiter, error) {
-	sh := t.pacer.shard(qkey)
+	sh := t.pace.queues.shard(qkey)
 	sh.mu.Lock()
 	q := sh.queues[qkey]
 	if q == nil {
@@ -386,7 +386,7 @@ func (t *Transport) joinWaiter(ctx context.Context, qkey string, n int, check fu
 		q = &queue{}
 		sh.queues[qkey] = q
 		sh.nq.Add(1)
-		t.pacer.nq.Add(1)
+		t.pace.queues.nq.Add(1)
 	}
 	carried := passesFrom(ctx)
 	w := &waiter{n: n, prio: PriorityFrom(ctx), turn: make(chan struct{})}
@@ -471,7 +471,7 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 	if len(q.waiters) == 0 && sh.queues[key] == q {
 		delete(sh.queues, key)
 		sh.nq.Add(-1)
-		t.pacer.nq.Add(-1)
+		t.pace.queues.nq.Add(-1)
 	}
 }
 

@@ -296,7 +296,7 @@ func TestPriorityUnderRaceServesEveryoneWithinTheBound(t *testing.T) {
 
 // mostOvertaken returns how often the most passed waiter on key's queue has been passed.
 func (t *Transport) mostOvertaken(key string) int {
-	sh := t.pacer.shard(key)
+	sh := t.pace.queues.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	most := 0

@@ -52,7 +52,7 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 		}
 		c.n = n // a slot costs 1 on every meter
 	}
-	t.reserves.Store(true) // before any Reservation of t exists (RoundTrip reads it)
+	t.pace.reserves.Store(true) // before any Reservation of t exists (RoundTrip reads it)
 	gen := t.gen()
 	at, local, err := t.acquire(ctx, key, n, false, true, lim)
 	if err != nil {

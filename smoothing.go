@@ -13,14 +13,14 @@ import "fmt"
 // See docs/pacing.md#spread-a-batch-out-smoothing.
 func WithSmoothing() Option {
 	return func(t *Transport) error {
-		t.smooth = true
+		t.pace.smooth = true
 		return nil
 	}
 }
 
 // applySmoothing replaces the Transport's strategy with its smoothed form (WithSmoothing).
 func (t *Transport) applySmoothing() error {
-	if !t.smooth {
+	if !t.pace.smooth {
 		return nil
 	}
 	s, err := t.strat.Smoothed()

@@ -13,7 +13,7 @@ import (
 // in over the same store counts it only in the counters this one did not. Marking costs two
 // allocations per request (the mark, and the shallow copy of the request that carries it,
 // Request.WithContext), which is most of what a Transport adds to a request. A mark is read
-// only by a Transport over the marking one's store (the same storeID: uncounted skips marks of
+// only by a Transport over the marking one's store (the same share.id: uncounted skips marks of
 // other stores, and they stay in the chain for those further in either way), so a Transport
 // that is the only one over its store can send the request as it is: no Transport it may
 // reach, directly or through any RoundTripper between them (a retry layer, a user's wrapper),
@@ -32,7 +32,7 @@ import (
 // the outer one's marks.
 //
 // A store without a Sharing (one that does not implement cache.Describer) has no count: a
-// Transport over it marks every attempt (alwaysMark) when the store can be compared, since
+// Transport over it marks every attempt (share.alwaysMark) when the store can be compared, since
 // another Transport may be over it, and never when it cannot (no other Transport could tell
 // that the store is its own). Marking is safe either way, only slower.
 
@@ -44,25 +44,25 @@ func traitsOf(st cache.Store) cache.Traits {
 	return cache.Traits{}
 }
 
-// joinStore sets t's storeID and counts t among the Transports over its store (sh, the
+// joinStore sets t's share.id and counts t among the Transports over its store (sh, the
 // store's Sharing, nil when it has none) until t is garbage collected. The cleanup holds the
 // count only, which refers to nothing of the store's or t's, so it never keeps t alive.
 func (t *Transport) joinStore(sh *cache.Sharing) {
 	if sh != nil {
-		t.storeID, t.users = sh, sh.Join()
-		runtime.AddCleanup(t, (*storeshare.Users).Leave, t.users)
+		t.share.id, t.share.users = sh, sh.Join()
+		runtime.AddCleanup(t, (*storeshare.Users).Leave, t.share.users)
 		return
 	}
 	// Compared by value: a struct wrapping a store is of a comparable type, yet comparing it
 	// panics when the store inside cannot be compared.
 	if reflect.ValueOf(t.store).Comparable() {
-		t.storeID, t.alwaysMark = t.store, true
+		t.share.id, t.share.alwaysMark = t.store, true
 	}
 }
 
-// sameStore reports whether a mark made with storeID id is of t's store.
+// sameStore reports whether a mark made with share.id id is of t's store.
 func (t *Transport) sameStore(id any) bool {
-	return t.storeID != nil && id == t.storeID
+	return t.share.id != nil && id == t.share.id
 }
 
 // needsMark reports whether an attempt through t to base must carry a mark for Transports
@@ -81,5 +81,5 @@ func (t *Transport) needsMark(base http.RoundTripper) bool {
 // from an earlier attempt, made when the store was shared): t need not look for one, and
 // counting the attempt in full is right.
 func (t *Transport) shared() bool {
-	return t.alwaysMark || (t.users != nil && t.users.Shared())
+	return t.share.alwaysMark || (t.share.users != nil && t.share.users.Shared())
 }

@@ -255,7 +255,7 @@ func registryLike(vs *ast.ValueSpec) string {
 // taking it would leave the request uncounted.
 func TestStaleMarkCountedInFull(t *testing.T) {
 	tr := newTransport(t, noop{resp: &http.Response{StatusCode: 200}}, WithRules(minute))
-	stale := &countMark{Context: context.Background(), store: tr.storeID}
+	stale := &countMark{Context: context.Background(), store: tr.share.id}
 	stale.counted = append(stale.inline[:0], countedOn{key: "api.example.com", strat: tr.strat})
 	req, _ := http.NewRequestWithContext(stale, http.MethodGet, "https://api.example.com/", nil)
 	if _, err := tr.RoundTrip(req); err != nil {
@@ -374,7 +374,7 @@ func TestStoreIDSameForOneStoreOnly(t *testing.T) {
 	}
 	for i, a := range trs {
 		for j, b := range trs {
-			if got := a.sameStore(b.storeID); got != same(i, j) {
+			if got := a.sameStore(b.share.id); got != same(i, j) {
 				t.Errorf("%T %v vs %T %v: sameStore %v, want %v", stores[i], stores[i], stores[j], stores[j], got, !got)
 			}
 		}
@@ -405,11 +405,11 @@ func TestStoreWrapperOfUncomparableStoreAccepted(t *testing.T) {
 		t.Fatalf("New over a by-value wrapper of a store that cannot be compared: %v", err)
 	}
 	defer tr.Close()
-	if tr.sameStore(tr.storeID) {
+	if tr.sameStore(tr.share.id) {
 		t.Error("a store that cannot be compared is the same as itself to its Transport, want the same as no other")
 	}
-	if tr.alwaysMark || tr.users != nil {
-		t.Errorf("a store that is the same as no other: alwaysMark %v, counted %v; want neither", tr.alwaysMark, tr.users != nil)
+	if tr.share.alwaysMark || tr.share.users != nil {
+		t.Errorf("a store that is the same as no other: alwaysMark %v, counted %v; want neither", tr.share.alwaysMark, tr.share.users != nil)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
 	if _, err := tr.RoundTrip(req); err != nil {
@@ -422,7 +422,7 @@ func TestStoreWrapperOfUncomparableStoreAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr2.Close()
-	if !tr2.alwaysMark {
+	if !tr2.share.alwaysMark {
 		t.Error("a comparable store passed by value: alwaysMark false, want true")
 	}
 }

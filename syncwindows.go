@@ -28,8 +28,8 @@ func (t *Transport) checkReaders() error {
 			}
 		}
 	}
-	if t.costReport != nil {
-		if err := t.checkWindows("WithCostReport", t.costReport); err != nil {
+	if t.costs.report != nil {
+		if err := t.checkWindows("WithCostReport", t.costs.report); err != nil {
 			return err
 		}
 	}

@@ -140,7 +140,7 @@ func (t *Transport) send(base http.RoundTripper, req *http.Request, key string, 
 		return resp, err
 	}
 	var extra cost.Report
-	if t.costReport != nil {
+	if t.costs.report != nil {
 		extra = t.costed(req, key, resp, ch)
 	}
 	if t.sync != nil {
@@ -330,12 +330,12 @@ func (t *Transport) addReport(reports []engine.Report, s *engine.Strategy, sig h
 }
 
 func (t *Transport) syncFailed(req *http.Request, key string, err error) {
-	level, suppressed := t.warnLevel(&t.syncWarn)
+	level, suppressed := t.warnLevel(&t.fail.syncWarn)
 	t.logger.LogAttrs(req.Context(), level, "ratemonitor: could not store what the upstream said",
 		slog.String("key", key), slog.String("request", req.Method+" "+credential.URL(req.URL)), slog.Any("error", err),
 		slog.Int64("suppressed", suppressed))
-	if t.onError != nil {
-		t.onError(req, key, err)
+	if t.fail.onError != nil {
+		t.fail.onError(req, key, err)
 	}
 }
 

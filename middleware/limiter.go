@@ -78,23 +78,9 @@ func New(store cache.Store, s *engine.Strategy, opts ...Option) (*Limiter, error
 		return nil, err
 	}
 	rules := s.Rules()
-	for _, r := range rules {
-		if r.EffectiveLimit() > maxSFInteger {
-			return nil, fmt.Errorf("ratemonitor: middleware: rule %s: a limit of %d cannot be sent in RateLimit-Policy, whose integers have at most 15 digits (RFC 9651)",
-				r, r.EffectiveLimit())
-		}
-	}
-	names, err := policyNames(rules, c.names)
+	names, policy, members, err := policyOf(rules, c.names)
 	if err != nil {
 		return nil, err
-	}
-	policy, err := policyField(rules, names)
-	if err != nil {
-		return nil, fmt.Errorf("ratemonitor: middleware: policy names: %w", err)
-	}
-	members, err := memberNames(names)
-	if err != nil {
-		return nil, fmt.Errorf("ratemonitor: middleware: policy names: %w", err)
 	}
 	// Last of the checks, so that a New that fails claims nothing. A store without a Sharing
 	// is not checked.
@@ -243,4 +229,26 @@ func (l *Limiter) refusal(d strategy.Decision, retry int64) string {
 	}
 	fmt.Fprintf(&b, "; retry after %d s.", retry)
 	return b.String()
+}
+
+// policyOf returns the names of rules (given, or made up), the RateLimit-Policy field that
+// describes them, and the names as members of the RateLimit field; or an error for a rule whose
+// limit the field cannot carry, or names that are not keys (RFC 9651).
+func policyOf(rules []strategy.Rule, given []string) (names []string, policy string, members []string, err error) {
+	for _, r := range rules {
+		if r.EffectiveLimit() > maxSFInteger {
+			return nil, "", nil, fmt.Errorf("ratemonitor: middleware: rule %s: a limit of %d cannot be sent in RateLimit-Policy, whose integers have at most 15 digits (RFC 9651)",
+				r, r.EffectiveLimit())
+		}
+	}
+	if names, err = policyNames(rules, given); err != nil {
+		return nil, "", nil, err
+	}
+	if policy, err = policyField(rules, names); err != nil {
+		return nil, "", nil, fmt.Errorf("ratemonitor: middleware: policy names: %w", err)
+	}
+	if members, err = memberNames(names); err != nil {
+		return nil, "", nil, fmt.Errorf("ratemonitor: middleware: policy names: %w", err)
+	}
+	return names, policy, members, nil
 }

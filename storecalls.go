@@ -10,6 +10,10 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
+// The Transport's calls to its store, on every request path: each goes to t.ops (the store, or
+// degraded mode's decorator), retries contention, and gives slots back only in the degraded
+// mode's generation they were taken in.
+//
 // Contention (cache.ErrContended) is not an outage: the store lost an optimistic race on the
 // key and recorded nothing. The Transport's store writes go through the helpers below, which
 // try again until the request's context ends, so that the StoreErrorPolicy never sees contention
@@ -62,10 +66,10 @@ func (t *Transport) releaseOn(ctx context.Context, s *engine.Strategy, key strin
 // apart from pacing's queue, whose head may sleep until a slot frees: a record never waits
 // for room.
 func (t *Transport) recordTurn(ctx context.Context, key string) (func(), error) {
-	if !t.contends {
+	if !t.share.contends {
 		return func() {}, nil
 	}
-	leaveKey, err := t.recordTurns.Take(ctx, key)
+	leaveKey, err := t.share.recordTurns.Take(ctx, key)
 	if err != nil || len(t.meters) == 0 {
 		return leaveKey, err
 	}
@@ -78,7 +82,7 @@ func (t *Transport) recordTurn(ctx context.Context, key string) (func(), error) 
 		}
 	}
 	for _, m := range t.meters {
-		leave, err := t.recordMeterTurns.Take(ctx, m.name+"\x00"+m.keyFor(key))
+		leave, err := t.share.recordMeterTurns.Take(ctx, m.name+"\x00"+m.keyFor(key))
 		if err != nil {
 			leaveAll()
 			return nil, err
@@ -99,4 +103,33 @@ func gaveUp(ctx context.Context, err error) error {
 		return se.Err
 	}
 	return err
+}
+
+// gen returns the degraded mode's generation (see degrade.Store.Gen), 0 without one.
+func (t *Transport) gen() uint64 {
+	if t.fail.deg == nil {
+		return 0
+	}
+	return t.fail.deg.Gen()
+}
+
+// releaseIn is releaseOn for slots reserved when the generation was gen: when the Transport
+// has switched between the shared and the memory store since, the slots' instant belongs to
+// the other store, so nothing is given back (the slots stay counted until they expire: an
+// over-count, never an under-count).
+func (t *Transport) releaseIn(ctx context.Context, gen uint64, s *engine.Strategy, key string, at time.Time, n int) error {
+	if t.gen() != gen {
+		return nil
+	}
+	return t.releaseOn(ctx, s, key, at, n)
+}
+
+// nap is how long to sleep for a wait of d: while degraded, at most ProbeInterval, so that a
+// caller told to wait out the hold-back (a whole window) asks again, and meets the shared
+// store, soon after it answers. Deadline checks use the whole wait.
+func (t *Transport) nap(d time.Duration) time.Duration {
+	if t.fail.deg == nil {
+		return d
+	}
+	return t.fail.deg.Nap(d)
 }
