@@ -11,15 +11,15 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/degrade"
 )
 
-// DefaultLeaseTTL is the lease of an in-flight slot unless WithInFlightLease says otherwise:
+// defaultLeaseTTL is the lease of an in-flight slot unless WithInFlightLease says otherwise:
 // a slot held by a process that crashed frees at most this long after its last renewal.
-const DefaultLeaseTTL = 30 * time.Second
+const defaultLeaseTTL = 30 * time.Second
 
-// InFlightPoll bounds how long a request waiting for an in-flight slot sleeps before it asks
+// inFlightPoll bounds how long a request waiting for an in-flight slot sleeps before it asks
 // the store again, for slots freed by other processes (or other Transports of this one): a
 // slot freed by this Transport wakes its waiter at once, and one whose lease expires is
 // asked for at its expiry if that is sooner.
-const InFlightPoll = 50 * time.Millisecond
+const inFlightPoll = 50 * time.Millisecond
 
 // minLeaseTTL is the shortest lease WithInFlightLease takes: renewal runs every quarter of it,
 // and a renewal round must end within half of it, so a lease shorter than a few store round
@@ -30,7 +30,7 @@ const minLeaseTTL = 100 * time.Millisecond
 type inflightConfig struct {
 	n, appN int             // WithInFlight, WithAppInFlight; 0: not given
 	meters  []inflightMeter // Meter.InFlight, in the order given
-	ttl     time.Duration   // WithInFlightLease; 0: DefaultLeaseTTL
+	ttl     time.Duration   // WithInFlightLease; 0: defaultLeaseTTL
 }
 
 // inflightMeter is a meter's cap on requests in progress, n on each of its keys.
@@ -75,7 +75,7 @@ func WithAppInFlight(n int) Option {
 	}
 }
 
-// WithInFlightLease sets the lease of an in-flight slot (default DefaultLeaseTTL, at least
+// WithInFlightLease sets the lease of an in-flight slot (default 30 s, at least
 // 100 ms): a slot held by a process that crashed frees at most ttl after its last renewal.
 // The Transport renews the leases it holds every ttl/4, so keep ttl well above the store's
 // round trip times the leases a Transport holds (1 s or more in production; short leases are
@@ -128,7 +128,7 @@ func (t *Transport) startInFlight() {
 		return
 	}
 	if c.ttl == 0 {
-		c.ttl = DefaultLeaseTTL
+		c.ttl = defaultLeaseTTL
 	}
 	f := &inflight{t: t, leaser: t.store.(cache.Leaser), cfg: c,
 		held: map[string]int{}, local: map[string]int{}, leases: map[*slot]struct{}{}, wakers: map[string]*waker{}}

@@ -55,7 +55,7 @@ const (
 // roundTripInFlight is RoundTrip with in-flight slots: taken before the rate slot, held until
 // the response body is done.
 func (t *Transport) roundTripInFlight(base http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
-	// The passes taken in the in-flight queues count in the rate queues too (MaxOvertakes).
+	// The passes taken in the in-flight queues count in the rate queues too (maxOvertakes).
 	req = req.WithContext(withPasses(req.Context()))
 	h, err := t.inflight.take(req, key)
 	if err != nil {
@@ -168,7 +168,7 @@ func (f *inflight) takeOne(ctx context.Context, key, queue string, n int, check 
 		if err := check(); err != nil {
 			return nil, err
 		}
-		if err := f.sleep(ctx, queue, seen, min(wait, InFlightPoll)); err != nil {
+		if err := f.sleep(ctx, queue, seen, min(wait, inFlightPoll)); err != nil {
 			return nil, err
 		}
 	}
@@ -215,7 +215,7 @@ func (f *inflight) tryLocal(key, queue string, n int) (*slot, time.Duration, err
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.held[key] >= limit {
-		return nil, InFlightPoll, nil
+		return nil, inFlightPoll, nil
 	}
 	f.local[key]++
 	f.held[key]++

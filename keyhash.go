@@ -8,7 +8,7 @@ import (
 
 // Hashed keys keep credentials out of the places a key goes: store keys (Redis, SQLite,
 // DynamoDB), errors (StoreError, DeadlineError), log lines and observe events. A hashed key
-// is HashedKeyPrefix followed by the first 16 bytes (128 bits) of HMAC-SHA-256(secret, key)
+// is "hmac:" followed by the first 16 bytes (128 bits) of HMAC-SHA-256(secret, key)
 // in lowercase hexadecimal ([0-9a-f], 32 digits), such as
 // "hmac:43a38baf36ee2a499a83cfe4fb6e5a6b" for "Bearer ghp_example" under DefaultKeySecret. It
 // depends only on the secret and the key, so every process that shares a store and the
@@ -20,7 +20,7 @@ import (
 // secret of its own (32 random bytes, say, from its configuration) with KeyByHashedHeader or
 // HashKey: processes with different secrets count the same credential under different keys.
 const (
-	HashedKeyPrefix  = credential.Prefix
+	hashedKeyPrefix  = credential.Prefix
 	DefaultKeySecret = credential.DefaultSecret
 )
 

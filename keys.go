@@ -25,8 +25,8 @@ func KeyByHost(req *http.Request) string {
 // without the header is keyed by fallback (nil means KeyByHost), so it is still counted.
 //
 // A header that holds a credential (IsCredentialHeader: Authorization, Cookie, X-Api-Key and
-// the like) is never a key as it is: its value is hashed with DefaultKeySecret (see
-// HashedKeyPrefix), so KeyByHeader("Authorization", nil) counts a token under
+// the like) is never a key as it is: its value is hashed with DefaultKeySecret (into
+// "hmac:…"), so KeyByHeader("Authorization", nil) counts a token under
 // HashedKey(nil, "Bearer <token>") and the token appears in no store, error, log or event.
 // KeyByHashedHeader hashes with a secret of the fleet's own.
 func KeyByHeader(name string, fallback KeyFunc) KeyFunc {

@@ -73,7 +73,7 @@ func TestKeyByHeaderHashesCredentials(t *testing.T) {
 	if got := KeyByHeader("Authorization", nil)(bare); got != "api.test" {
 		t.Errorf("no Authorization: %q, want the host", got)
 	}
-	if got := HashKey(nil, nil)(bare); got != HashedKey(nil, "api.test") || !strings.HasPrefix(got, HashedKeyPrefix) || len(got) != len(HashedKeyPrefix)+32 {
+	if got := HashKey(nil, nil)(bare); got != HashedKey(nil, "api.test") || !strings.HasPrefix(got, hashedKeyPrefix) || len(got) != len(hashedKeyPrefix)+32 {
 		t.Errorf("HashKey(nil, nil) = %q", got)
 	}
 }

@@ -51,7 +51,7 @@ type queue struct {
 type waiter struct {
 	n         int
 	prio      Priority      // from the caller's context (WithPriority)
-	overtaken int           // waiters that arrived later and got the turn first (MaxOvertakes)
+	overtaken int           // waiters that arrived later and got the turn first (maxOvertakes)
 	turn      chan struct{} // closed when the waiter becomes the head
 	// reserving: the head is asking the store, or was granted and is leaving: its n is in the
 	// store, or about to be, and servedBefore leaves it out (see checkAhead).
@@ -154,7 +154,7 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 			return a.at, a.local, err
 		}
 	}
-	// MaxOvertakes across the key's queue and the meters': only the queues read it, so a
+	// maxOvertakes across the key's queue and the meters': only the queues read it, so a
 	// request served at once above needs none (a context and its value, two allocations).
 	ctx = withPasses(ctx)
 	leaveKey, kw, err := t.joinWaiter(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, ahead, lim) })

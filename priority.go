@@ -7,12 +7,12 @@ import (
 )
 
 // Priority orders the requests and reservations waiting on one key of a Transport (pacing
-// mode, Reserve, WithInFlight) and at its meters' keys (WithMeter, WithAppRules): a free turn goes to the
-// waiter of the highest priority, and among waiters of one priority to the one that started
+// mode, Reserve, WithInFlight) and at its meters' keys (WithMeter, WithAppRules): a free turn goes to
+// the waiter of the highest priority, and among waiters of one priority to the one that started
 // waiting first. Any int8 is a priority; higher is served first. The zero value is
 // PriorityNormal, the priority of a request whose context carries none, so a Transport whose
-// requests carry none serves them in arrival order. No waiter is passed by more than
-// MaxOvertakes waiters that started waiting after it, across every queue it waits in.
+// requests carry none serves them in arrival order. No waiter is passed by more than 8
+// waiters that started waiting after it, across every queue it waits in.
 // See docs/pacing.md#serve-interactive-requests-first-priorities.
 type Priority int8
 
@@ -23,10 +23,10 @@ const (
 	PriorityInteractive Priority = 1  // a user is waiting: served before the others
 )
 
-// MaxOvertakes is the most waiters that started waiting on a key after a given waiter and get
+// maxOvertakes is the most waiters that started waiting on a key after a given waiter and get
 // their turn before it (see Priority). When the longest-waiting waiter has been passed this
 // many times, the next turn is its, whatever the priorities of the others.
-const MaxOvertakes = 8
+const maxOvertakes = 8
 
 // String returns "batch", "normal", "interactive", or "Priority(n)" for other values.
 func (p Priority) String() string {
@@ -57,17 +57,17 @@ func PriorityFrom(ctx context.Context) Priority {
 }
 
 // pick returns the index in ws (waiters in arrival order, the head not among them) of the
-// waiter whose turn comes next: the oldest when it has been passed MaxOvertakes times, and
+// waiter whose turn comes next: the oldest when it has been passed maxOvertakes times, and
 // otherwise the first of the highest priority. The oldest is always the most passed: whoever
 // passes a waiter passes every older one still waiting too, so a waiter younger than the
-// oldest is never passed beyond MaxOvertakes either (the oldest goes before it first).
+// oldest is never passed beyond maxOvertakes either (the oldest goes before it first).
 //
 // A waiter that came from an earlier queue of its request (passes) starts with the passes it
 // took there, so a younger waiter may have been passed more than an older one: the turn goes to
-// the oldest of those passed MaxOvertakes times, if any.
+// the oldest of those passed maxOvertakes times, if any.
 func pick(ws []*waiter) int {
 	for i, w := range ws {
-		if w.overtaken >= MaxOvertakes {
+		if w.overtaken >= maxOvertakes {
 			return i
 		}
 	}
@@ -88,15 +88,15 @@ func pick(ws []*waiter) int {
 // arrival order, head included, w last. It only reads ws; the copies it replays pick on are
 // told from one another by their turn channels, which are unique.
 func servedBefore(ws []*waiter, head, w *waiter) int {
-	// One priority and nobody passed MaxOvertakes times: pick takes them in arrival order. A
+	// One priority and nobody passed maxOvertakes times: pick takes them in arrival order. A
 	// waiter passed that often (passes carried from its request's earlier queue) is taken out
 	// of order even among waiters of one priority: replay then.
-	ahead, mixed := 0, w.overtaken >= MaxOvertakes
+	ahead, mixed := 0, w.overtaken >= maxOvertakes
 	for _, o := range ws[:len(ws)-1] {
 		if !o.reserving.Load() { // a head asking the store: its n is there (checkAhead)
 			ahead += o.n
 		}
-		mixed = mixed || (o != head && (o.prio != w.prio || o.overtaken >= MaxOvertakes))
+		mixed = mixed || (o != head && (o.prio != w.prio || o.overtaken >= maxOvertakes))
 	}
 	if !mixed {
 		return ahead // arrival order, everyone before w (in O(len(ws)))
@@ -132,7 +132,7 @@ func servedBefore(ws []*waiter, head, w *waiter) int {
 }
 
 // passes carries the passes one request took in a queue (waiter.overtaken) into the next
-// queue it waits in, so that MaxOvertakes bounds them across all (see Priority). One request
+// queue it waits in, so that maxOvertakes bounds them across all (see Priority). One request
 // joins its queues one after another; n is atomic all the same, for a base RoundTripper that
 // hands the request's context to several goroutines (Transports stacked under it).
 type passes struct{ n atomic.Int64 }

@@ -61,10 +61,10 @@ func TestPriorityDeadlineCountsOnlyTheWaitersServedFirst(t *testing.T) {
 // queued request adds up, counts the requests of the waiters that will have their turn before
 // the newcomer (the queue's last), the head's included unless it is asking the store (its
 // requests are in the store then, or about to be: checkAhead), and changes nothing in the queue:
-//   - the aging rule: a batch waiter passed MaxOvertakes-1 times goes before a normal newcomer
+//   - the aging rule: a batch waiter passed maxOvertakes-1 times goes before a normal newcomer
 //     once one more interactive waiter has passed it;
 //   - one priority behind a head of another: arrival order, everyone before the newcomer;
-//   - in a queue of one priority, a newcomer that carries MaxOvertakes passes from its
+//   - in a queue of one priority, a newcomer that carries maxOvertakes passes from its
 //     request's earlier queue gets the next turn after the head's, before the waiters that
 //     arrived earlier: the check counts the head's 1 only, not the 1 + 2 + 4 of arrival order
 //     (which would refuse, as a *DeadlineError, a wait that ends in time); a waiter before it
@@ -89,19 +89,19 @@ func TestServedBeforeCountsTheWaitersServedFirst(t *testing.T) {
 	}{
 		{"head asking the store, one priority", []w{{1, normal, 0}, {2, normal, 0}, {4, normal, 0}, {8, normal, 0}}, true,
 			6, "2 and 4: the head's 1 is in the store already, or about to be"},
-		{"head asking the store, mixed", []w{{1, normal, 0}, {2, batch, MaxOvertakes - 1}, {4, interactive, 0}, {8, normal, 0}}, true,
+		{"head asking the store, mixed", []w{{1, normal, 0}, {2, batch, maxOvertakes - 1}, {4, interactive, 0}, {8, normal, 0}}, true,
 			6, "interactive 4, aged batch 2"},
-		{"aged batch waiter", []w{{1, normal, 0}, {2, batch, MaxOvertakes - 1}, {4, interactive, 0}, {8, normal, 0}},
+		{"aged batch waiter", []w{{1, normal, 0}, {2, batch, maxOvertakes - 1}, {4, interactive, 0}, {8, normal, 0}},
 			false, 7, "head 1, interactive 4, aged batch 2"},
-		{"batch waiter not aged yet", []w{{1, normal, 0}, {2, batch, MaxOvertakes - 2}, {4, interactive, 0}, {8, normal, 0}},
+		{"batch waiter not aged yet", []w{{1, normal, 0}, {2, batch, maxOvertakes - 2}, {4, interactive, 0}, {8, normal, 0}},
 			false, 5, "head 1, interactive 4"},
-		{"one priority behind a head of another", []w{{1, normal, 0}, {2, batch, MaxOvertakes - 2}, {2, batch, 0}, {16, batch, 0}},
+		{"one priority behind a head of another", []w{{1, normal, 0}, {2, batch, maxOvertakes - 2}, {2, batch, 0}, {16, batch, 0}},
 			false, 5, "head 1, batch 2 and 2"},
-		{"newcomer carrying MaxOvertakes passes", []w{{1, normal, 0}, {2, normal, 0}, {4, normal, 0}, {8, normal, MaxOvertakes}},
+		{"newcomer carrying maxOvertakes passes", []w{{1, normal, 0}, {2, normal, 0}, {4, normal, 0}, {8, normal, maxOvertakes}},
 			false, 1, "the head's"},
-		{"older waiter carrying as many", []w{{1, normal, 0}, {2, normal, MaxOvertakes}, {4, normal, 0}, {8, normal, MaxOvertakes}},
+		{"older waiter carrying as many", []w{{1, normal, 0}, {2, normal, maxOvertakes}, {4, normal, 0}, {8, normal, maxOvertakes}},
 			false, 3, "head 1, that waiter 2"},
-		{"none passed MaxOvertakes times", []w{{1, normal, 0}, {2, normal, 0}, {4, normal, 0}, {8, normal, MaxOvertakes - 1}},
+		{"none passed maxOvertakes times", []w{{1, normal, 0}, {2, normal, 0}, {4, normal, 0}, {8, normal, maxOvertakes - 1}},
 			false, 7, "arrival order"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -136,11 +136,11 @@ func TestPriorityKeepsArrivalOrderWithinAPriority(t *testing.T) {
 }
 
 // TestPriorityPassesABatchWaiterAtMostMaxOvertakesTimes: batch waiters are passed by exactly
-// MaxOvertakes interactive waiters that arrived after them, then served; the younger batch waiter
+// maxOvertakes interactive waiters that arrived after them, then served; the younger batch waiter
 // is not passed beyond the bound either, and the rest of the interactive waiters follow.
 func TestPriorityPassesABatchWaiterAtMostMaxOvertakesTimes(t *testing.T) {
-	if MaxOvertakes != 8 {
-		t.Fatalf("MaxOvertakes %d: the documented bound is 8", MaxOvertakes)
+	if maxOvertakes != 8 {
+		t.Fatalf("maxOvertakes %d: the documented bound is 8", maxOvertakes)
 	}
 	tr, clk := paced1per10s(t)
 	h := newPrioQueue(t, tr, clk, "k", onK)
@@ -225,7 +225,7 @@ func TestPriorityOrdersTheAppKeysQueue(t *testing.T) {
 
 // TestPriorityUnderRaceServesEveryoneWithinTheBound: many goroutines of three priorities reserve on
 // one key, some giving up midway; every one that does not give up is served, no waiter is ever
-// passed beyond MaxOvertakes, and the queue ends empty.
+// passed beyond maxOvertakes, and the queue ends empty.
 func TestPriorityUnderRaceServesEveryoneWithinTheBound(t *testing.T) {
 	const goroutines, each = 48, 5
 	clk := clock.NewManual(t0)
@@ -280,8 +280,8 @@ func TestPriorityUnderRaceServesEveryoneWithinTheBound(t *testing.T) {
 		t.Fatal("did not finish in 30 s of real time")
 	}
 	t.Logf("most passed: %d; granted to the goroutines that stay: %d; gave up: %d", most, stayed.Load(), gaveUp.Load())
-	if most > MaxOvertakes {
-		t.Errorf("a waiter was passed %d times, more than MaxOvertakes", most)
+	if most > maxOvertakes {
+		t.Errorf("a waiter was passed %d times, more than maxOvertakes", most)
 	}
 	if got, want := stayed.Load(), int64(goroutines/4*3*each); got != want {
 		t.Errorf("the goroutines that never give up were granted %d, want %d", got, want)
@@ -310,11 +310,11 @@ func (t *Transport) mostOvertaken(key string) int {
 
 // TestPriorityOvertakesBoundAcrossInFlightQueue: Priority's doc promises "under a steady stream
 // of interactive requests a batch waiter at the front of the queue gets the turn after at most
-// MaxOvertakes of them". With WithInFlight a paced request waits in two queues of its key, the
+// maxOvertakes of them". With WithInFlight a paced request waits in two queues of its key, the
 // in-flight one and then the rate one: the bound holds over both (the passes of the first
 // queue are carried into the second), so a batch request B, queued right behind one normal
-// request, is sent after at most MaxOvertakes interactive requests that arrived after it (2 ·
-// MaxOvertakes before issue 15's fix, the bound counted afresh in each queue). Virtual time: 1
+// request, is sent after at most maxOvertakes interactive requests that arrived after it (2 ·
+// maxOvertakes before issue 15's fix, the bound counted afresh in each queue). Virtual time: 1
 // request per second, WithInFlight(3).
 func TestPriorityOvertakesBoundAcrossInFlightQueue(t *testing.T) {
 	clk := clock.NewManual(t0)
@@ -400,7 +400,7 @@ func TestPriorityOvertakesBoundAcrossInFlightQueue(t *testing.T) {
 		}
 	}
 	t.Logf("order: %s (passed %d)", strings.Join(order, " "), passed)
-	if passed > MaxOvertakes {
-		t.Errorf("B (batch) was sent after %d interactive requests that arrived after it, want at most MaxOvertakes (%d): %s", passed, MaxOvertakes, strings.Join(order, " "))
+	if passed > maxOvertakes {
+		t.Errorf("B (batch) was sent after %d interactive requests that arrived after it, want at most maxOvertakes (%d): %s", passed, maxOvertakes, strings.Join(order, " "))
 	}
 }

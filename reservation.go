@@ -117,9 +117,6 @@ func (r *Reservation) take(t *Transport, key string) bool {
 	return true
 }
 
-// Key returns the key the slots were reserved on.
-func (r *Reservation) Key() string { return r.key }
-
 // Remaining returns the slots neither spent nor given back.
 func (r *Reservation) Remaining() int {
 	r.mu.Lock()

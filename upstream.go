@@ -21,8 +21,8 @@ import (
 
 // Defaults of SyncConfig.
 const (
-	DefaultFallbackPause = 60 * time.Second
-	DefaultMaxPause      = 24 * time.Hour
+	defaultFallbackPause = 60 * time.Second
+	defaultMaxPause      = 24 * time.Hour
 )
 
 // SyncConfig says how a Transport learns from the upstream's responses (WithSync). Its zero
@@ -81,10 +81,10 @@ func WithSync(given SyncConfig) Option {
 				cfg.Fallback, cfg.MaxPause, strategy.MaxWindow)
 		}
 		if cfg.Fallback == 0 {
-			cfg.Fallback = DefaultFallbackPause
+			cfg.Fallback = defaultFallbackPause
 		}
 		if cfg.MaxPause == 0 {
-			cfg.MaxPause = DefaultMaxPause
+			cfg.MaxPause = defaultMaxPause
 		}
 		if cfg.XRateLimitWindow < 0 {
 			return fmt.Errorf("ratemonitor: WithSync: XRateLimitWindow %v is negative", cfg.XRateLimitWindow)
@@ -120,10 +120,10 @@ func WithSync(given SyncConfig) Option {
 }
 
 // MaxPause returns the longest pause the Transport takes from an upstream: SyncConfig.MaxPause
-// with WithSync, DefaultMaxPause without. Package retry caps Retry-After with it.
+// with WithSync, 24 h without. Package retry caps Retry-After with it.
 func (t *Transport) MaxPause() time.Duration {
 	if t.sync == nil {
-		return DefaultMaxPause
+		return defaultMaxPause
 	}
 	return t.sync.MaxPause
 }

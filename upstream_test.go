@@ -363,8 +363,8 @@ func TestHugeRetryAfterPausesForMaxPause(t *testing.T) {
 	srv, _ := upstreamtest.Counting(t, a.Serve)
 	a.Set(429, "Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT")
 	upstreamtest.Get(t, c, srv.URL, "Xero-Tenant-Id", "t1")
-	if s := status(t, tr, "t1"); !s.PausedUntil.Equal(t0.Add(DefaultMaxPause)) {
-		t.Fatalf("paused until %v, want t0 + %v", s.PausedUntil, DefaultMaxPause)
+	if s := status(t, tr, "t1"); !s.PausedUntil.Equal(t0.Add(defaultMaxPause)) {
+		t.Fatalf("paused until %v, want t0 + %v", s.PausedUntil, defaultMaxPause)
 	}
 	if _, err := New(nil, WithRules(minute), WithSync(SyncConfig{MaxPause: strategy.MaxWindow + 1})); err == nil {
 		t.Fatal("a MaxPause above strategy.MaxWindow was accepted")
