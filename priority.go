@@ -7,9 +7,9 @@ import (
 )
 
 // Priority orders the requests and reservations waiting on one key of a Transport (pacing
-// mode, Reserve, WithInFlight) and at its meters' keys (WithMeter, WithAppRules): a free turn goes to
-// the waiter of the highest priority, and among waiters of one priority to the one that started
-// waiting first. Any int8 is a priority; higher is served first. The zero value is
+// mode, Reserve, WithInFlight) and at its meters' keys (WithMeter, WithAppRules): a free turn
+// goes to the waiter of the highest priority, and among waiters of one priority to the one that
+// started waiting first. Any int8 is a priority; higher is served first. The zero value is
 // PriorityNormal, the priority of a request whose context carries none, so a Transport whose
 // requests carry none serves them in arrival order. No waiter is passed by more than 8
 // waiters that started waiting after it, across every queue it waits in.
