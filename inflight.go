@@ -130,6 +130,11 @@ func (t *Transport) startInFlight() {
 	if c.ttl == 0 {
 		c.ttl = defaultLeaseTTL
 	}
+	if c.appN > 0 {
+		// The app meter's cap, as a Meter.InFlight of its own, taken before the others'.
+		c.meters = append([]inflightMeter{{meter: t.appMeter(), n: c.appN}}, c.meters...)
+		c.appN = 0
+	}
 	f := &inflight{t: t, leaser: t.store.(cache.Leaser), cfg: c,
 		held: map[string]int{}, local: map[string]int{}, leases: map[*slot]struct{}{}, wakers: map[string]*waker{}}
 	if m, ok := t.clock.(*clock.Manual); ok && m.Auto {

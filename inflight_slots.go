@@ -48,8 +48,8 @@ type waker struct{ wake context.CancelFunc }
 
 // Queue prefixes of in-flight waiters in the pacer, apart from the rate queues.
 const (
-	inflightQueue    = "\x00inflight\x00"
-	appInflightQueue = "\x00appinflight\x00"
+	inflightQueue      = "\x00inflight\x00"
+	meterInflightQueue = "\x00meterinflight\x00" // then the meter's name, and its key
 )
 
 // roundTripInFlight is RoundTrip with in-flight slots: taken before the rate slot, held until
@@ -85,7 +85,7 @@ func (t *Transport) roundTripInFlight(base http.RoundTripper, req *http.Request,
 	return h.attach(resp), nil
 }
 
-// take takes key's slot and then the app key's, as configured. A store error under SendUncounted
+// take takes key's slot and then each in-flight meter's (the app meter's first), as configured. A store error under SendUncounted
 // is reported and the request goes on without that slot.
 func (f *inflight) take(req *http.Request, key string) (*held, error) {
 	ctx := req.Context()
@@ -98,13 +98,9 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 	if f.cfg.n > 0 {
 		wants = append(wants, want{key, inflightQueue + key, f.cfg.n})
 	}
-	if f.cfg.appN > 0 {
-		appKey := f.t.appMeter().key
-		wants = append(wants, want{appKey, appInflightQueue + appKey, f.cfg.appN})
-	}
 	for _, m := range f.cfg.meters {
 		mk := m.keyFor(key)
-		wants = append(wants, want{mk, appInflightQueue + m.name + "\x00" + mk, m.n})
+		wants = append(wants, want{mk, meterInflightQueue + m.name + "\x00" + mk, m.n})
 	}
 	check := func() error { return f.t.rateDeadline(ctx, key) }
 	for _, w := range wants {

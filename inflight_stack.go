@@ -62,7 +62,7 @@ func (h *held) markHeld(base http.RoundTripper, req *http.Request) (*http.Reques
 	ctx := req.Context()
 	parent, _ := ctx.Value(inflightMarkKey{}).(*inflightMark)
 	m := &inflightMark{store: h.f.t.share.id, parent: parent.live()}
-	for _, s := range h.slots { // at most two: the key's and the app key's (take)
+	for _, s := range h.slots { // the key's and the in-flight meters' (take)
 		m.keys[m.n] = s.key
 		m.n++
 	}

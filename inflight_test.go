@@ -231,7 +231,7 @@ func TestInFlightAppSlotsSharedByEveryKey(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, "b to wait for the app slot", func() bool { return tr.Queued(appInflightQueue+"app") == 1 })
+	waitFor(t, "b to wait for the app slot", func() bool { return tr.Queued(meterInflightQueue+"app\x00app") == 1 })
 	if tr.InFlight("b") != 1 {
 		t.Errorf("b waiting for the app slot holds its own: InFlight %d, want 1", tr.InFlight("b"))
 	}
@@ -370,7 +370,7 @@ func TestInFlightMeterCapsEveryKeyOfItsKey(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, "a3 to wait for its organisation's slot", func() bool { return tr.Queued(appInflightQueue+"org\x00org:a") == 1 })
+	waitFor(t, "a3 to wait for its organisation's slot", func() bool { return tr.Queued(meterInflightQueue+"org\x00org:a") == 1 })
 	select {
 	case err := <-done:
 		t.Fatalf("a3 went (%v) while a1 and a2 were in progress", err)
