@@ -85,8 +85,9 @@ func (t *Transport) roundTripInFlight(base http.RoundTripper, req *http.Request,
 	return h.attach(resp), nil
 }
 
-// take takes key's slot and then each in-flight meter's (the app meter's first), as configured. A store error under SendUncounted
-// is reported and the request goes on without that slot.
+// take takes key's slot and then each in-flight meter's (the app meter's first), as
+// configured. A store error under SendUncounted is reported and the request goes on without
+// that slot.
 func (f *inflight) take(req *http.Request, key string) (*held, error) {
 	ctx := req.Context()
 	h := &held{f: f}
