@@ -128,10 +128,11 @@ func sendAll(t *testing.T, tr *Transport, clk *clock.Manual, key string, n int) 
 			return
 		case <-time.After(5 * time.Millisecond):
 			// Move the clock only when nothing else can act: every request not yet sent
-			// waits in the key's queue (only its head acts) and the head sleeps on the
-			// clock. Moving it while the head is still working out its wait would make it
-			// wake late, at the next sleeper's instant.
-			quiet := int(finished.Load())+tr.Queued(key) == n && clk.Sleepers() > 0
+			// waits in the key's queue or the app meter's (only their heads act) and a head
+			// sleeps on the clock. Moving it while a head is still working out its wait would
+			// make it wake late, at the next sleeper's instant.
+			queued := tr.Queued(key) + tr.queued(meterQueue+"app\x00app")
+			quiet := int(finished.Load())+queued == n && clk.Sleepers() > 0
 			if next, ok := clk.Next(); ok && quiet {
 				clk.Set(next)
 			}

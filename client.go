@@ -476,14 +476,22 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 			t.unreserveCounted(ctx, r, lim, outer)
 			// The slot is one of the request's cost: a higher real cost is recorded on top;
 			// none is given back (a spent slot never is).
-			return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0), key, t.slotCharge(lim))
+			return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0, true, nil), key, t.slotCharge(lim))
 		}
 	}
 	if lim.none() {
 		// A Transport wrapping this one, over the same store, counted this attempt in every
 		// counter this one keeps: counting it again would count it twice. The mark is passed
 		// on: this attempt took it. Its charge can be corrected up here (outerCharge).
-		return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0), key, t.outerCharge(om, key))
+		return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0, true, nil), key, t.outerCharge(om, key))
+	}
+	if len(lim.meters) > 0 {
+		if err := lim.checkKeys(key); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
+		}
 	}
 	n, err := 1, error(nil) // every request costs 1 on each, without WithCost or Meter.Cost
 	if !t.costs.unit {
@@ -495,16 +503,13 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		}
 		if lim.none() {
 			// Counted further out on the key; no meter left here applies to req.
-			return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0), key, nil)
+			return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0, false, nil), key, nil)
 		}
 	}
 	ch := charge{n: n, lim: lim, gen: t.gen()}
 	switch {
-	case t.pace.on && lim.strat == nil:
-		// Only meters are left to count: pace on the first as the key, on the others as meters.
-		first := &lim.meters[0]
-		first.at, ch.local, err = t.acquire(ctx, first.key, first.n, t.fail.policy == SendUncounted, t.costs.report != nil, limits{strat: first.strat, meters: lim.meters[1:]})
 	case t.pace.on:
+		// With no strat (the key counted further out) only the meters are reserved.
 		ch.at, ch.local, err = t.acquire(ctx, key, n, t.fail.policy == SendUncounted, t.costs.report != nil, lim)
 	default:
 		err = t.record(ctx, key, n, lim)
@@ -523,9 +528,9 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		t.storeFailed(req, se.Key, se.Err)
 		// Not counted here: a Transport inside this one must count it (in every counter but
 		// those counted further out).
-		return t.sendMarked(base, req, t.marked(base, req, key, outer, false, 0), key, nil)
+		return t.sendMarked(base, req, t.marked(base, req, key, outer, false, 0, false, nil), key, nil)
 	}
-	return t.sendMarked(base, req, t.marked(base, req, key, outer, true, n), key, t.kept(&ch))
+	return t.sendMarked(base, req, t.marked(base, req, key, outer, true, n, false, lim.meters), key, t.kept(&ch))
 }
 
 // record counts a request of cost n on key and each charge on the meters, and returns the first

@@ -163,12 +163,13 @@ func (t *Transport) uncounted(m *countMark, key string) (limits, counters, *coun
 
 // marked returns req with a mark saying that the attempt is counted in the counters outer names
 // (counted further out, see uncounted) and, when self is set, in every counter of t on key and
-// on each meter's key, for a Transport that base may be. cost is what t charged the attempt (0:
+// of the meters charged (every meter of t when all is set, else those of charged: a meter that
+// does not apply to the request counted nothing), for a Transport that base may be. cost is what t charged the attempt (0:
 // nothing, or one Reservation slot), for outerCharge. Marks of other stores stay in the chain.
 // When no Transport further in can read the mark (needsMark: base is a net/http Transport, or
 // t is alone on its store) and no outer counters are to be passed on, req is returned as it is.
 // Marking costs two allocations (the mark with its context, and the request's shallow copy).
-func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string, outer counters, self bool, cost int) *http.Request {
+func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string, outer counters, self bool, cost int, all bool, charged []meterCharge) *http.Request {
 	if _, ok := base.(*http.Transport); ok {
 		return req
 	}
@@ -182,8 +183,13 @@ func (t *Transport) marked(base http.RoundTripper, req *http.Request, key string
 	m.counted = append(m.inline[:0], outer...)
 	if self {
 		m.counted = append(m.counted, countedOn{key: key, strat: t.strat})
-		for _, mt := range t.meters {
-			m.counted = append(m.counted, countedOn{key: mt.keyFor(key), strat: mt.strat})
+		if all {
+			for _, mt := range t.meters {
+				m.counted = append(m.counted, countedOn{key: mt.keyFor(key), strat: mt.strat})
+			}
+		}
+		for _, c := range charged {
+			m.counted = append(m.counted, countedOn{key: c.key, strat: c.m.strat})
 		}
 	}
 	if cost > 0 {

@@ -102,8 +102,16 @@ func (t *Transport) checkInFlight() error {
 		}
 		return nil
 	}
-	if c.appN > 0 && t.appMeter() == nil {
-		return fmt.Errorf("ratemonitor: WithAppInFlight(%d) needs WithAppRules (or a Meter with an AppKey): it limits the app key's requests in flight, across every key", c.appN)
+	if c.appN > 0 {
+		am := t.appKeyMeter()
+		if am == nil {
+			return fmt.Errorf("ratemonitor: WithAppInFlight(%d) needs WithAppRules (or a Meter with an AppKey): it limits the app key's requests in flight, across every key", c.appN)
+		}
+		for _, f := range c.meters {
+			if f.meter == am {
+				return fmt.Errorf("ratemonitor: WithAppInFlight(%d): the app meter %q has InFlight %d already: give the cap once", c.appN, am.name, f.n)
+			}
+		}
 	}
 	if t.store == nil {
 		return nil // New makes a cache.Memory, which holds leases
@@ -132,7 +140,7 @@ func (t *Transport) startInFlight() {
 	}
 	if c.appN > 0 {
 		// The app meter's cap, as a Meter.InFlight of its own, taken before the others'.
-		c.meters = append([]inflightMeter{{meter: t.appMeter(), n: c.appN}}, c.meters...)
+		c.meters = append([]inflightMeter{{meter: t.appKeyMeter(), n: c.appN}}, c.meters...)
 		c.appN = 0
 	}
 	f := &inflight{t: t, leaser: t.store.(cache.Leaser), cfg: c,

@@ -100,7 +100,21 @@ func (f *inflight) take(req *http.Request, key string) (*held, error) {
 		wants = append(wants, want{key, inflightQueue + key, f.cfg.n})
 	}
 	for _, m := range f.cfg.meters {
+		if m.cost != nil {
+			n, err := callCost("meter", m.name, m.cost, req)
+			if err != nil {
+				h.release()
+				return nil, err
+			}
+			if n == 0 {
+				continue // the meter does not apply to req
+			}
+		}
 		mk := m.keyFor(key)
+		if mk == "" {
+			h.release()
+			return nil, meterKeyErr(m.meter, key)
+		}
 		wants = append(wants, want{mk, meterInflightQueue + m.name + "\x00" + mk, m.n})
 	}
 	check := func() error { return f.t.rateDeadline(ctx, key) }

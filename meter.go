@@ -27,12 +27,13 @@ type Meter struct {
 	// app-wide limit). Choose one no request is keyed by, such as "xero-app:<client id>".
 	AppKey string
 	// Key returns the meter's key for a request's key (nil, without AppKey: Name + ":" + key).
-	// It must return a key no request is keyed by, never "", and must not panic.
+	// It must return a key no request is keyed by; "" or a panic makes RoundTrip fail.
 	Key func(key string) string
 	// Rules are the meter's rolling windows, layered on each of its keys.
 	Rules []strategy.Rule
 	// InFlight is the most requests in progress at once on each of the meter's keys (0: none
-	// kept), held as WithInFlight holds a key's: a meter may keep Rules, InFlight or both.
+	// kept), held as WithInFlight holds a key's, by the requests it applies to (Cost not 0): a
+	// meter may keep Rules, InFlight or both.
 	InFlight int
 	// Cost is what req costs on the meter; 0 when the meter does not apply to req (nil: the
 	// request's own cost, 1 or WithCost's, corrected as it is by WithCostReport). A
@@ -64,21 +65,42 @@ func (m *meter) keyFor(key string) string {
 // derivedKey is keyFor for a meter without an app key. Never inlined, so that keyFor is.
 //
 //go:noinline
-func (m *meter) derivedKey(key string) string {
-	if m.keyOf != nil {
-		return m.keyOf(key)
+func (m *meter) derivedKey(key string) (mk string) {
+	if m.keyOf == nil {
+		return m.name + ":" + key
 	}
-	return m.name + ":" + key
+	defer func() {
+		if recover() != nil {
+			mk = "" // refused by meterKeyErr, as a Key that returns "" is
+		}
+	}()
+	return m.keyOf(key)
+}
+
+// meterKeyErr is the error for a meter whose Key gave "" (or panicked) for key: nothing is sent
+// or counted.
+func meterKeyErr(m *meter, key string) error {
+	return fmt.Errorf("ratemonitor: meter %q: not sent: its Key func returned \"\" or panicked for key %q: it must return a key of its own for every key", m.name, key)
+}
+
+// checkKeys returns meterKeyErr for the first charge of lim whose meter key is "".
+func (l limits) checkKeys(key string) error {
+	for _, c := range l.meters {
+		if c.key == "" {
+			return meterKeyErr(c.m, key)
+		}
+	}
+	return nil
 }
 
 // WithMeter charges every request also on m, when m applies to it (see Meter). Pacing
 // (WithPacing, Reserve) waits until the request's key and every meter's key have room, and
 // records on all at the same moment: a slot is never held while waiting for another, since it
-// would count from before the send. Waiters of every key take turns at a meter's key in the
-// order they reach it (by priority first, see Priority), once their own key has room, so that
-// a burst is not starved by single requests of other keys. WaitTime and Wait take every
-// meter into account. New fails when m has no name or no rules, a rule is invalid, or another
-// meter has its name (WithAppRules' is "app").
+// would count from before the send. A waiter refused by a meter takes its turn at that meter's
+// key, where every key's waiters are served in order (by priority first, see Priority), so
+// that a burst is not starved by single requests (docs/meters.md#what-holds). New fails when m
+// has no name, no rules and no InFlight, a rule is invalid, or another meter has its name
+// (WithAppRules' is "app") or its AppKey.
 func WithMeter(m Meter) Option {
 	m.Rules = slices.Clone(m.Rules) // the option is a value: the caller may reuse the slice
 	return func(t *Transport) error {
@@ -95,16 +117,7 @@ func WithMeter(m Meter) Option {
 		case len(m.Rules) == 0 && m.InFlight == 0:
 			return fmt.Errorf("ratemonitor: %s: no rules and no InFlight: give the meter's limits", opt)
 		}
-		mt := meter{name: m.Name, key: m.AppKey, keyOf: m.Key, cost: m.Cost, opt: opt}
-		if m.InFlight > 0 {
-			if err := t.addInFlightMeter(mt, m.InFlight); err != nil {
-				return err
-			}
-		}
-		if len(m.Rules) == 0 {
-			return nil
-		}
-		return t.addMeter(opt, mt, m.Rules)
+		return t.addMeter(meter{name: m.Name, key: m.AppKey, keyOf: m.Key, cost: m.Cost, opt: opt}, m.Rules, m.InFlight)
 	}
 }
 
@@ -112,24 +125,46 @@ func WithMeter(m Meter) Option {
 // time, and an upstream that keeps more counts than this is not known.
 const maxMeters = 8
 
-// addMeter adds m, with rules as rolling windows, to the Transport's meters; opt names the
-// option in the errors: a name already taken, too many meters, an invalid rule.
-func (t *Transport) addMeter(opt string, m meter, rules []strategy.Rule) error {
-	for _, o := range t.meters {
-		if o.name == m.name {
-			return fmt.Errorf("ratemonitor: %s: a meter named %q is already set (by WithMeter or WithAppRules): give each meter a name of its own", opt, m.name)
+// addMeter adds m, with rules as rolling windows (none: no rate meter) and a cap of inflight
+// requests in progress (0: none), to the Transport's meters. Its errors, naming m.opt: a name
+// or an app key another meter has (two meters on one key would count in one counter, or hold
+// two leases of one key each), too many meters, an invalid rule.
+func (t *Transport) addMeter(m meter, rules []strategy.Rule, inflight int) error {
+	all := t.allMeters()
+	for _, o := range all {
+		switch {
+		case o.name == m.name:
+			return fmt.Errorf("ratemonitor: %s: a meter named %q is already set (by WithMeter or WithAppRules): give each meter a name of its own", m.opt, m.name)
+		case m.key != "" && o.key == m.key:
+			return fmt.Errorf("ratemonitor: %s: the app key %q is meter %q's already: two meters on one key would count in one counter; give the limits to one meter", m.opt, m.key, o.name)
 		}
 	}
-	if len(t.meters) == maxMeters {
-		return fmt.Errorf("ratemonitor: %s: more than %d meters: merge meters that count under the same key", opt, maxMeters)
+	if len(all) == maxMeters {
+		return fmt.Errorf("ratemonitor: %s: more than %d meters: merge meters that count under the same key", m.opt, maxMeters)
 	}
-	s, err := rollingwindow.New(rules...)
-	if err != nil {
-		return fmt.Errorf("ratemonitor: %s: %w", opt, err)
+	if len(rules) > 0 {
+		s, err := rollingwindow.New(rules...)
+		if err != nil {
+			return fmt.Errorf("ratemonitor: %s: %w", m.opt, err)
+		}
+		m.strat = s
+		t.meters = append(t.meters, &m)
 	}
-	m.strat, m.opt = s, opt
-	t.meters = append(t.meters, &m)
+	if inflight > 0 {
+		t.setup.inflight.meters = append(t.setup.inflight.meters, inflightMeter{meter: &m, n: inflight})
+	}
 	return nil
+}
+
+// allMeters returns every meter, with rules or only a cap on requests in progress, once each.
+func (t *Transport) allMeters() []*meter {
+	all := slices.Clone(t.meters)
+	for _, f := range t.setup.inflight.meters {
+		if f.strat == nil {
+			all = append(all, f.meter)
+		}
+	}
+	return all
 }
 
 // WithAppRules counts every request also under appKey with rules of its own (rolling windows):
@@ -144,7 +179,7 @@ func WithAppRules(appKey string, rules ...strategy.Rule) Option {
 		if appKey == "" {
 			return errors.New("ratemonitor: WithAppRules: the app key is empty: choose one no request is keyed by, such as \"xero-app:<client id>\"")
 		}
-		return t.addMeter("WithAppRules", meter{name: "app", key: appKey}, rules)
+		return t.addMeter(meter{name: "app", key: appKey, opt: "WithAppRules"}, rules, 0)
 	}
 }
 
@@ -158,9 +193,21 @@ func (t *Transport) AppKey() (string, bool) {
 	return "", false
 }
 
-// appMeter returns the first meter with an app key, or nil.
+// appMeter returns the first meter with rules and an app key, or nil: where the upstream's
+// app-wide figures go.
 func (t *Transport) appMeter() *meter {
 	for _, m := range t.meters {
+		if m.key != "" {
+			return m
+		}
+	}
+	return nil
+}
+
+// appKeyMeter returns the first meter with an app key, with rules or only a cap on requests in
+// progress, or nil: where WithAppInFlight's cap goes.
+func (t *Transport) appKeyMeter() *meter {
+	for _, m := range t.allMeters() {
 		if m.key != "" {
 			return m
 		}
@@ -187,9 +234,12 @@ type MeterView struct {
 }
 
 // Meter returns the answers of the meter called name (WithMeter's Name; WithAppRules' is
-// "app"). For a name no meter has, the view's methods return an error naming the meters there
-// are. The request's own rules are Transport.AllocationUsed's and WaitTime's.
+// "app"). For a name no meter with rules has, the view's methods return an error naming the
+// meters there are. The request's own rules are Transport.AllocationUsed's and WaitTime's.
 func (t *Transport) Meter(name string) MeterView {
+	if t == nil {
+		return MeterView{}
+	}
 	return MeterView{t: t, m: t.meterNamed(name), name: name}
 }
 
@@ -198,6 +248,8 @@ func (v MeterView) meter() (*meter, error) {
 	switch {
 	case v.t == nil || v.t.strat == nil:
 		return nil, ErrNotConfigured
+	case v.m == nil && slices.ContainsFunc(v.t.allMeters(), func(m *meter) bool { return m.name == v.name }):
+		return nil, fmt.Errorf("ratemonitor: meter %q keeps no rules, only a cap on requests in progress: Transport.InFlight(key) reports its slots", v.name)
 	case v.m == nil:
 		names := make([]string, len(v.t.meters))
 		for i, m := range v.t.meters {
@@ -216,7 +268,11 @@ func (v MeterView) AllocationUsed(ctx context.Context, key string) ([]strategy.U
 	if err != nil {
 		return nil, err
 	}
-	snap, err := v.t.ops.Peek(ctx, m.strat, m.keyFor(key), 0)
+	mk := m.keyFor(key)
+	if mk == "" {
+		return nil, meterKeyErr(m, key)
+	}
+	snap, err := v.t.ops.Peek(ctx, m.strat, mk, 0)
 	return snap.Usage, err
 }
 
@@ -241,20 +297,12 @@ func (v MeterView) WaitSeconds(ctx context.Context, key string, burst int) (int,
 // meterWaitTime returns the wait for a charge of burst on m's key for key.
 func (t *Transport) meterWaitTime(ctx context.Context, m *meter, key string, burst int) (time.Duration, error) {
 	mk := m.keyFor(key)
+	if mk == "" {
+		return 0, meterKeyErr(m, key)
+	}
 	if err := m.strat.CheckBurst(burst); err != nil {
-		return 0, fmt.Errorf("meter %q, key %q: %w", m.name, mk, err)
+		return 0, fmt.Errorf("ratemonitor: meter %q, key %q: %w", m.name, mk, err)
 	}
 	snap, err := t.ops.Peek(ctx, m.strat, mk, burst)
 	return snap.Wait, err
-}
-
-// addInFlightMeter keeps at most n requests in progress on each key of m.
-func (t *Transport) addInFlightMeter(m meter, n int) error {
-	for _, o := range t.setup.inflight.meters {
-		if o.name == m.name {
-			return fmt.Errorf("ratemonitor: %s: a meter named %q is already set: give each meter a name of its own", m.opt, m.name)
-		}
-	}
-	t.setup.inflight.meters = append(t.setup.inflight.meters, inflightMeter{meter: &m, n: n})
-	return nil
 }

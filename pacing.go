@@ -134,11 +134,23 @@ type slotAsk struct {
 	keepOnStoreError, wantLocal bool
 	lim                         limits
 	at, local                   time.Time
-	// keyFull: the last reserve was refused by key itself, not by a meter.
-	keyFull bool
+	// refusedBy says what refused the last reserve: keyTurn for the key's own rules, or the
+	// index in lim.meters of the meter that did.
+	refusedBy int
 }
 
+// keyTurn is the key's place in slotAsk.refusedBy and turn.at, apart from the meters' indexes.
+const keyTurn = -1
+
 // acquireSlots is acquire without the observer's Waited event.
+//
+// A waiter holds one turn at a time: the key's, or a meter's. It waits for a turn only while it
+// holds none, so no two waiters can each hold a turn the other waits for; and it holds a turn
+// only while what that queue is for (the key, or that meter) is what it waits on, so that it
+// never holds up requests that the limit it waits on does not concern. It starts at the key's
+// turn; refused by a meter, it gives the key's turn up and waits its turn at that meter, asking
+// for every charge again from there (having had its turn at the key once); refused by the key
+// again, it goes back to the key's queue.
 func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnStoreError, wantLocal bool, lim limits) (at, local time.Time, err error) {
 	if err := ctx.Err(); err != nil {
 		return at, local, err
@@ -154,86 +166,97 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 			return a.at, a.local, err
 		}
 	}
-	// maxOvertakes across the key's queue and the meters': only the queues read it, so a
+	// MaxOvertakes across the key's queue and the meters': only the queues read it, so a
 	// request served at once above needs none (a context and its value, two allocations).
 	ctx = withPasses(ctx)
-	leaveKey, kw, err := t.joinWaiter(ctx, key, n, func(ahead int) error { return t.queueDeadlineCheck(ctx, key, n, ahead, lim) })
-	if err != nil {
+	tn := turn{at: keyTurn}
+	defer func() { tn.give() }()
+	if err := t.takeTurn(ctx, &tn, &a, keyTurn); err != nil {
 		return a.at, a.local, err
 	}
-	defer leaveKey()
 	for {
-		leaveMeters, mws, err := t.meterTurns(ctx, &a)
-		if err != nil {
+		tn.reserving(true)
+		wait, err := t.reserveOnce(ctx, &a)
+		if err != nil || wait == 0 {
 			return a.at, a.local, err
 		}
-		for {
-			reserving(true, kw)
-			reserving(true, mws...)
-			wait, err := t.reserveOnce(ctx, &a)
-			if err != nil || wait == 0 {
-				leaveMeters()
+		tn.reserving(false) // refused: it will take its n later, after a wait
+		if a.refusedBy != tn.at {
+			// Refused by another limit than the one this turn is for: wait on that one's.
+			if err := t.takeTurn(ctx, &tn, &a, a.refusedBy); err != nil {
 				return a.at, a.local, err
 			}
-			reserving(false, kw) // refused: it will take its n later, after a wait
-			reserving(false, mws...)
-			if len(lim.meters) > 0 && a.keyFull {
-				break // key is full again (a pause, another process): give up the meters' turns
-			}
-			if err := t.clock.Sleep(ctx, t.nap(wait)); err != nil {
-				leaveMeters()
-				return a.at, a.local, err
-			}
+			continue
 		}
-		leaveMeters()
+		if err := t.clock.Sleep(ctx, t.nap(wait)); err != nil {
+			return a.at, a.local, err
+		}
 	}
 }
 
-// meterTurns waits, with meters, first for room on a.key, holding only the key's turn (a key at
-// its limit or paused must not hold up the other keys at a meter meanwhile), then for a turn at
-// each meter's key, in the Transport's order of meters (so that no two callers each hold a turn
-// the other waits for): bursts and single requests of every key of this Transport are served
-// there in order, so none starves. It returns the func that gives the meters' turns back.
-func (t *Transport) meterTurns(ctx context.Context, a *slotAsk) (func(), []*waiter, error) {
-	mc := a.lim.meters
-	if len(mc) == 0 {
-		return func() {}, nil, nil
+// turn is the one turn a waiter holds: at keyTurn or a meter's index, with the func that gives
+// it back (nil: none held) and the waiter that holds it.
+type turn struct {
+	at    int
+	leave func()
+	w     *waiter
+}
+
+// give gives the turn back, if one is held.
+func (tn *turn) give() {
+	if tn.leave != nil {
+		tn.leave()
+		tn.leave, tn.w = nil, nil
 	}
-	if err := t.waitKey(ctx, a.key, a.n, a.lim); err != nil {
-		return nil, nil, err
+}
+
+// reserving says whether the turn's holder is asking the store (waiter.reserving).
+func (tn *turn) reserving(on bool) {
+	if tn.w != nil {
+		tn.w.reserving.Store(on)
 	}
-	leaves := make([]func(), 0, len(mc))
-	ws := make([]*waiter, 0, len(mc))
-	leaveAll := func() {
-		for i := len(leaves) - 1; i >= 0; i-- {
-			leaves[i]()
-		}
-	}
-	for i := range mc {
-		c := &mc[i]
-		leave, w, err := t.joinWaiter(ctx, meterQueue+c.m.name+"\x00"+c.key, c.n, func(ahead int) error {
-			snap, err := t.ops.Peek(ctx, c.strat, c.key, min(c.n+ahead, c.strat.MaxBurst()))
-			if err != nil {
-				return nil
-			}
-			return deadlineCheck(ctx, a.key, c.m.name, a.n, snap.Wait)
-		})
+}
+
+// takeTurn gives tn up and waits for the turn at (keyTurn, or a meter's index) for a: at the
+// key, then for room on the key (waitKey), and then, when another waiter is queued at one of
+// a's meters, for the turn there instead, so as not to pass it. A meter's turn is the order at
+// that meter's key across every key of this Transport, so that a burst is not starved by single
+// requests of other keys.
+func (t *Transport) takeTurn(ctx context.Context, tn *turn, a *slotAsk, at int) error {
+	tn.give()
+	tn.at = at
+	if at == keyTurn {
+		leave, w, err := t.joinWaiter(ctx, a.key, a.n, func(ahead int) error { return t.queueDeadlineCheck(ctx, a.key, a.n, ahead, a.lim) })
 		if err != nil {
-			leaveAll()
-			return nil, nil, err
+			return err
 		}
-		leaves, ws = append(leaves, leave), append(ws, w)
-	}
-	return leaveAll, ws, nil
-}
-
-// reserving says of the heads ws (nil: none) whether they are asking the store.
-func reserving(on bool, ws ...*waiter) {
-	for _, w := range ws {
-		if w != nil {
-			w.reserving.Store(on)
+		tn.leave, tn.w = leave, w
+		if len(a.lim.meters) == 0 {
+			return nil
 		}
+		if err := t.waitKey(ctx, a.key, a.n, a.lim); err != nil {
+			return err
+		}
+		for i, c := range a.lim.meters {
+			if t.queued(meterQueue+c.m.name+"\x00"+c.key) > 0 {
+				return t.takeTurn(ctx, tn, a, i)
+			}
+		}
+		return nil
 	}
+	c := &a.lim.meters[at]
+	leave, w, err := t.joinWaiter(ctx, meterQueue+c.m.name+"\x00"+c.key, c.n, func(ahead int) error {
+		snap, err := t.ops.Peek(ctx, c.strat, c.key, min(c.n+ahead, c.strat.MaxBurst()))
+		if err != nil {
+			return nil
+		}
+		return deadlineCheck(ctx, a.key, c.m.name, a.n, snap.Wait)
+	})
+	if err != nil {
+		return err
+	}
+	tn.leave, tn.w = leave, w
+	return nil
 }
 
 // reserveOnce asks the store once for the key's slots and then each meter's. The key's slots
@@ -247,11 +270,14 @@ func (t *Transport) reserveOnce(ctx context.Context, a *slotAsk) (time.Duration,
 		a.local = t.clock.Now()
 	}
 	gen := t.gen() // before the reserve: a switch since then keeps the slots (releaseIn)
-	res, err := t.reserveOn(ctx, lim.strat, a.key, a.n)
-	a.keyFull = err == nil && !res.Allowed
-	if err == nil && t.obs != nil { // checked here too: reserved is not inlined
-		t.reserved(a.key, a.n, res)
+	res, err := engine.Result{Allowed: true}, error(nil)
+	if lim.strat != nil { // nil: counted on the key further out (stacked), only meters left
+		res, err = t.reserveOn(ctx, lim.strat, a.key, a.n)
+		if err == nil && t.obs != nil { // checked here too: reserved is not inlined
+			t.reserved(a.key, a.n, res)
+		}
 	}
+	a.refusedBy = keyTurn
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, gaveUp(ctx, err) // the caller gave up: not the store's failure
@@ -289,6 +315,8 @@ func (t *Transport) reserveMeters(ctx context.Context, a *slotAsk, res engine.Re
 		case err == nil && mres.Allowed:
 			c.at = mres.At
 			continue
+		case err == nil:
+			a.refusedBy = i
 		case err != nil && ctx.Err() != nil:
 			// The caller gave up: give the slots back and say so.
 			t.giveBack(ctx, a, res, gen, i)
@@ -312,7 +340,9 @@ func (t *Transport) reserveMeters(ctx context.Context, a *slotAsk, res engine.Re
 // those of the first k meter charges of a.
 func (t *Transport) giveBack(ctx context.Context, a *slotAsk, res engine.Result, gen uint64, k int) {
 	ctx = context.WithoutCancel(ctx)
-	t.releaseIn(ctx, gen, a.lim.strat, a.key, res.At, a.n)
+	if a.lim.strat != nil {
+		t.releaseIn(ctx, gen, a.lim.strat, a.key, res.At, a.n)
+	}
 	for i := range a.lim.meters[:k] {
 		c := &a.lim.meters[i]
 		t.releaseIn(ctx, gen, c.strat, c.key, c.at, c.n)
@@ -344,6 +374,9 @@ func (t *Transport) waitAll(ctx context.Context, key string, n int, wait time.Du
 // waitKey sleeps until a burst of n fits on key alone, or returns a *DeadlineError at once
 // when that wait, or a meter's, would pass ctx's deadline.
 func (t *Transport) waitKey(ctx context.Context, key string, n int, lim limits) error {
+	if lim.strat == nil {
+		return nil
+	}
 	for {
 		snap, err := t.ops.Peek(ctx, lim.strat, key, n)
 		if err != nil || snap.Wait == 0 {
@@ -482,6 +515,10 @@ func (t *Transport) leave(sh *pacerShard, key string, q *queue, w *waiter) {
 func (t *Transport) queueDeadlineCheck(ctx context.Context, key string, n, ahead int, lim limits) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return nil
+	}
+	if lim.strat == nil {
+		_, err := t.waitAll(ctx, key, n, 0, "", lim.meters)
+		return err
 	}
 	k := n + ahead
 	m := min(k, lim.strat.MaxBurst())

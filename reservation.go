@@ -45,10 +45,13 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 		return nil, err
 	}
 	lim := t.allLimits(key)
+	if err := lim.checkKeys(key); err != nil {
+		return nil, err
+	}
 	for i := range lim.meters {
 		c := &lim.meters[i]
 		if err := c.strat.CheckBurst(n); err != nil {
-			return nil, fmt.Errorf("meter %q, key %q: %w", c.m.name, c.key, err)
+			return nil, fmt.Errorf("ratemonitor: meter %q, key %q: %w", c.m.name, c.key, err)
 		}
 		c.n = n // a slot costs 1 on every meter
 	}

@@ -371,7 +371,11 @@ func (t *Transport) Status(ctx context.Context, key string) (Status, error) {
 			return st, err
 		}
 		var ms Status
-		ms, err = t.status(ctx, m.strat, m.keyFor(key))
+		mk := m.keyFor(key)
+		if mk == "" {
+			return st, meterKeyErr(m, key)
+		}
+		ms, err = t.status(ctx, m.strat, mk)
 		ms.Meter = m.name
 		st.Meters = append(st.Meters, ms)
 		st.Wait = max(st.Wait, ms.Wait)
