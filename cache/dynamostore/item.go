@@ -51,20 +51,20 @@ type item = map[string]types.AttributeValue
 // maxPKBytes is DynamoDB's limit on a partition key's length, in UTF-8 bytes.
 const maxPKBytes = 2048
 
-// hashedMark follows KeyPrefix in the partition key of a key stored by its hash.
+// hashedMark follows keyPrefix in the partition key of a key stored by its hash.
 const hashedMark = "h#"
 
-// pkValue is key's partition key: KeyPrefix + key, or KeyPrefix + "h#" + hex(SHA-256(key))
+// pkValue is key's partition key: keyPrefix + key, or keyPrefix + "h#" + hex(SHA-256(key))
 // when key is not valid UTF-8 (DynamoDB strings are UTF-8: the SDK would replace its invalid
-// bytes with U+FFFD and distinct keys would share an item), when KeyPrefix + key is longer
+// bytes with U+FFFD and distinct keys would share an item), when keyPrefix + key is longer
 // than DynamoDB's 2048 bytes, or when key itself starts with "h#" (so that no key's
 // partition key is another's hash).
 func pkValue(key string) string {
-	if utf8.ValidString(key) && len(KeyPrefix)+len(key) <= maxPKBytes && !strings.HasPrefix(key, hashedMark) {
-		return KeyPrefix + key
+	if utf8.ValidString(key) && len(keyPrefix)+len(key) <= maxPKBytes && !strings.HasPrefix(key, hashedMark) {
+		return keyPrefix + key
 	}
 	sum := sha256.Sum256([]byte(key))
-	return KeyPrefix + hashedMark + hex.EncodeToString(sum[:])
+	return keyPrefix + hashedMark + hex.EncodeToString(sum[:])
 }
 
 func pk(key string) types.AttributeValue { return &types.AttributeValueMemberS{Value: pkValue(key)} }

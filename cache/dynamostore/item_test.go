@@ -127,7 +127,7 @@ func TestItemSizeRefusedBeforeLimit(t *testing.T) {
 	b, _ := cs[0].(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
 	t.Logf("a full day at 10 s: %d bytes", len(b))
 	_, err = c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("ratelimits"), Item: map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: KeyPrefix + "big"}, "version": &types.AttributeValueMemberN{Value: "1"},
+		"pk": &types.AttributeValueMemberS{Value: keyPrefix + "big"}, "version": &types.AttributeValueMemberN{Value: "1"},
 		coarse.CounterID(0): &types.AttributeValueMemberB{Value: b}}})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestMissingVersionIsDamageNotContention(t *testing.T) {
 	st := newStore(t, c, Options{})
 	ctx := context.Background()
 	_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("ratelimits"), Item: map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: KeyPrefix + "nov"}}})
+		"pk": &types.AttributeValueMemberS{Value: keyPrefix + "nov"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestMissingVersionIsDamageNotContention(t *testing.T) {
 	}
 	// version beyond int64 (or not a number)
 	_, err = c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("ratelimits"), Item: map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: KeyPrefix + "bigv"}, "version": &types.AttributeValueMemberN{Value: "9223372036854775808"}}})
+		"pk": &types.AttributeValueMemberS{Value: keyPrefix + "bigv"}, "version": &types.AttributeValueMemberN{Value: "9223372036854775808"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -301,7 +301,7 @@ func TestValidateRefusesWhatScriptsCannotHold(t *testing.T) {
 	if err := st.validate(tooMany); err == nil || !strings.Contains(err.Error(), "2^53") {
 		t.Errorf("1 µs bucket of 29: %v, want a refusal naming 2^53", err)
 	}
-	if q := int64(29) * int64(strategy.MaxWindow/time.Microsecond); q < MaxBucketTokens {
+	if q := int64(29) * int64(strategy.MaxWindow/time.Microsecond); q < maxBucketTokens {
 		t.Fatalf("the boundary moved: %d", q)
 	}
 	twoMicros, _ := tokenbucket.New(strategy.Rule{Limit: 1 << 20, Window: 2 * time.Microsecond, Granularity: time.Microsecond})
@@ -330,8 +330,8 @@ func TestValidateRefusesWhatScriptsCannotHold(t *testing.T) {
 		if err := st.validate(s); err != nil {
 			t.Errorf("%s: %v", s.Name(), err)
 		}
-		if err := st.Sync(ctx, s, "k", engine.Update{Pause: time.Second}); !errors.Is(err, ErrSyncUnsupported) {
-			t.Errorf("%s: Sync = %v, want ErrSyncUnsupported", s.Name(), err)
+		if err := st.Sync(ctx, s, "k", engine.Update{Pause: time.Second}); !errors.Is(err, errSyncUnsupported) {
+			t.Errorf("%s: Sync = %v, want errSyncUnsupported", s.Name(), err)
 		}
 		if _, err := st.Admit(ctx, s, "k", 6); !errors.Is(err, strategy.ErrBurstTooLarge) {
 			t.Errorf("%s: admit 6 of 5: %v", s.Name(), err)

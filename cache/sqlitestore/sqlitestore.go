@@ -40,8 +40,8 @@ var schema string
 
 // Defaults of Options.
 const (
-	DefaultBusyTimeout = 10 * time.Second
-	DefaultPruneEvery  = 1000
+	defaultBusyTimeout = 10 * time.Second
+	defaultPruneEvery  = 1000
 )
 
 // Options configures Open. The zero value gives the defaults.
@@ -52,10 +52,10 @@ type Options struct {
 	// between their starts.)
 	Clock clock.Clock
 	// BusyTimeout is how long an operation waits for another connection's write lock before it
-	// fails with SQLITE_BUSY; DefaultBusyTimeout (10 s) when zero.
+	// fails with SQLITE_BUSY; 10 s when zero.
 	BusyTimeout time.Duration
 	// PruneEvery is how many writes pass between two calls of PruneExpired from this Store;
-	// DefaultPruneEvery when zero, never when negative.
+	// 1000 when zero, never when negative.
 	PruneEvery int
 	// OnError hears of failures that do not fail an operation: a sampled PruneExpired that
 	// failed (the write that triggered it has succeeded), and an encoded state that did not
@@ -102,10 +102,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		opts.Clock = clock.Wall()
 	}
 	if opts.BusyTimeout <= 0 {
-		opts.BusyTimeout = DefaultBusyTimeout
+		opts.BusyTimeout = defaultBusyTimeout
 	}
 	if opts.PruneEvery == 0 {
-		opts.PruneEvery = DefaultPruneEvery
+		opts.PruneEvery = defaultPruneEvery
 	}
 	q := url.Values{}
 	q.Set("_busy_timeout", strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10))
