@@ -7,7 +7,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ratemonitor/ratemonitor/strategy"
-	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // TestNanoPathMatchesTimePath: a strategy's int64 path (ReserveNanos, RecordNanos, WaitNanos,
@@ -83,7 +82,7 @@ func TestNanoPathMatchesTimePath(t *testing.T) {
 				now += int64(d)
 			}
 			for j := range a {
-				l, seen := b[j].(engine.NanoCounter).LatestNanos()
+				l, seen := b[j].(*Log).LatestNanos()
 				if want := a[j].Latest(); seen == want.IsZero() || seen && l != want.UnixNano() {
 					rt.Fatalf("slot %d: LatestNanos = %d %v; Latest: %v", j, l, seen, want)
 				}
@@ -97,7 +96,7 @@ func TestNanoPathMatchesTimePath(t *testing.T) {
 	})
 }
 
-// TestNanosChosenByStrategy: a smoothed strategy (its GCRAs are not NanoCounters) does not take
+// TestNanosChosenByStrategy: a smoothed strategy (its GCRAs have no Unix-ns methods) does not take
 // the int64 path; a plain rolling window does.
 func TestNanosChosenByStrategy(t *testing.T) {
 	s, err := New(strategy.Rule{Limit: 60, Window: time.Minute})

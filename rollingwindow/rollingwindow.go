@@ -45,5 +45,12 @@ func New(rules ...strategy.Rule) (*engine.Strategy, error) {
 // beside each rule (engine.Strategy.Smoothed).
 func (Algorithm) Smoothable() bool { return true }
 
-// A Log offers the int64 fast path that strategies take when every counter has it.
-var _ engine.NanoCounter = (*Log)(nil)
+// A Log offers the int64 fast path that strategies take when every counter has it
+// (engine.Strategy.Nanos).
+var _ interface {
+	engine.Counter
+	AddNanos(t int64, n int)
+	UsedNanos(t int64) int
+	WaitNanos(t int64, n, limit int) int64
+	LatestNanos() (int64, bool)
+} = (*Log)(nil)

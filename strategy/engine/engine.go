@@ -93,7 +93,7 @@ type Strategy struct {
 	// name is alg.Name(), kept so that Name, which stores ask on their hot paths, makes no
 	// interface call.
 	name string
-	// nano is set by New when every slot's counter is a NanoCounter (see Nanos).
+	// nano is set by New when every slot's counter is a nanoCounter (see Nanos).
 	nano bool
 	// lims holds each rule's EffectiveLimit, in rule order, for WaitNanos.
 	lims []int
@@ -190,7 +190,7 @@ func (s *Strategy) SlotRule(j int) strategy.Rule { return s.rules[s.firstOf[j]] 
 func (s *Strategy) NewCounter(j int) Counter {
 	if s.smoothFrom > 0 && j >= s.smoothFrom {
 		r := s.rules[s.firstOf[j]]
-		return NewGCRA(SmoothInterval(r), SmoothBurst(r))
+		return newGCRA(SmoothInterval(r), SmoothBurst(r))
 	}
 	return s.alg.NewCounter(s.rules[s.firstOf[j]])
 }

@@ -86,7 +86,7 @@ func (s *Strategy) CheckUpdate(u Update) error {
 // Sync applies u to a key's counters and upstream state at the later of now and the counters'
 // latest instant, and returns that instant: the pause is extended to that instant + u.Pause,
 // each reported rule's counter is raised to Used by recording the difference (dated by
-// Report.Reset: see RaisedAt), and the figures are kept in up.Reported. u must have passed
+// Report.Reset: see raisedAt), and the figures are kept in up.Reported. u must have passed
 // CheckUpdate.
 func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) time.Time {
 	now = latest(cs, now)
@@ -99,7 +99,7 @@ func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) tim
 		slot := s.slotOf[r.Rule]
 		c := cs[slot]
 		if used := c.Used(now); used < r.Used {
-			c.Add(RaisedAt(now, r.Reset, s.SlotRule(slot).EffectiveWindow()), r.Used-used)
+			c.Add(raisedAt(now, r.Reset, s.SlotRule(slot).EffectiveWindow()), r.Used-used)
 		}
 		if up.Reported == nil {
 			up.Reported = map[string]Reported{}
@@ -109,10 +109,10 @@ func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) tim
 	return now
 }
 
-// RaisedAt is the instant the requests a raise adds are recorded at, for a Sync at now whose
+// raisedAt is the instant the requests a raise adds are recorded at, for a Sync at now whose
 // report frees them after reset, in a counter whose window (with margin) is w: now + reset − w,
 // so that they stop counting at now + reset, when 0 < reset < w; now otherwise.
-func RaisedAt(now time.Time, reset, w time.Duration) time.Time {
+func raisedAt(now time.Time, reset, w time.Duration) time.Time {
 	if reset > 0 && reset < w {
 		return now.Add(reset - w)
 	}
