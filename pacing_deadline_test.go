@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/smoothing"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -147,7 +148,7 @@ func TestMinSpanIsExactPerAlgorithm(t *testing.T) {
 		{"fixed 10/min, 25", mk(fixedwindow.Algorithm{}, false, tenMin), 25, time.Minute},
 		{"fixed 10/min, 15", mk(fixedwindow.Algorithm{}, false, tenMin), 15, 0},
 		{"token bucket 10/min, 15", mk(tokenbucket.Algorithm{}, false, tenMin), 15, 30 * time.Second},
-		{"smoothed rolling 60/min, 40", mk(rollingwindow.Algorithm{}, true, sixty), 40, 10 * engine.SmoothInterval(sixty)},
+		{"smoothed rolling 60/min, 40", mk(rollingwindow.Algorithm{}, true, sixty), 40, 10 * smoothing.Interval(sixty)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -316,11 +316,7 @@ func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 	var res engine.Result
 	o := &op{write: true, n: n, res: &res, kind: opReserve}
 	err := m.do(ctx, s, key, o, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
-		if up == nil {
-			res, _ = s.Reserve(cs, now, n) // never paused: ReserveWith's first step
-		} else {
-			res, _ = s.ReserveWith(cs, up, now, n)
-		}
+		res, _ = s.Reserve(cs, up, now, n)
 	})
 	return res, m.fail(ctx, "reserve", key, err)
 }
@@ -357,7 +353,7 @@ func (m *Memory) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 	}
 	var snap strategy.Snapshot
 	err := m.do(ctx, s, key, &op{}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
-		snap, _ = s.PeekWith(cs, up, now, n)
+		snap, _ = s.Peek(cs, up, now, n)
 	})
 	return snap, m.fail(ctx, "peek", key, err)
 }

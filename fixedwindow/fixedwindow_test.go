@@ -48,14 +48,14 @@ func TestAnswersMatchWorkedValues(t *testing.T) {
 			for _, at := range sortedKeys(c.history) {
 				s.Record(cs, sec(at), c.history[at])
 			}
-			snap, err := s.Peek(cs, sec(c.at), 1)
+			snap, err := s.Peek(cs, nil, sec(c.at), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if snap.Usage[0].Used != c.used || snap.Wait != c.wait1 {
 				t.Errorf("used, wait(1) = %d, %v; want %d, %v", snap.Usage[0].Used, snap.Wait, c.used, c.wait1)
 			}
-			snap, err = s.Peek(cs, sec(c.at), c.waitN)
+			snap, err = s.Peek(cs, nil, sec(c.at), c.waitN)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -42,7 +42,7 @@ func TestNanoPathMatchesTimePath(t *testing.T) {
 				now -= rapid.Int64Range(0, int64(2*time.Second)).Draw(rt, "back")
 			case 2, 3: // reserve
 				n := rapid.IntRange(1, s.MaxBurst()).Draw(rt, "n")
-				want, err := s.Reserve(a, time.Unix(0, now), n)
+				want, err := s.Reserve(a, nil, time.Unix(0, now), n)
 				if err != nil {
 					rt.Fatal(err)
 				}

@@ -65,7 +65,7 @@ func TestAnswersMatchWorkedValues(t *testing.T) {
 				s.Record(cs, sec(h[0]), int(h[1]))
 			}
 			for _, q := range c.queries {
-				snap, err := s.Peek(cs, sec(q.at), q.n)
+				snap, err := s.Peek(cs, nil, sec(q.at), q.n)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -114,11 +114,11 @@ func TestHeadroomHoldsTokensBack(t *testing.T) {
 	s, _ := New(strategy.Rule{Limit: 10, Window: 10 * time.Second, Headroom: 2})
 	cs := s.NewCounters()
 	for i := range 8 {
-		if res, _ := s.Reserve(cs, sec(0), 1); !res.Allowed {
+		if res, _ := s.Reserve(cs, nil, sec(0), 1); !res.Allowed {
 			t.Fatalf("token %d refused", i+1)
 		}
 	}
-	if res, _ := s.Reserve(cs, sec(0), 1); res.Allowed || res.Wait != time.Second {
+	if res, _ := s.Reserve(cs, nil, sec(0), 1); res.Allowed || res.Wait != time.Second {
 		t.Errorf("ninth: %+v, want a wait of 1s (2 tokens held back)", res)
 	}
 }
@@ -195,7 +195,7 @@ func TestWindowNeedNotBeWholeSeconds(t *testing.T) {
 	}
 	cs := s.NewCounters()
 	s.Record(cs, sec(0), 3)
-	if snap, _ := s.Peek(cs, sec(0), 1); snap.Wait != 500*time.Millisecond {
+	if snap, _ := s.Peek(cs, nil, sec(0), 1); snap.Wait != 500*time.Millisecond {
 		t.Errorf("wait = %v, want 500ms (3 tokens per 1.5 s)", snap.Wait)
 	}
 	if r, err := Rule(5, 3); err != nil || r.Granularity != 0 {
@@ -219,7 +219,7 @@ func TestMaxProductCapacityDrainsAndRefills(t *testing.T) {
 	b := NewBucket(capacity, w)
 	t0 := time.Unix(1_800_000_000, 0)
 	cs := []engine.Counter{b}
-	if res, _ := s.Reserve(cs, t0, capacity); !res.Allowed {
+	if res, _ := s.Reserve(cs, nil, t0, capacity); !res.Allowed {
 		t.Fatal("full bucket refused its capacity")
 	}
 	if d := b.WaitTime(t0, capacity, capacity); d != w {

@@ -351,7 +351,7 @@ func (st *Store) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 	defer st.observeErr(ctx, "reserve", key, &err)
 	var res engine.Result
 	err = st.update(ctx, "reserve", s, key, func(cs []engine.Counter, now time.Time) (bool, int) {
-		res, _ = s.Reserve(cs, now, n)
+		res, _ = s.Reserve(cs, nil, now, n)
 		return res.Allowed, n
 	})
 	if err != nil {
@@ -423,14 +423,14 @@ func (st *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 	}
 	now := st.clock.Now()
 	if engine.Rebase(cs, nil, now) == 0 {
-		return s.Peek(cs, now, n)
+		return s.Peek(cs, nil, now, n)
 	}
 	// The clock was stepped back: write the rebased state (see updateOnce), so that the wait
 	// told here is the one a Reserve after it finds.
 	var snap strategy.Snapshot
 	var perr error
 	if err := st.update(ctx, "peek", s, key, func(cs []engine.Counter, now time.Time) (bool, int) {
-		snap, perr = s.Peek(cs, now, n)
+		snap, perr = s.Peek(cs, nil, now, n)
 		return false, 0
 	}); err != nil {
 		return strategy.Snapshot{}, err

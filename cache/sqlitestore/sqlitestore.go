@@ -228,7 +228,7 @@ func (st *Store) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 		return st.fixedReserve(ctx, s, key, n)
 	}
 	var res engine.Result
-	err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { res, _ = s.Reserve(cs, now, n) })
+	err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { res, _ = s.Reserve(cs, nil, now, n) })
 	return res, err
 }
 
@@ -289,7 +289,7 @@ func (st *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 		if err != nil {
 			return strategy.Snapshot{}, err
 		}
-		return s.Peek(cs, now, n)
+		return s.Peek(cs, nil, now, n)
 	}
 	return st.peekRebased(ctx, s, key, n)
 }
@@ -307,12 +307,12 @@ func (st *Store) peekRebased(ctx context.Context, s *engine.Strategy, key string
 			}
 			cs, _, _, err := fixedLoad(ctx, tx, s, key, now)
 			if err == nil {
-				snap, perr = s.Peek(cs, now, n)
+				snap, perr = s.Peek(cs, nil, now, n)
 			}
 			return err
 		})
 	} else {
-		err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { snap, perr = s.Peek(cs, now, n) })
+		err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { snap, perr = s.Peek(cs, nil, now, n) })
 	}
 	if err != nil {
 		return strategy.Snapshot{}, err

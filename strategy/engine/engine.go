@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/internal/rulecheck"
+	"github.com/ratemonitor/ratemonitor/internal/smoothing"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -190,7 +191,7 @@ func (s *Strategy) SlotRule(j int) strategy.Rule { return s.rules[s.firstOf[j]] 
 func (s *Strategy) NewCounter(j int) Counter {
 	if s.smoothFrom > 0 && j >= s.smoothFrom {
 		r := s.rules[s.firstOf[j]]
-		return newGCRA(SmoothInterval(r), SmoothBurst(r))
+		return newGCRA(smoothing.Interval(r), smoothing.Burst(r))
 	}
 	return s.alg.NewCounter(s.rules[s.firstOf[j]])
 }
@@ -209,7 +210,7 @@ func (s *Strategy) NewCounters() []Counter {
 func (s *Strategy) Longest() time.Duration { return s.longest }
 
 // MaxBurst returns the largest burst that can ever fit: the smallest effective limit (when
-// smoothed, the smallest SmoothBurst).
+// smoothed, the smallest GCRA burst).
 func (s *Strategy) MaxBurst() int {
 	m := s.rules[0].EffectiveLimit()
 	for _, r := range s.rules[1:] {
@@ -217,7 +218,7 @@ func (s *Strategy) MaxBurst() int {
 	}
 	if s.smoothFrom > 0 {
 		for _, r := range s.rules {
-			m = min(m, SmoothBurst(r))
+			m = min(m, smoothing.Burst(r))
 		}
 	}
 	return m
@@ -269,12 +270,8 @@ func (s *Strategy) Wait(cs []Counter, now time.Time, n int) time.Duration {
 	return max(d, s.smoothWait(cs, now, n))
 }
 
-// Reserve records n if the burst fits in every rule now, and otherwise records nothing and
-// says how long until it fits. It is the pacing primitive; the store makes it atomic. The
-// decision and the record are both at the later of now and the latest instant the counters have
-// seen, which Result.At reports; the wait is measured from now, the caller's instant, so that
-// sleeping it is enough (see StepTolerance). Errors are CheckBurst's.
-func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
+// reserve is Reserve without a pause.
+func (s *Strategy) reserve(cs []Counter, now time.Time, n int) (Result, error) {
 	if err := s.CheckBurst(n); err != nil {
 		return Result{}, err
 	}
@@ -286,9 +283,8 @@ func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
 	return Result{Allowed: true, At: at}, nil
 }
 
-// Peek reports usage per rule and, for n ≥ 1, the wait for a burst of n (measured from now, as
-// Reserve's), changing nothing that counts. n == 0 asks for usage only. Errors are CheckBurst's for n ≠ 0.
-func (s *Strategy) Peek(cs []Counter, now time.Time, n int) (strategy.Snapshot, error) {
+// peek is Peek without what the upstream said.
+func (s *Strategy) peek(cs []Counter, now time.Time, n int) (strategy.Snapshot, error) {
 	var snap strategy.Snapshot
 	if n != 0 {
 		if err := s.CheckBurst(n); err != nil {

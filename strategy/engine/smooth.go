@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/internal/smoothing"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -32,20 +33,9 @@ type Smoothable interface {
 	Smoothable() bool
 }
 
-// SmoothBurst returns the GCRA burst of rule r: ⌈EffectiveLimit/2⌉.
-func SmoothBurst(r strategy.Rule) int { return (r.EffectiveLimit() + 1) / 2 }
-
-// SmoothInterval returns the GCRA emission interval of rule r: EffectiveWindow /
-// (EffectiveLimit − SmoothBurst + 1), rounded up to a whole microsecond (never shorter than
-// the published rule, so never more permissive).
-func SmoothInterval(r strategy.Rule) time.Duration {
-	k := int64(r.EffectiveLimit()-SmoothBurst(r)+1) * int64(time.Microsecond)
-	return time.Duration((int64(r.EffectiveWindow())+k-1)/k) * time.Microsecond
-}
-
 // Smoothed returns s with a GCRA beside every rule (see the package's smoothing notes above):
 // Reserve, Admit, Wait and Peek's wait then also wait for the GCRA, Record and Release also
-// charge and refund it, and a burst larger than a rule's SmoothBurst can never fit
+// charge and refund it, and a burst larger than a rule's GCRA burst b can never fit
 // (CheckBurst). The GCRAs are extra slots after the rules' own, each a Counter like the
 // others (so a store that keeps counters by CounterID keeps them too), named
 // "gcra:<interval ns>:<burst>"; rules whose GCRAs are alike share one. It returns s itself
@@ -90,7 +80,7 @@ func (s *Strategy) SmoothSlot(j int) (interval time.Duration, burst int, ok bool
 		return 0, 0, false
 	}
 	r := s.rules[s.firstOf[j]]
-	return SmoothInterval(r), SmoothBurst(r), true
+	return smoothing.Interval(r), smoothing.Burst(r), true
 }
 
 // smoothed returns sub smoothed as s is (sub is made from some of s's rules, or scaled ones).
@@ -119,7 +109,7 @@ func (s *Strategy) checkSmoothBurst(n int) error {
 		return nil
 	}
 	for _, r := range s.rules {
-		if b := SmoothBurst(r); n > b {
+		if b := smoothing.Burst(r); n > b {
 			return fmt.Errorf("%w: a burst of %d can never fit the smoothing of rule %s, which lets at most %d go at once",
 				strategy.ErrBurstTooLarge, n, r, b)
 		}
@@ -128,7 +118,7 @@ func (s *Strategy) checkSmoothBurst(n int) error {
 }
 
 func gcraID(r strategy.Rule) string {
-	return "gcra:" + strconv.FormatInt(int64(SmoothInterval(r)), 10) + ":" + strconv.Itoa(SmoothBurst(r))
+	return "gcra:" + strconv.FormatInt(int64(smoothing.Interval(r)), 10) + ":" + strconv.Itoa(smoothing.Burst(r))
 }
 
 // gcra is the smoothing Counter of one rule and one key: its theoretical arrival time (TAT),
