@@ -649,9 +649,15 @@ func reserveNanos(s *engine.Strategy, cs []engine.Counter, o *op, now time.Time,
 // nothing is recorded or released is the instant the oldest bucket that must go stops counting
 // (or the pause's end) minus now: it shrinks exactly as time passes.
 func refusable(s *engine.Strategy) bool {
-	_, rw := s.Algorithm().(rollingwindow.Algorithm)
-	return rw && !s.Smoothing()
+	return s.Algorithm() == rollingAlgorithm && !s.Smoothing()
 }
+
+// rollingAlgorithm is the rolling window's engine.Algorithm (an empty struct: equal to itself
+// only).
+var rollingAlgorithm = func() engine.Algorithm {
+	s, _ := rollingwindow.New(strategy.Rule{Limit: 1, Window: time.Second})
+	return s.Algorithm()
+}()
 
 // spend takes what operation o recorded under s from e's room (see entry.room), or forgets
 // the room when o may have recorded what the store cannot tell. The caller holds e.mu.

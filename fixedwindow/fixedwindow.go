@@ -2,11 +2,11 @@
 // [k·W, (k+1)·W) of Unix time (so UTC: a 1 m window starts on the minute, a 24 h window at
 // midnight UTC), where W is the rule's effective window (Window + Margin).
 //
-// Attempts count whether or not they are admitted (engine.RefusedCounter): the counter is
-// incremented before it is compared with the limit, as a store that upserts and then compares
-// does, so the (limit+1)-th attempt in a window is counted and refused. A refused attempt waits
-// for the window's end: Retry-After = window end − now. The package is pure: it reads no clock
-// and holds no lock.
+// Attempts count whether or not they are admitted (CountsRefused, see engine.Algorithm): the
+// counter is incremented before it is compared with the limit, as a store that upserts and then
+// compares does, so the (limit+1)-th attempt in a window is counted and refused. A refused
+// attempt waits for the window's end: Retry-After = window end − now. The package is pure: it
+// reads no clock and holds no lock.
 package fixedwindow
 
 import (
@@ -17,28 +17,29 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// Algorithm is the fixed-window engine.Algorithm. Its zero value is ready to use.
-type Algorithm struct{}
+// algorithm is the fixed-window engine.Algorithm.
+type algorithm struct{}
 
 // Name returns "fixedwindow".
-func (Algorithm) Name() string { return "fixedwindow" }
+func (algorithm) Name() string { return "fixedwindow" }
 
 // CounterID identifies the counter by effective window: rules that differ only in limit or
 // headroom count the same attempts.
-func (Algorithm) CounterID(r strategy.Rule) string {
+func (algorithm) CounterID(r strategy.Rule) string {
 	return "fw:" + strconv.FormatInt(int64(r.EffectiveWindow()), 10)
 }
 
 // NewCounter returns an empty Counter for r.
-func (Algorithm) NewCounter(r strategy.Rule) engine.Counter { return NewCounter(r.EffectiveWindow()) }
+func (algorithm) NewCounter(r strategy.Rule) engine.Counter { return NewCounter(r.EffectiveWindow()) }
 
 // CountsRefused reports true: see the package comment.
-func (Algorithm) CountsRefused() bool { return true }
+func (algorithm) CountsRefused() bool { return true }
 
-// New layers rules under the fixed window. Errors are engine.New's: ErrNoRules, or one
-// wrapping ErrInvalidRule. Granularity plays no part in a fixed window and is not checked.
+// New layers rules under the fixed window, in strategies named "fixedwindow". Errors are
+// engine.New's: ErrNoRules, or one wrapping ErrInvalidRule. Granularity plays no part in a
+// fixed window and is not checked.
 func New(rules ...strategy.Rule) (*engine.Strategy, error) {
-	return engine.New(Algorithm{}, rules...)
+	return engine.New(algorithm{}, rules...)
 }
 
 // WindowStart returns the start of the aligned window of length w that holds t: the largest
@@ -171,8 +172,8 @@ func floorDiv(a, b int64) int64 {
 
 // UsesGranularity reports false: rules need not be whole multiples of a granularity, which this
 // algorithm ignores.
-func (Algorithm) UsesGranularity() bool { return false }
+func (algorithm) UsesGranularity() bool { return false }
 
 // Is reports whether s layers its rules under the fixed window: for stores that keep fixed
 // windows in a form of their own (an upsert, an ADD) and everything else as encoded counters.
-func Is(s *engine.Strategy) bool { return s.Name() == Algorithm{}.Name() }
+func Is(s *engine.Strategy) bool { return s.Name() == algorithm{}.Name() }

@@ -260,6 +260,6 @@ func TestIsTellsFixedWindowApart(t *testing.T) {
 	}
 }
 
-type otherAlgorithm struct{ Algorithm }
+type otherAlgorithm struct{ algorithm }
 
 func (otherAlgorithm) Name() string { return "other" }

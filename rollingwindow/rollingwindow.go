@@ -18,32 +18,32 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// Algorithm is the rolling-window engine.Algorithm. Its zero value is ready to use.
-type Algorithm struct{}
+// algorithm is the rolling-window engine.Algorithm.
+type algorithm struct{}
 
 // Name returns "rollingwindow".
-func (Algorithm) Name() string { return "rollingwindow" }
+func (algorithm) Name() string { return "rollingwindow" }
 
 // CounterID identifies the log by effective window and granularity: what is recorded does not
 // depend on the limit, so rules that differ only in limit or headroom share one log.
-func (Algorithm) CounterID(r strategy.Rule) string {
+func (algorithm) CounterID(r strategy.Rule) string {
 	return "rw:" + strconv.FormatInt(int64(r.EffectiveWindow()), 10) + ":" + strconv.FormatInt(int64(r.Bucket()), 10)
 }
 
 // NewCounter returns an empty Log for r.
-func (Algorithm) NewCounter(r strategy.Rule) engine.Counter {
+func (algorithm) NewCounter(r strategy.Rule) engine.Counter {
 	return NewLog(r.EffectiveWindow(), r.Bucket())
 }
 
-// New layers rules under the rolling window. Errors are engine.New's: ErrNoRules, or one
-// wrapping ErrInvalidRule.
+// New layers rules under the rolling window, in strategies named "rollingwindow". Errors are
+// engine.New's: ErrNoRules, or one wrapping ErrInvalidRule.
 func New(rules ...strategy.Rule) (*engine.Strategy, error) {
-	return engine.New(Algorithm{}, rules...)
+	return engine.New(algorithm{}, rules...)
 }
 
-// Smoothable reports true (engine.Smoothable): a rolling-window strategy may carry a GCRA
+// Smoothable reports true (see engine.Algorithm): a rolling-window strategy may carry a GCRA
 // beside each rule (engine.Strategy.Smoothed).
-func (Algorithm) Smoothable() bool { return true }
+func (algorithm) Smoothable() bool { return true }
 
 // A Log offers the int64 fast path that strategies take when every counter has it
 // (engine.Strategy.Nanos).

@@ -26,25 +26,25 @@ import (
 // arithmetic fits in 64 bits: 2^62, e.g. up to 53 million tokens per 24 h.
 const MaxProduct = 1 << 62
 
-// Algorithm is the token-bucket engine.Algorithm. Its zero value is ready to use.
-type Algorithm struct{}
+// algorithm is the token-bucket engine.Algorithm.
+type algorithm struct{}
 
 // Name returns "tokenbucket".
-func (Algorithm) Name() string { return "tokenbucket" }
+func (algorithm) Name() string { return "tokenbucket" }
 
 // CounterID identifies the bucket by capacity and effective window (which set the refill rate);
 // rules that differ only in headroom share one bucket.
-func (Algorithm) CounterID(r strategy.Rule) string {
+func (algorithm) CounterID(r strategy.Rule) string {
 	return "tb:" + strconv.Itoa(r.Limit) + ":" + strconv.FormatInt(int64(r.EffectiveWindow()), 10)
 }
 
 // NewCounter returns a full Bucket for r.
-func (Algorithm) NewCounter(r strategy.Rule) engine.Counter {
+func (algorithm) NewCounter(r strategy.Rule) engine.Counter {
 	return NewBucket(r.Limit, r.EffectiveWindow())
 }
 
 // CheckRule refuses a rule whose Limit × effective window exceeds MaxProduct.
-func (Algorithm) CheckRule(r strategy.Rule) error {
+func (algorithm) CheckRule(r strategy.Rule) error {
 	if int64(r.Limit) > MaxProduct/int64(r.EffectiveWindow()) {
 		return fmt.Errorf("%w %s: a token bucket needs limit × window ≤ 2^62 ns; lower the limit or the window",
 			strategy.ErrInvalidRule, r)
@@ -52,10 +52,10 @@ func (Algorithm) CheckRule(r strategy.Rule) error {
 	return nil
 }
 
-// New layers rules under the token bucket. Errors are engine.New's: ErrNoRules, or one
-// wrapping ErrInvalidRule (CheckRule's included).
+// New layers rules under the token bucket, in strategies named "tokenbucket". Errors are
+// engine.New's: ErrNoRules, or one wrapping ErrInvalidRule (for limit × window over 2^62 ns too).
 func New(rules ...strategy.Rule) (*engine.Strategy, error) {
-	return engine.New(Algorithm{}, rules...)
+	return engine.New(algorithm{}, rules...)
 }
 
 // Rule returns the rule for a bucket of capacity tokens refilled at ratePerSecond tokens per
@@ -100,7 +100,7 @@ type Bucket struct {
 }
 
 // NewBucket returns a full bucket of capacity tokens that an empty bucket refills in w.
-// capacity × w must not exceed MaxProduct (Algorithm.CheckRule).
+// capacity × w must not exceed MaxProduct (New refuses a rule beyond it).
 func NewBucket(capacity int, w time.Duration) *Bucket {
 	return &Bucket{capacity: int64(capacity), window: int64(w)}
 }
@@ -240,4 +240,4 @@ func satAdd(a, n, w int64) int64 {
 
 // UsesGranularity reports false: rules need not be whole multiples of a granularity, which this
 // algorithm ignores.
-func (Algorithm) UsesGranularity() bool { return false }
+func (algorithm) UsesGranularity() bool { return false }

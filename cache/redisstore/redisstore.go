@@ -55,12 +55,9 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/observe"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 //go:embed state.lua
@@ -370,11 +367,11 @@ func (st *Store) plan(s *engine.Strategy) (*plan, error) {
 	var pl *plan
 	var err error
 	switch s.Name() {
-	case (rollingwindow.Algorithm{}).Name():
+	case "rollingwindow":
 		pl, err = st.rollingPlan(s)
-	case (fixedwindow.Algorithm{}).Name():
+	case "fixedwindow":
 		pl, err = st.fixedPlan(s)
-	case (tokenbucket.Algorithm{}).Name():
+	case "tokenbucket":
 		pl, err = st.bucketPlan(s)
 	default:
 		return nil, fmt.Errorf("ratemonitor: redis store: no script for strategy %q (want rollingwindow, fixedwindow or tokenbucket)", s.Name())

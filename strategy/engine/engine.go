@@ -49,7 +49,17 @@ type Counter interface {
 	Shift(d time.Duration)
 }
 
-// Algorithm makes the Counters of one kind of strategy (rolling window, fixed window, …).
+// Algorithm makes the Counters of one kind of strategy (rolling window, fixed window, …). An
+// Algorithm may also have these methods, which the engine looks for:
+//
+//   - CountsRefused() bool: true when an attempt counts whether or not it is admitted (the fixed
+//     window increments its counter before it checks the limit, as an upsert-then-compare store
+//     does, so the (limit+1)-th attempt is counted and refused); Admit records it either way.
+//   - UsesGranularity() bool: false when the algorithm groups no requests in time buckets (the
+//     fixed window, the token bucket): New does not check a rule's Granularity against its window.
+//   - CheckRule(strategy.Rule) error: for an algorithm that accepts fewer rules than
+//     Rule.Validate does (the token bucket bounds Limit × Window); New calls it for every rule.
+//   - Smoothable() bool: true when its strategies may be smoothed (Strategy.Smoothed).
 type Algorithm interface {
 	// Name is a short lowercase name such as "rollingwindow".
 	Name() string
@@ -103,10 +113,10 @@ type Strategy struct {
 // New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
 // error wrapping strategy.ErrInvalidRule for the first invalid one (strategy.Rule.Validate, without the
 // granularity checks for an algorithm that does not use it, then the algorithm's own
-// RuleChecker when it has one).
+// CheckRule when it has one).
 func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
 	if alg == nil {
-		return nil, errors.New("engine.New: nil Algorithm: pass an algorithm such as rollingwindow.Algorithm{}")
+		return nil, errors.New("engine.New: nil Algorithm: pass one, or use rollingwindow.New, fixedwindow.New or tokenbucket.New")
 	}
 	if len(rules) == 0 {
 		return nil, ErrNoRules
@@ -116,7 +126,7 @@ func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
 		if err := validate(alg, r); err != nil {
 			return nil, err
 		}
-		if rc, ok := alg.(RuleChecker); ok {
+		if rc, ok := alg.(ruleChecker); ok {
 			if err := rc.CheckRule(r); err != nil {
 				return nil, err
 			}
@@ -147,9 +157,9 @@ func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
 }
 
 // validate is Rule.Validate, without the granularity checks for an algorithm that does not use
-// it (GranularityUser).
+// it (UsesGranularity, see Algorithm).
 func validate(alg Algorithm, r strategy.Rule) error {
-	if g, ok := alg.(GranularityUser); !ok || g.UsesGranularity() {
+	if g, ok := alg.(granularityUser); !ok || g.UsesGranularity() {
 		return r.Validate()
 	}
 	if msg := rulecheck.Base(r.Limit, r.Window, r.Granularity, r.Margin, r.Headroom, strategy.MaxWindow); msg != "" {

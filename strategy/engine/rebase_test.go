@@ -5,10 +5,10 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // TestRebaseShiftsKeyAheadOfClock: a key whose latest instant is more than StepTolerance ahead of
@@ -17,7 +17,7 @@ import (
 func TestRebaseShiftsKeyAheadOfClock(t *testing.T) {
 	t0 := time.Unix(102_000, 0) // a whole number of minutes
 	minute := strategy.Rule{Limit: 10, Window: time.Minute}
-	for _, alg := range []engine.Algorithm{rollingwindow.Algorithm{}, fixedwindow.Algorithm{}, tokenbucket.Algorithm{}} {
+	for _, alg := range []engine.Algorithm{storetest.RollingWindow, storetest.FixedWindow, storetest.TokenBucket} {
 		t.Run(alg.Name(), func(t *testing.T) {
 			s, err := engine.New(alg, minute)
 			if err != nil {

@@ -23,13 +23,13 @@ import (
 // half the allocation stays free for other callers, at the price of half the throughput.
 
 // ErrNotSmoothable is wrapped by Smoothed for a strategy whose algorithm does not declare that
-// its counters may be smoothed (Smoothable).
+// its counters may be smoothed (Smoothable, see Algorithm).
 var ErrNotSmoothable = errors.New("strategy cannot be smoothed")
 
-// Smoothable is implemented by algorithms whose strategies may be smoothed (the rolling
-// window). The fixed window and the token bucket are not: the stores keep their state in
-// layouts that have no room for the GCRA.
-type Smoothable interface {
+// smoothable is an Algorithm whose strategies may be smoothed (the rolling window). The fixed
+// window and the token bucket are not: the stores keep their state in layouts that have no room
+// for the GCRA.
+type smoothable interface {
 	Smoothable() bool
 }
 
@@ -40,12 +40,12 @@ type Smoothable interface {
 // others (so a store that keeps counters by CounterID keeps them too), named
 // "gcra:<interval ns>:<burst>"; rules whose GCRAs are alike share one. It returns s itself
 // when s is already smoothed, and an error wrapping ErrNotSmoothable when s's algorithm is not
-// Smoothable.
+// smoothable (Smoothable, see Algorithm).
 func (s *Strategy) Smoothed() (*Strategy, error) {
 	if s.smoothFrom > 0 {
 		return s, nil
 	}
-	if sm, ok := s.alg.(Smoothable); !ok || !sm.Smoothable() {
+	if sm, ok := s.alg.(smoothable); !ok || !sm.Smoothable() {
 		return nil, fmt.Errorf("%w: the %s algorithm keeps no room for a GCRA; smoothing works with the rolling window", ErrNotSmoothable, s.alg.Name())
 	}
 	c := *s
