@@ -76,7 +76,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -267,7 +267,7 @@ func (st *Store) validate(s *engine.Strategy) error {
 			continue // a GCRA (engine.Strategy.Smoothed): two varints, within the slot's overhead
 		}
 		switch c := s.NewCounter(j).(type) {
-		case *tokenbucket.Bucket, *fixedwindow.Counter:
+		case *tokenbucket.Bucket, *fixedcount.Counter:
 		default:
 			_, m := c.(encoding.BinaryMarshaler)
 			_, u := c.(encoding.BinaryUnmarshaler)
@@ -330,7 +330,7 @@ func (st *Store) Record(ctx context.Context, s *engine.Strategy, key string, n i
 		return st.closedErr(ctx, "record", key, err)
 	}
 	defer st.observeErr(ctx, "record", key, &err)
-	if fixedwindow.Is(s) {
+	if fixedcount.Is(s) {
 		_, err := st.fixedAdd(ctx, s, key, n, false)
 		return err
 	}
@@ -372,7 +372,7 @@ func (st *Store) Admit(ctx context.Context, s *engine.Strategy, key string, n in
 	}
 	defer st.observeErr(ctx, "admit", key, &err)
 	var d strategy.Decision
-	if fixedwindow.Is(s) {
+	if fixedcount.Is(s) {
 		d, err = st.fixedAdd(ctx, s, key, n, true)
 	} else {
 		err = st.update(ctx, "admit", s, key, func(cs []engine.Counter, now time.Time) (bool, int) {

@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
@@ -177,7 +177,7 @@ func decode(s *engine.Strategy, it item) ([]engine.Counter, error) {
 				last = time.Unix(0, ns)
 			}
 			c.SetState(debt, last)
-		case *fixedwindow.Counter:
+		case *fixedcount.Counter:
 			if _, ok := it[id+suffixCount]; !ok {
 				continue
 			}
@@ -266,7 +266,7 @@ func (st *Store) versionedUpdate(s *engine.Strategy, key string, cs []engine.Cou
 					cond += " AND #b" + js + ".#debt <= :k" + js
 				}
 			}
-		case *fixedwindow.Counter:
+		case *fixedcount.Counter:
 			start, count := c.State()
 			names["#s"+js], names["#c"+js], names["#l"+js] = id+suffixStart, id+suffixCount, id+suffixLatest
 			values[":s"+js], values[":c"+js], values[":l"+js] = num(start.UnixNano()), num(count), num(c.Latest().UnixNano())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
@@ -79,7 +80,7 @@ func TestItemLayoutExact(t *testing.T) {
 	for name, want := range map[string]string{
 		"fw:60000000000#count": "2", "fw:60000000000#start": strconv.FormatInt(t0.UnixNano(), 10),
 		"fw:86400000000000#count": "2", "fw:86400000000000#latest": strconv.FormatInt(clk.Now().UnixNano(), 10),
-		"version": "2", "ttl": strconv.FormatInt(fixedwindow.WindowStart(t0, 24*time.Hour).Add(24*time.Hour).Unix(), 10),
+		"version": "2", "ttl": strconv.FormatInt(fixedcount.WindowStart(t0, 24*time.Hour).Add(24*time.Hour).Unix(), 10),
 	} {
 		if got := n(t, it, name); got != want {
 			t.Errorf("%s = %s, want %s", name, got, want)

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -104,9 +104,9 @@ func checkFixed(r strategy.Rule, g []Grant, slack time.Duration) []Violation {
 	w := r.EffectiveWindow()
 	var out []Violation
 	for i := 0; i < len(g); {
-		start := fixedwindow.WindowStart(g[i].At, w)
+		start := fixedcount.WindowStart(g[i].At, w)
 		sum, j := 0, i
-		for ; j < len(g) && fixedwindow.WindowStart(g[j].At, w).Equal(start); j++ {
+		for ; j < len(g) && fixedcount.WindowStart(g[j].At, w).Equal(start); j++ {
 			if g[j].At.Sub(start) >= slack {
 				sum += g[j].N
 			}
@@ -197,9 +197,9 @@ func ModelUsed(s *engine.Strategy, recs []Grant, t time.Time) []int {
 				}
 			}
 		case "fixedwindow":
-			start := fixedwindow.WindowStart(t, w)
+			start := fixedcount.WindowStart(t, w)
 			for _, x := range g {
-				if fixedwindow.WindowStart(x.At, w).Equal(start) {
+				if fixedcount.WindowStart(x.At, w).Equal(start) {
 					out[i] += x.N
 				}
 			}
