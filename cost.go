@@ -286,7 +286,7 @@ func owedBack(s *engine.Strategy, at, now time.Time, back int) int {
 		if e >= w {
 			return 0 // refilled to full since: nothing owed
 		}
-		// e < w and Limit × w ≤ tokenbucket.MaxProduct, so e × Limit fits
+		// e < w and Limit × w ≤ 2^62 (the token bucket's bound), so e × Limit fits
 		refill := (int64(e)*int64(r.Limit) + int64(w) - 1) / int64(w)
 		back = int(max(0, int64(back)-refill))
 	}

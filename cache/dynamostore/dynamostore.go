@@ -20,7 +20,7 @@
 // covers every rule atomically):
 //
 //   - token bucket: a map attribute named by the counter ID (e.g. "tb:60:60000000000") with
-//     debt (missing tokens × window in ns, the exact state of tokenbucket.Bucket.State),
+//     debt (missing tokens × window in ns, the token bucket's exact state),
 //     last_refill_time (Unix ns), and for people reading the table tokens (capacity −
 //     debt/window, to 9 decimals), capacity, refill_rate (tokens per second, to 9 decimals)
 //     and window_ns. Only debt and last_refill_time are read back.
@@ -76,11 +76,11 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/bucket"
 	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // keyPrefix is put before a key to make its item's partition key.
@@ -267,7 +267,7 @@ func (st *Store) validate(s *engine.Strategy) error {
 			continue // a GCRA (engine.Strategy.Smoothed): two varints, within the slot's overhead
 		}
 		switch c := s.NewCounter(j).(type) {
-		case *tokenbucket.Bucket, *fixedcount.Counter:
+		case *bucket.Bucket, *fixedcount.Counter:
 		default:
 			_, m := c.(encoding.BinaryMarshaler)
 			_, u := c.(encoding.BinaryUnmarshaler)

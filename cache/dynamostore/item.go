@@ -22,10 +22,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/ratemonitor/ratemonitor/internal/bucket"
 	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // Attribute names (see the package comment).
@@ -155,7 +155,7 @@ func decode(s *engine.Strategy, it item) ([]engine.Counter, error) {
 	for j, c := range cs {
 		id := s.CounterID(j)
 		switch c := c.(type) {
-		case *tokenbucket.Bucket:
+		case *bucket.Bucket:
 			a, ok := it[id]
 			if !ok {
 				continue
@@ -215,7 +215,7 @@ type preBucket struct {
 func snapshotBuckets(cs []engine.Counter) []preBucket {
 	pre := make([]preBucket, len(cs))
 	for j, c := range cs {
-		if b, ok := c.(*tokenbucket.Bucket); ok {
+		if b, ok := c.(*bucket.Bucket); ok {
 			debt, last := b.State()
 			pre[j] = preBucket{ok: !last.IsZero(), debt: debt, last: last}
 		}
@@ -254,7 +254,7 @@ func (st *Store) versionedUpdate(s *engine.Strategy, key string, cs []engine.Cou
 	for j, c := range cs {
 		id, js := s.CounterID(j), strconv.Itoa(j)
 		switch c := c.(type) {
-		case *tokenbucket.Bucket:
+		case *bucket.Bucket:
 			r := s.SlotRule(j)
 			names["#b"+js] = id
 			values[":b"+js] = bucketAttr(c, r)
@@ -310,7 +310,7 @@ func debtBound(s *engine.Strategy, j int, p preBucket, now time.Time, consume in
 }
 
 // bucketAttr is a token bucket as the map attribute the package comment describes.
-func bucketAttr(b *tokenbucket.Bucket, r strategy.Rule) types.AttributeValue {
+func bucketAttr(b *bucket.Bucket, r strategy.Rule) types.AttributeValue {
 	debt, last := b.State()
 	capacity, w := int64(r.Limit), int64(r.EffectiveWindow())
 	tokens := new(big.Rat).SetFrac(

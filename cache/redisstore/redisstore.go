@@ -351,7 +351,7 @@ func (st *Store) validate(s *engine.Strategy) error {
 
 // maxBucketTokens bounds the whole tokens a token bucket kept in Redis may owe: its Lua script
 // counts them in a Lua number, exact below 2^53. Monitoring (Record) can run a bucket's debt up
-// to what refills in strategy.MaxWindow, capped at 2^63 − 1 token·ns (tokenbucket.Bucket); a
+// to what refills in strategy.MaxWindow, capped at 2^63 − 1 token·ns (bucket.Bucket); a
 // rule whose cap, in whole tokens, reaches 2^53 is refused. Only windows under 2 µs can.
 const maxBucketTokens = 1 << 53
 
@@ -462,7 +462,7 @@ func (st *Store) bucketPlan(s *engine.Strategy) (*plan, error) {
 		if capacity > cache.MaxCount {
 			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: a token bucket's capacity must not exceed %d", r, cache.MaxCount)
 		}
-		// The debt cap of tokenbucket.Bucket (what refills in strategy.MaxWindow, at most
+		// The debt cap of bucket.Bucket (what refills in strategy.MaxWindow, at most
 		// 2^63 − 1 token·ns), as whole tokens q, then µs r and ns s beyond them.
 		maxDebt := int64(math.MaxInt64)
 		if capacity <= math.MaxInt64/int64(strategy.MaxWindow) {

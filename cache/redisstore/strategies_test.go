@@ -75,7 +75,7 @@ func TestSameAsMemory(t *testing.T) {
 }
 
 // TestTokenBucketExactness drives both stores to the edges of the token bucket's arithmetic:
-// a debt of nearly 2^62 token·ns (Limit × Window at tokenbucket.MaxProduct, far past 2^53),
+// a debt of nearly 2^62 token·ns (Limit × Window at its bound, far past 2^53),
 // monitoring that runs the debt into the bucket's cap (capacity × MaxWindow, and 2^63 − 1,
 // which is not a whole µs), and refills by odd numbers of µs, so that waits land on every ns.
 func TestTokenBucketExactness(t *testing.T) {
