@@ -6,6 +6,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/ratemonitor/ratemonitor/internal/rollinglog"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -82,12 +83,12 @@ func TestNanoPathMatchesTimePath(t *testing.T) {
 				now += int64(d)
 			}
 			for j := range a {
-				l, seen := b[j].(*Log).LatestNanos()
+				l, seen := b[j].(*rollinglog.Log).LatestNanos()
 				if want := a[j].Latest(); seen == want.IsZero() || seen && l != want.UnixNano() {
 					rt.Fatalf("slot %d: LatestNanos = %d %v; Latest: %v", j, l, seen, want)
 				}
-				ea, _ := a[j].(*Log).MarshalBinary()
-				eb, _ := b[j].(*Log).MarshalBinary()
+				ea, _ := a[j].(*rollinglog.Log).MarshalBinary()
+				eb, _ := b[j].(*rollinglog.Log).MarshalBinary()
 				if string(ea) != string(eb) {
 					rt.Fatalf("slot %d: the two paths left different states", j)
 				}

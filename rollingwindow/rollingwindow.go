@@ -6,7 +6,7 @@
 // keeping its count and the latest instant among its requests. A bucket counts until its latest
 // request + W (W here is Window+Margin), so a slot is never reported free before s+W for the real
 // send instant s, and always by s+W+g: less than one granule late, under 1 s for windows up to a
-// minute and under W/60 with the default beyond (after a clock step back, Log.Shift by part of a
+// minute and under W/60 with the default beyond (after a clock step back, a Shift by part of a
 // granule can merge two buckets: up to 2g late). A log holds at most W/g + 1 buckets. The
 // package is pure: it reads no clock and holds no lock.
 package rollingwindow
@@ -14,6 +14,7 @@ package rollingwindow
 import (
 	"strconv"
 
+	"github.com/ratemonitor/ratemonitor/internal/rollinglog"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -30,9 +31,9 @@ func (algorithm) CounterID(r strategy.Rule) string {
 	return "rw:" + strconv.FormatInt(int64(r.EffectiveWindow()), 10) + ":" + strconv.FormatInt(int64(r.Bucket()), 10)
 }
 
-// NewCounter returns an empty Log for r.
+// NewCounter returns an empty log for r.
 func (algorithm) NewCounter(r strategy.Rule) engine.Counter {
-	return NewLog(r.EffectiveWindow(), r.Bucket())
+	return rollinglog.NewLog(r.EffectiveWindow(), r.Bucket())
 }
 
 // New layers rules under the rolling window, in strategies named "rollingwindow". Errors are
@@ -53,4 +54,4 @@ var _ interface {
 	UsedNanos(t int64) int
 	WaitNanos(t int64, n, limit int) int64
 	LatestNanos() (int64, bool)
-} = (*Log)(nil)
+} = (*rollinglog.Log)(nil)

@@ -6,7 +6,7 @@ import "time"
 // hot path builds and reads no time.Time. Each method answers exactly as its time.Time twin
 // would at time.Unix(0, t): AddNanos is Add, UsedNanos is Used, WaitNanos is WaitTime (in ns),
 // and LatestNanos is Latest().UnixNano() with true, or 0 and false when the counter has seen
-// no instant. rollingwindow.Log implements it.
+// no instant. rollinglog.Log implements it.
 type nanoCounter interface {
 	Counter
 	AddNanos(t int64, n int)

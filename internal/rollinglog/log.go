@@ -1,4 +1,6 @@
-package rollingwindow
+// Package rollinglog is the rolling window's log (package rollingwindow makes the strategies
+// and says what a log counts), for the stores that keep logs in forms of their own.
+package rollinglog
 
 import (
 	"math"
