@@ -46,7 +46,7 @@ func New(rules ...strategy.Rule) (*engine.Strategy, error) {
 // beside each rule (engine.Strategy.Smoothed).
 func (algorithm) Smoothable() bool { return true }
 
-// A Log offers the int64 fast path that strategies take when every counter has it
+// A rollinglog.Log offers the int64 fast path that strategies take when every counter has it
 // (engine.Strategy.Nanos).
 var _ interface {
 	engine.Counter

@@ -35,7 +35,7 @@ func (algorithm) CounterID(r strategy.Rule) string {
 	return "tb:" + strconv.Itoa(r.Limit) + ":" + strconv.FormatInt(int64(r.EffectiveWindow()), 10)
 }
 
-// NewCounter returns a full Bucket for r.
+// NewCounter returns a full bucket for r.
 func (algorithm) NewCounter(r strategy.Rule) engine.Counter {
 	return bucket.NewBucket(r.Limit, r.EffectiveWindow())
 }
