@@ -11,7 +11,6 @@ import (
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/internal/credential"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // WithCost makes each request count as f(req) requests instead of one: the points a GraphQL
@@ -268,7 +267,7 @@ func (t *Transport) correct(req *http.Request, key string, ch *charge, real int)
 // (e == 0) owes all of back; a clock that went back since at (e < 0: the refill since is
 // unknown) owes none, an over-count rather than tokens the upstream's bucket may not hold.
 func owedBack(s *engine.Strategy, at, now time.Time, back int) int {
-	if s.Name() != (tokenbucket.Algorithm{}).Name() {
+	if s.Name() != "tokenbucket" {
 		return back
 	}
 	if at.IsZero() {
@@ -287,7 +286,7 @@ func owedBack(s *engine.Strategy, at, now time.Time, back int) int {
 		if e >= w {
 			return 0 // refilled to full since: nothing owed
 		}
-		// e < w and Limit × w ≤ tokenbucket.MaxProduct, so e × Limit fits
+		// e < w and Limit × w ≤ 2^62 (the token bucket's bound), so e × Limit fits
 		refill := (int64(e)*int64(r.Limit) + int64(w) - 1) / int64(w)
 		back = int(max(0, int64(back)-refill))
 	}

@@ -3,6 +3,7 @@ package ratemonitor
 import (
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/internal/smoothing"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
@@ -15,7 +16,7 @@ import (
 //     any interval of W holds at most N grants: (⌈k/N⌉−1)·W;
 //   - fixed window: k requests fill at least ⌈k/N⌉ windows: (⌈k/N⌉−2)·W;
 //   - token bucket: a bucket of at most Limit tokens refilled at Limit per W: (k−Limit)·W/Limit;
-//   - smoothed (engine.SmoothInterval T, SmoothBurst b): (k−b)·T.
+//   - smoothed (smoothing.Interval T, smoothing.Burst b): (k−b)·T.
 //
 // An algorithm it does not know adds nothing; the largest bound of all the rules is returned.
 func minSpan(s *engine.Strategy, k int) time.Duration {
@@ -33,7 +34,7 @@ func minSpan(s *engine.Strategy, k int) time.Duration {
 			d = time.Duration(float64(max(k-r.Limit, 0)) * float64(w) / float64(r.Limit))
 		}
 		if s.Smoothing() {
-			d = max(d, time.Duration(max(k-engine.SmoothBurst(r), 0))*engine.SmoothInterval(r))
+			d = max(d, time.Duration(max(k-smoothing.Burst(r), 0))*smoothing.Interval(r))
 		}
 		span = max(span, d)
 	}

@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/smoothing"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // A paced request whose wait ends after its context's deadline is refused at once with the
@@ -141,13 +140,13 @@ func TestMinSpanIsExactPerAlgorithm(t *testing.T) {
 		k    int
 		want time.Duration
 	}{
-		{"rolling 1/s, 6", mk(rollingwindow.Algorithm{}, false, perSec), 6, 5 * time.Second},
-		{"rolling 10/min and 1/s, 25", mk(rollingwindow.Algorithm{}, false, tenMin, perSec), 25, 2 * time.Minute},
-		{"rolling 10/min, 25", mk(rollingwindow.Algorithm{}, false, tenMin), 25, 2 * time.Minute},
-		{"fixed 10/min, 25", mk(fixedwindow.Algorithm{}, false, tenMin), 25, time.Minute},
-		{"fixed 10/min, 15", mk(fixedwindow.Algorithm{}, false, tenMin), 15, 0},
-		{"token bucket 10/min, 15", mk(tokenbucket.Algorithm{}, false, tenMin), 15, 30 * time.Second},
-		{"smoothed rolling 60/min, 40", mk(rollingwindow.Algorithm{}, true, sixty), 40, 10 * engine.SmoothInterval(sixty)},
+		{"rolling 1/s, 6", mk(storetest.RollingWindow, false, perSec), 6, 5 * time.Second},
+		{"rolling 10/min and 1/s, 25", mk(storetest.RollingWindow, false, tenMin, perSec), 25, 2 * time.Minute},
+		{"rolling 10/min, 25", mk(storetest.RollingWindow, false, tenMin), 25, 2 * time.Minute},
+		{"fixed 10/min, 25", mk(storetest.FixedWindow, false, tenMin), 25, time.Minute},
+		{"fixed 10/min, 15", mk(storetest.FixedWindow, false, tenMin), 15, 0},
+		{"token bucket 10/min, 15", mk(storetest.TokenBucket, false, tenMin), 15, 30 * time.Second},
+		{"smoothed rolling 60/min, 40", mk(storetest.RollingWindow, true, sixty), 40, 10 * smoothing.Interval(sixty)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/smoothing"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -122,9 +123,9 @@ func runBatchOn(tb testing.TB, clk *clock.Manual, st cache.Store, rule strategy.
 // (half the throughput is the price of half the window left free).
 func TestSmoothedPacerLeavesHalfTheWindowFree(t *testing.T) {
 	const n = 1000
-	T := engine.SmoothInterval(minute)
-	if T != 1935484*time.Microsecond || engine.SmoothBurst(minute) != 30 {
-		t.Fatalf("interval %v, burst %d; want 1.935484s and 30", T, engine.SmoothBurst(minute))
+	T := smoothing.Interval(minute)
+	if T != 1935484*time.Microsecond || smoothing.Burst(minute) != 30 {
+		t.Fatalf("interval %v, burst %d; want 1.935484s and 30", T, smoothing.Burst(minute))
 	}
 	sm := runBatch(t, minute, true, n)
 	plain := runBatch(t, minute, false, n)
@@ -166,7 +167,7 @@ func TestSmoothedBurstAboveBRefusedAndCancelGivesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := tr.WaitTime(ctx, "k", 1); d != engine.SmoothInterval(minute) {
+	if d, _ := tr.WaitTime(ctx, "k", 1); d != smoothing.Interval(minute) {
 		t.Fatalf("after 30: WaitTime(1) = %v, want one interval", d)
 	}
 	if err := r.Cancel(ctx); err != nil {

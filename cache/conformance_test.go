@@ -10,13 +10,10 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/internal/storetest/conformance"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // memoryTarget opens a memory store per case, on the clock given (its own real clock when nil).
@@ -42,7 +39,7 @@ func TestConformance(t *testing.T) { conformance.Run(t, memoryTarget) }
 // clock, and requires identical answers: what the memory store adds (ristretto, costs, locks,
 // expiry) changes no answer.
 func TestSameAsReference(t *testing.T) {
-	algs := []engine.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
+	algs := []engine.Algorithm{storetest.FixedWindow, storetest.TokenBucket, storetest.RollingWindow}
 	var iteration atomic.Int64
 	// One memory store for every check (a new ristretto cache each time costs most of the run
 	// under -race), on one clock that only moves forward, a new key each time.

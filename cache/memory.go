@@ -316,11 +316,7 @@ func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 	var res engine.Result
 	o := &op{write: true, n: n, res: &res, kind: opReserve}
 	err := m.do(ctx, s, key, o, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
-		if up == nil {
-			res, _ = s.Reserve(cs, now, n) // never paused: ReserveWith's first step
-		} else {
-			res, _ = s.ReserveWith(cs, up, now, n)
-		}
+		res, _ = s.Reserve(cs, up, now, n)
 	})
 	return res, m.fail(ctx, "reserve", key, err)
 }
@@ -357,7 +353,7 @@ func (m *Memory) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 	}
 	var snap strategy.Snapshot
 	err := m.do(ctx, s, key, &op{}, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
-		snap, _ = s.PeekWith(cs, up, now, n)
+		snap, _ = s.Peek(cs, up, now, n)
 	})
 	return snap, m.fail(ctx, "peek", key, err)
 }
@@ -653,9 +649,15 @@ func reserveNanos(s *engine.Strategy, cs []engine.Counter, o *op, now time.Time,
 // nothing is recorded or released is the instant the oldest bucket that must go stops counting
 // (or the pause's end) minus now: it shrinks exactly as time passes.
 func refusable(s *engine.Strategy) bool {
-	_, rw := s.Algorithm().(rollingwindow.Algorithm)
-	return rw && !s.Smoothing()
+	return s.Algorithm() == rollingAlgorithm && !s.Smoothing()
 }
+
+// rollingAlgorithm is the rolling window's engine.Algorithm (an empty struct: equal to itself
+// only).
+var rollingAlgorithm = func() engine.Algorithm {
+	s, _ := rollingwindow.New(strategy.Rule{Limit: 1, Window: time.Second})
+	return s.Algorithm()
+}()
 
 // spend takes what operation o recorded under s from e's room (see entry.room), or forgets
 // the room when o may have recorded what the store cannot tell. The caller holds e.mu.

@@ -3,7 +3,7 @@ package cache
 import (
 	"unsafe"
 
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/internal/rollinglog"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
@@ -18,14 +18,14 @@ import (
 // buffer leaves it idle in the object: heapCost counts it then (idleBufBytes).
 type entryLog struct {
 	entry
-	log rollingwindow.Log
+	log rollinglog.Log
 	buf [logBuf]uint64
 }
 
 type entryLogs struct {
 	entry
 	cs   [2]engine.Counter
-	logs [2]rollingwindow.Log
+	logs [2]rollinglog.Log
 	bufs [2][logBuf]uint64
 }
 

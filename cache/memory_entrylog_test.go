@@ -10,7 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/internal/rollinglog"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -86,11 +86,11 @@ func TestNewEntryFusesLogs(t *testing.T) {
 				t.Fatalf("base %p (want %p), %d counters (want %d)", e.base, c.s, len(e.counters), c.s.Slots())
 			}
 			for j, cn := range e.counters {
-				l, ok := cn.(*rollingwindow.Log)
+				l, ok := cn.(*rollinglog.Log)
 				if !ok {
 					t.Fatalf("counter %d is %T", j, cn)
 				}
-				want := c.s.NewCounter(j).(*rollingwindow.Log)
+				want := c.s.NewCounter(j).(*rollinglog.Log)
 				if l.Cost() != want.Cost()+logBuf*8 {
 					t.Fatalf("counter %d costs %d, want %d: a new log and its buffer", j, l.Cost(), want.Cost()+logBuf*8)
 				}

@@ -14,8 +14,8 @@ import (
 // strategy last used on it: room is counted only under base, after atLimitNs has found neither,
 // and a Sync (which sets a pause) or another strategy's operation forgets it
 // (TestFastGrantMatchesGeneral checks this after every operation). So applyAt's rebase,
-// catch-up and countersFor have nothing to do; a Reserve is answered as ReserveWith would (not
-// paused: the plain Reserve; figures reported by Sync are in the counters already); and after
+// catch-up and countersFor have nothing to do; a Reserve is answered as Strategy.Reserve would
+// without a pause (figures reported by Sync are in the counters already); and after
 // the operation has spent at most o.n of the room at least one request still fits, so
 // atLimitNs would answer false without reading the counters, and nothing moves between the
 // tiers. What is left is the operation itself, the room, the cost (returned, for refresh) and

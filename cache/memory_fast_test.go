@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -37,7 +36,7 @@ func TestFastGrantMatchesGeneral(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixed, err := engine.New(fixedwindow.Algorithm{}, strategy.Rule{Limit: 30, Window: 10 * time.Second})
+	fixed, err := engine.New(storetest.FixedWindow, strategy.Rule{Limit: 30, Window: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

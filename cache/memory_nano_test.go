@@ -60,7 +60,7 @@ func TestMemoryNanoPathExact(t *testing.T) {
 						n = 1
 					}
 					got, err := m.Reserve(ctx, s, "k", n)
-					want, _ := s.Reserve(cs, now, n)
+					want, _ := s.Reserve(cs, nil, now, n)
 					if err != nil || got != want {
 						t.Fatalf("%s: Reserve(%d) = %+v, %v; want %+v", where, n, got, err, want)
 					}

@@ -85,7 +85,7 @@ func TestRepeatedRefusalsExact(t *testing.T) {
 				switch r := rng.IntN(20); {
 				case r < 14:
 					got, err := m.Reserve(ctx, s, "k", 1)
-					want, _ := s.ReserveWith(cs, up, now, 1)
+					want, _ := s.Reserve(cs, up, now, 1)
 					if err != nil || got != want {
 						t.Fatalf("%s: Reserve = %+v, %v; want %+v", where, got, err, want)
 					}
@@ -106,7 +106,7 @@ func TestRepeatedRefusalsExact(t *testing.T) {
 					s.Release(cs, at, 1)
 				default:
 					got, err := m.Peek(ctx, s, "k", 1)
-					want, _ := s.PeekWith(cs, up, now, 1)
+					want, _ := s.Peek(cs, up, now, 1)
 					if err != nil || !reflect.DeepEqual(got, want) {
 						t.Fatalf("%s: Peek = %+v, %v; want %+v", where, got, err, want)
 					}

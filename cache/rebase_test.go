@@ -192,7 +192,7 @@ func TestDropPinnedCheckRaisesHighWater(t *testing.T) {
 			clk.Step(-1200 * time.Millisecond) // back 1.2 s > StepTolerance, from the instant the check read
 			now := clk.Now()
 			engine.Rebase(ref, nil, now)
-			want, _ := s.Reserve(ref, now, 1)
+			want, _ := s.Reserve(ref, nil, now, 1)
 			got, err := m.Reserve(ctx, s, "k", 1)
 			if err != nil || got != want {
 				t.Fatalf("Reserve after the step = %+v, %v; strategy on plain counters (rebased) %+v", got, err, want)

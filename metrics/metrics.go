@@ -45,8 +45,8 @@ import (
 	"github.com/ratemonitor/ratemonitor/observe"
 )
 
-// OtherKey is the key label of every key beyond Options.MaxKeys.
-const OtherKey = "other"
+// otherKey is the key label of every key beyond Options.MaxKeys.
+const otherKey = "other"
 
 // Options configures New. The zero value gives no per-key labels.
 type Options struct {
@@ -148,7 +148,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 }
 
 // keyLabel returns the label values for key: none without per-key labels, key itself for the
-// first MaxKeys distinct keys, OtherKey after.
+// first MaxKeys distinct keys, otherKey after.
 func (o *Observer) keyLabel(key string, extra ...string) []string {
 	if o.maxKeys == 0 {
 		return extra
@@ -156,7 +156,7 @@ func (o *Observer) keyLabel(key string, extra ...string) []string {
 	o.mu.Lock()
 	if _, ok := o.keys[key]; !ok {
 		if len(o.keys) >= o.maxKeys {
-			key = OtherKey
+			key = otherKey
 		} else {
 			o.keys[key] = struct{}{}
 		}

@@ -131,13 +131,13 @@ func TestKeyLabelsBoundedByMaxKeys(t *testing.T) {
 			t.Errorf("%s: %d series, want 4 (3 keys and other)", name, n)
 		}
 	}
-	if got := testutil.ToFloat64(o.admitted.WithLabelValues(OtherKey)); got != 997 {
+	if got := testutil.ToFloat64(o.admitted.WithLabelValues(otherKey)); got != 997 {
 		t.Errorf("other: %v admitted, want 997", got)
 	}
 	if got := testutil.ToFloat64(o.admitted.WithLabelValues("203.0.113.0")); got != 2 {
 		t.Errorf("first key: %v admitted, want 2", got)
 	}
-	if got := testutil.ToFloat64(o.recorded.WithLabelValues(OtherKey)); got != 997 {
+	if got := testutil.ToFloat64(o.recorded.WithLabelValues(otherKey)); got != 997 {
 		t.Errorf("other: %v recorded, want 997", got)
 	}
 	if _, err := New(prometheus.NewRegistry(), Options{MaxKeys: -1}); err == nil {

@@ -15,12 +15,12 @@ import (
 // https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api; the GraphQL
 // API's is 5000 points an hour, "Rate limits and query limits for the GraphQL API",
 // https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api.
-const GitHubHourLimit = 5000
+const githubHourLimit = 5000
 
-// GitHubUnauthenticatedHourLimit is GitHub's primary limit for unauthenticated REST requests:
+// githubUnauthenticatedHourLimit is GitHub's primary limit for unauthenticated REST requests:
 // 60 an hour per IP address (the REST page above: "The primary rate limit for unauthenticated
 // requests is 60 requests per hour").
-const GitHubUnauthenticatedHourLimit = 60
+const githubUnauthenticatedHourLimit = 60
 
 // GitHub's secondary limits kept here, per token (the REST page above, "About secondary rate
 // limits"): at most 100 requests in progress at once; at most 900 points a minute for the REST
@@ -29,11 +29,11 @@ const GitHubUnauthenticatedHourLimit = 60
 // at most 80 content-generating requests a minute and 500 an hour, every write counted as one
 // (the page does not list them).
 const (
-	GitHubInFlight            = 100
-	GitHubMinutePoints        = 900
-	GitHubGraphQLMinutePoints = 2000
-	GitHubContentMinute       = 80
-	GitHubContentHour         = 500
+	githubInFlight            = 100
+	githubMinutePoints        = 900
+	githubGraphQLMinutePoints = 2000
+	githubContentMinute       = 80
+	githubContentHour         = 500
 )
 
 // githubSecondaryWait bounds how long RoundTrip waits for a 403's body to say whether it is a
@@ -41,16 +41,16 @@ const (
 // come with the header; a body slower than this is not waited for.
 const githubSecondaryWait = 100 * time.Millisecond
 
-// GitHubMaxPause is the longest pause the GitHub profiles take (SyncConfig.MaxPause): GitHub's
+// githubMaxPause is the longest pause the GitHub profiles take (SyncConfig.MaxPause): GitHub's
 // limits reset within the hour, so a reset or Retry-After further away (a garbled value) is
 // cut to an hour and a minute.
-const GitHubMaxPause = time.Hour + time.Minute
+const githubMaxPause = time.Hour + time.Minute
 
 // githubUnauthenticatedCost is what an unauthenticated request is charged against the 5000 an
 // hour rule: ⌊5000 / 60⌋ = 83, so that exactly GitHub's 60 fit in an hour (60 × 83 = 4980 ≤
 // 5000 < 61 × 83 = 5063). The figures of its responses are scaled by the same factor (r
 // requests remaining: r × 83 points, which hold exactly r requests).
-const githubUnauthenticatedCost = GitHubHourLimit / GitHubUnauthenticatedHourLimit
+const githubUnauthenticatedCost = githubHourLimit / githubUnauthenticatedHourLimit
 
 // GitHubREST paces a GitHub REST API client: each token (a keyed hash of the Authorization
 // header, under "github-rest:") is held to 5000 requests an hour with a 1 s margin, to 900
@@ -59,13 +59,13 @@ const githubUnauthenticatedCost = GitHubHourLimit / GitHubUnauthenticatedHourLim
 // Unauthenticated requests are keyed by host under
 // "github-rest-unauthenticated:" and charged 83 each, so that at most 60 go in an hour. It reads
 // X-RateLimit-Limit, -Remaining and -Reset of the core resource, and pauses the token on
-// GitHub's 403 and 429 refusals, for at most GitHubMaxPause. Source: GitHub, "Rate limits for
-// the REST API" (see GitHubHourLimit). See docs/profiles.md#github-rest.
+// GitHub's 403 and 429 refusals, for at most 1 h 1 min. Source: GitHub, "Rate limits for
+// the REST API". See docs/profiles.md#github-rest.
 func GitHubREST() Profile {
 	return Profile{
 		Name:  "profiles.GitHubREST",
 		Key:   githubKey("github-rest"),
-		Rules: []strategy.Rule{{Limit: GitHubHourLimit, Window: time.Hour, Margin: time.Second}},
+		Rules: []strategy.Rule{{Limit: githubHourLimit, Window: time.Hour, Margin: time.Second}},
 		Cost: func(req *http.Request) int {
 			if req.Header.Get("Authorization") == "" {
 				return githubUnauthenticatedCost
@@ -74,9 +74,9 @@ func GitHubREST() Profile {
 		},
 		CostReport: githubReader{resource: "core", name: "profiles.GitHubREST"},
 		Meters: []ratemonitor.Meter{{Name: "points",
-			Rules: []strategy.Rule{{Limit: GitHubMinutePoints, Window: time.Minute, Margin: time.Second}},
+			Rules: []strategy.Rule{{Limit: githubMinutePoints, Window: time.Minute, Margin: time.Second}},
 			Cost:  githubRESTPoints}, githubContent(githubRESTPoints)},
-		InFlight: GitHubInFlight,
+		InFlight: githubInFlight,
 		Sync:     githubSync(),
 		Pacing:   true,
 	}
@@ -100,13 +100,13 @@ func GitHubGraphQL(estimate func(*http.Request) int) Profile {
 	return Profile{
 		Name:       "profiles.GitHubGraphQL",
 		Key:        githubKey("github-graphql"),
-		Rules:      []strategy.Rule{{Limit: GitHubHourLimit, Window: time.Hour, Margin: time.Second}},
+		Rules:      []strategy.Rule{{Limit: githubHourLimit, Window: time.Hour, Margin: time.Second}},
 		Cost:       estimate,
 		CostReport: githubBodyReader{r},
 		Meters: []ratemonitor.Meter{{Name: "points",
-			Rules: []strategy.Rule{{Limit: GitHubGraphQLMinutePoints, Window: time.Minute, Margin: time.Second}},
+			Rules: []strategy.Rule{{Limit: githubGraphQLMinutePoints, Window: time.Minute, Margin: time.Second}},
 			Cost:  githubGraphQLPoints}, githubContent(githubGraphQLPoints)},
-		InFlight: GitHubInFlight,
+		InFlight: githubInFlight,
 		Sync:     githubSync(),
 		Pacing:   true,
 	}
@@ -117,8 +117,8 @@ func GitHubGraphQL(estimate func(*http.Request) int) Profile {
 // otherwise.
 func githubContent(points func(*http.Request) int) ratemonitor.Meter {
 	return ratemonitor.Meter{Name: "content",
-		Rules: []strategy.Rule{{Limit: GitHubContentMinute, Window: time.Minute, Margin: time.Second},
-			{Limit: GitHubContentHour, Window: time.Hour, Margin: time.Second}},
+		Rules: []strategy.Rule{{Limit: githubContentMinute, Window: time.Minute, Margin: time.Second},
+			{Limit: githubContentHour, Window: time.Hour, Margin: time.Second}},
 		Cost: func(req *http.Request) int {
 			if points(req) == githubWritePoints {
 				return 1
@@ -133,7 +133,7 @@ func githubSync() *ratemonitor.SyncConfig {
 	return &ratemonitor.SyncConfig{
 		Readers:  []headers.Reader{},
 		Fallback: time.Minute,
-		MaxPause: GitHubMaxPause,
+		MaxPause: githubMaxPause,
 	}
 }
 

@@ -40,7 +40,7 @@ func (g githubReader) ReadCost(resp *http.Response, now time.Time) cost.Report {
 	}
 	if resp.Request != nil && resp.Request.Header.Get("Authorization") == "" {
 		// charged githubUnauthenticatedCost points a request: the figures in those points
-		sig.Remaining = min(x.Remaining, GitHubUnauthenticatedHourLimit) * githubUnauthenticatedCost
+		sig.Remaining = min(x.Remaining, githubUnauthenticatedHourLimit) * githubUnauthenticatedCost
 		sig.Limit = headers.Unknown
 	}
 	rep.Signals = append(rep.Signals, sig)

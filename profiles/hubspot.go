@@ -13,8 +13,8 @@ import (
 // https://developers.hubspot.com/docs/developer-tooling/platform/usage-guidelines (other plans and
 // OAuth apps have other figures: copy this profile with them).
 const (
-	HubSpotTenSecondLimit = 100
-	HubSpotDayLimit       = 250_000
+	hubSpotTenSecondLimit = 100
+	hubSpotDayLimit       = 250_000
 )
 
 // HubSpot paces a HubSpot API client: requests are keyed by their token (a digest of the
@@ -35,9 +35,9 @@ func HubSpot() Profile {
 		Name: "profiles.HubSpot",
 		Key:  byCredential,
 		Rules: []strategy.Rule{
-			{Limit: HubSpotTenSecondLimit, Window: 10 * time.Second, Granularity: 100 * time.Millisecond, Margin: 200 * time.Millisecond},
+			{Limit: hubSpotTenSecondLimit, Window: 10 * time.Second, Granularity: 100 * time.Millisecond, Margin: 200 * time.Millisecond},
 			// The day in the default 24m1s buckets, as Xero's (see Xero): 61 a key.
-			{Limit: HubSpotDayLimit, Window: 24 * time.Hour, Margin: time.Minute}},
+			{Limit: hubSpotDayLimit, Window: 24 * time.Hour, Margin: time.Minute}},
 		Sync: &ratemonitor.SyncConfig{
 			Readers:  []headers.Reader{headers.HubSpotReader(10*time.Second, 24*time.Hour)},
 			Fallback: 10 * time.Second,

@@ -16,8 +16,8 @@ import (
 // https://shopify.dev/docs/api/admin-rest/usage/rate-limits, and "Shopify API limits",
 // https://shopify.dev/docs/api/usage/limits (the leaky bucket).
 const (
-	ShopifyRESTBucket   = 40
-	ShopifyRESTLeakRate = 2 // requests a second
+	shopifyRESTBucket   = 40
+	shopifyRESTLeakRate = 2 // requests a second
 )
 
 // ShopifyREST paces a Shopify REST Admin API client of one app: requests are keyed by host
@@ -32,7 +32,7 @@ const (
 // 429's Retry-After is a fraction ("2.0"), which RFC 9110 does not allow and the monitor does
 // not read, the pause is the fallback, 2 s, the time the bucket takes to leak a few requests.
 func ShopifyREST() Profile {
-	rule, err := tokenbucket.Rule(ShopifyRESTBucket, ShopifyRESTLeakRate)
+	rule, err := tokenbucket.Rule(shopifyRESTBucket, shopifyRESTLeakRate)
 	if err != nil {
 		return failed("profiles.ShopifyREST", "ShopifyREST: %v", err)
 	}

@@ -9,11 +9,11 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// SlackTierLimits are the requests a minute of Slack's Web API tiers 1 to 4 (index 0 is
+// slackTierLimits are the requests a minute of Slack's Web API tiers 1 to 4 (index 0 is
 // unused). Source: Slack, "Rate limits", https://docs.slack.dev/apis/web-api/rate-limits: Tier 1
 // 1+ per minute, Tier 2 20+, Tier 3 50+, Tier 4 100+, each per method, per workspace, per app;
 // each method's reference page names its tier.
-var SlackTierLimits = [5]int{0, 1, 20, 50, 100}
+var slackTierLimits = [5]int{0, 1, 20, 50, 100}
 
 // Slack paces a Slack Web API client whose methods are all of one tier (1 to 4): requests are
 // keyed by method and token (the URL path, such as /api/conversations.history, and a digest of
@@ -36,7 +36,7 @@ func Slack(tier int) Profile {
 	return Profile{
 		Name:   "profiles.Slack",
 		Key:    func(req *http.Request) string { return byCredential(req) + " " + req.URL.Path },
-		Rules:  []strategy.Rule{{Limit: SlackTierLimits[tier], Window: time.Minute, Margin: time.Second}},
+		Rules:  []strategy.Rule{{Limit: slackTierLimits[tier], Window: time.Minute, Margin: time.Second}},
 		Sync:   &ratemonitor.SyncConfig{Readers: []headers.Reader{}, Fallback: time.Minute},
 		Pacing: true,
 	}

@@ -10,7 +10,7 @@ import (
 
 // Stripe's global limit in live mode: 100 operations a second per account (25 in a sandbox).
 // Source: Stripe, "Rate limits", https://docs.stripe.com/rate-limits.
-const StripeLiveLimit = 100
+const stripeLiveLimit = 100
 
 // Stripe paces a Stripe API client in live mode: requests are keyed by their secret key (a
 // digest of the Authorization header: Stripe counts per account), each held to 100 a second,
@@ -26,7 +26,7 @@ func Stripe() Profile {
 	return Profile{
 		Name:   "profiles.Stripe",
 		Key:    byCredential,
-		Rules:  []strategy.Rule{{Limit: StripeLiveLimit, Window: time.Second, Granularity: 10 * time.Millisecond, Margin: 20 * time.Millisecond}},
+		Rules:  []strategy.Rule{{Limit: stripeLiveLimit, Window: time.Second, Granularity: 10 * time.Millisecond, Margin: 20 * time.Millisecond}},
 		Sync:   &ratemonitor.SyncConfig{Readers: []headers.Reader{}, Fallback: time.Second},
 		Pacing: true,
 	}

@@ -15,10 +15,10 @@ import (
 // different times for each tenant" (its page); the rules here are rolling windows, which never
 // allow more than a fixed window of the same length does in any span of that length.
 const (
-	XeroMinuteLimit    = 60
-	XeroDayLimit       = 5000
-	XeroInFlight       = 5
-	XeroAppMinuteLimit = 10_000
+	xeroMinuteLimit    = 60
+	xeroDayLimit       = 5000
+	xeroInFlight       = 5
+	xeroAppMinuteLimit = 10_000
 )
 
 // Xero paces a Xero API client: requests are keyed by their Xero-Tenant-Id header (without one,
@@ -28,7 +28,7 @@ const (
 // margin, the day rule 1 min (24m1s buckets, at most 61 a tenant on every store). It reads
 // X-MinLimit-Remaining, X-DayLimit-Remaining and X-AppMinLimit-Remaining, and a 429 pauses the
 // tenant or the app key (1 s without Retry-After). The store must hold leases (cache.Leaser:
-// the memory and Redis stores). Source: Xero, "OAuth 2.0 API limits" (see XeroMinuteLimit).
+// the memory and Redis stores). Source: Xero, "OAuth 2.0 API limits".
 // See docs/profiles.md#xero.
 func Xero(appKey string) Profile {
 	if appKey == "" {
@@ -38,11 +38,11 @@ func Xero(appKey string) Profile {
 		Name: "profiles.Xero",
 		Key:  ratemonitor.KeyByHeader("Xero-Tenant-Id", nil),
 		Rules: []strategy.Rule{
-			{Limit: XeroMinuteLimit, Window: time.Minute, Margin: time.Second},
-			{Limit: XeroDayLimit, Window: 24 * time.Hour, Margin: time.Minute}},
+			{Limit: xeroMinuteLimit, Window: time.Minute, Margin: time.Second},
+			{Limit: xeroDayLimit, Window: 24 * time.Hour, Margin: time.Minute}},
 		Meters: []ratemonitor.Meter{{Name: "app", AppKey: appKey,
-			Rules: []strategy.Rule{{Limit: XeroAppMinuteLimit, Window: time.Minute, Margin: time.Second}}}},
-		InFlight: XeroInFlight,
+			Rules: []strategy.Rule{{Limit: xeroAppMinuteLimit, Window: time.Minute, Margin: time.Second}}}},
+		InFlight: xeroInFlight,
 		// Fallback: Xero sends Retry-After with its minute and day 429s; the one without is
 		// the concurrent limit's (X-Rate-Limit-Problem: concurrent), where a slot frees as soon
 		// as a call in progress ends: a second, not the default minute.

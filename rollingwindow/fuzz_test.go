@@ -62,7 +62,7 @@ func FuzzStrategy(f *testing.F) {
 				ref.record(now, n)
 			case 2, 3:
 				n := 1 + arg%s.MaxBurst()
-				snap, err := s.Peek(cs, at, n)
+				snap, err := s.Peek(cs, nil, at, n)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -76,7 +76,7 @@ func FuzzStrategy(f *testing.F) {
 					t.Fatalf("wait(%d) = %v: outside [0, %v], or not within a granule after the reference's %v", n, snap.Wait, s.Longest(), want)
 				}
 				if op == 3 {
-					res, err := s.Reserve(cs, at, n)
+					res, err := s.Reserve(cs, nil, at, n)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -130,7 +130,7 @@ func checkModel(t *rapid.T, quantized bool) {
 		case 2: // reserve
 			n := rapid.IntRange(1, s.MaxBurst()).Draw(t, "burst")
 			want := ref.wait(now, n)
-			res, err := s.Reserve(cs, at, n)
+			res, err := s.Reserve(cs, nil, at, n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +156,7 @@ func checkModel(t *rapid.T, quantized bool) {
 			}
 		case 4: // query
 			n := rapid.IntRange(1, s.MaxBurst()).Draw(t, "burst")
-			snap, err := s.Peek(cs, at, n)
+			snap, err := s.Peek(cs, nil, at, n)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,8 +6,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/ratemonitor/ratemonitor/internal/rollinglog"
 	"github.com/ratemonitor/ratemonitor/strategy"
-	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // TestNanoPathMatchesTimePath: a strategy's int64 path (ReserveNanos, RecordNanos, WaitNanos,
@@ -43,7 +43,7 @@ func TestNanoPathMatchesTimePath(t *testing.T) {
 				now -= rapid.Int64Range(0, int64(2*time.Second)).Draw(rt, "back")
 			case 2, 3: // reserve
 				n := rapid.IntRange(1, s.MaxBurst()).Draw(rt, "n")
-				want, err := s.Reserve(a, time.Unix(0, now), n)
+				want, err := s.Reserve(a, nil, time.Unix(0, now), n)
 				if err != nil {
 					rt.Fatal(err)
 				}
@@ -83,12 +83,12 @@ func TestNanoPathMatchesTimePath(t *testing.T) {
 				now += int64(d)
 			}
 			for j := range a {
-				l, seen := b[j].(engine.NanoCounter).LatestNanos()
+				l, seen := b[j].(*rollinglog.Log).LatestNanos()
 				if want := a[j].Latest(); seen == want.IsZero() || seen && l != want.UnixNano() {
 					rt.Fatalf("slot %d: LatestNanos = %d %v; Latest: %v", j, l, seen, want)
 				}
-				ea, _ := a[j].(*Log).MarshalBinary()
-				eb, _ := b[j].(*Log).MarshalBinary()
+				ea, _ := a[j].(*rollinglog.Log).MarshalBinary()
+				eb, _ := b[j].(*rollinglog.Log).MarshalBinary()
 				if string(ea) != string(eb) {
 					rt.Fatalf("slot %d: the two paths left different states", j)
 				}
@@ -97,7 +97,7 @@ func TestNanoPathMatchesTimePath(t *testing.T) {
 	})
 }
 
-// TestNanosChosenByStrategy: a smoothed strategy (its GCRAs are not NanoCounters) does not take
+// TestNanosChosenByStrategy: a smoothed strategy (its GCRAs have no Unix-ns methods) does not take
 // the int64 path; a plain rolling window does.
 func TestNanosChosenByStrategy(t *testing.T) {
 	s, err := New(strategy.Rule{Limit: 60, Window: time.Minute})

@@ -6,7 +6,7 @@
 // keeping its count and the latest instant among its requests. A bucket counts until its latest
 // request + W (W here is Window+Margin), so a slot is never reported free before s+W for the real
 // send instant s, and always by s+W+g: less than one granule late, under 1 s for windows up to a
-// minute and under W/60 with the default beyond (after a clock step back, Log.Shift by part of a
+// minute and under W/60 with the default beyond (after a clock step back, a Shift by part of a
 // granule can merge two buckets: up to 2g late). A log holds at most W/g + 1 buckets. The
 // package is pure: it reads no clock and holds no lock.
 package rollingwindow
@@ -14,36 +14,44 @@ package rollingwindow
 import (
 	"strconv"
 
+	"github.com/ratemonitor/ratemonitor/internal/rollinglog"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// Algorithm is the rolling-window engine.Algorithm. Its zero value is ready to use.
-type Algorithm struct{}
+// algorithm is the rolling-window engine.Algorithm.
+type algorithm struct{}
 
 // Name returns "rollingwindow".
-func (Algorithm) Name() string { return "rollingwindow" }
+func (algorithm) Name() string { return "rollingwindow" }
 
 // CounterID identifies the log by effective window and granularity: what is recorded does not
 // depend on the limit, so rules that differ only in limit or headroom share one log.
-func (Algorithm) CounterID(r strategy.Rule) string {
+func (algorithm) CounterID(r strategy.Rule) string {
 	return "rw:" + strconv.FormatInt(int64(r.EffectiveWindow()), 10) + ":" + strconv.FormatInt(int64(r.Bucket()), 10)
 }
 
-// NewCounter returns an empty Log for r.
-func (Algorithm) NewCounter(r strategy.Rule) engine.Counter {
-	return NewLog(r.EffectiveWindow(), r.Bucket())
+// NewCounter returns an empty log for r.
+func (algorithm) NewCounter(r strategy.Rule) engine.Counter {
+	return rollinglog.NewLog(r.EffectiveWindow(), r.Bucket())
 }
 
-// New layers rules under the rolling window. Errors are engine.New's: ErrNoRules, or one
-// wrapping ErrInvalidRule.
+// New layers rules under the rolling window, in strategies named "rollingwindow". Errors are
+// engine.New's: ErrNoRules, or one wrapping ErrInvalidRule.
 func New(rules ...strategy.Rule) (*engine.Strategy, error) {
-	return engine.New(Algorithm{}, rules...)
+	return engine.New(algorithm{}, rules...)
 }
 
-// Smoothable reports true (engine.Smoothable): a rolling-window strategy may carry a GCRA
+// Smoothable reports true (see engine.Algorithm): a rolling-window strategy may carry a GCRA
 // beside each rule (engine.Strategy.Smoothed).
-func (Algorithm) Smoothable() bool { return true }
+func (algorithm) Smoothable() bool { return true }
 
-// A Log offers the int64 fast path that strategies take when every counter has it.
-var _ engine.NanoCounter = (*Log)(nil)
+// A rollinglog.Log offers the int64 fast path that strategies take when every counter has it
+// (engine.Strategy.Nanos).
+var _ interface {
+	engine.Counter
+	AddNanos(t int64, n int)
+	UsedNanos(t int64) int
+	WaitNanos(t int64, n, limit int) int64
+	LatestNanos() (int64, bool)
+} = (*rollinglog.Log)(nil)

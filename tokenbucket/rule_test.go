@@ -51,19 +51,19 @@ func TestFractionalRateNeverRefillsEarly(t *testing.T) {
 	s, _ := New(r)
 	cs := s.NewCounters()
 	for i := range 5 {
-		if res, _ := s.Reserve(cs, sec(10), 1); !res.Allowed {
+		if res, _ := s.Reserve(cs, nil, sec(10), 1); !res.Allowed {
 			t.Fatalf("token %d refused", i+1)
 		}
 	}
-	res, _ := s.Reserve(cs, sec(10), 1)
+	res, _ := s.Reserve(cs, nil, sec(10), 1)
 	if res.Allowed || res.Wait != 333333334 {
 		t.Fatalf("sixth: %+v, want a wait of 333333334ns", res)
 	}
 	at := sec(10).Add(res.Wait)
-	if res, _ := s.Reserve(cs, at.Add(-1), 1); res.Allowed || res.Wait != 1 {
+	if res, _ := s.Reserve(cs, nil, at.Add(-1), 1); res.Allowed || res.Wait != 1 {
 		t.Errorf("1 ns early: %+v, want a wait of 1ns", res)
 	}
-	if res, _ := s.Reserve(cs, at, 1); !res.Allowed {
+	if res, _ := s.Reserve(cs, nil, at, 1); !res.Allowed {
 		t.Errorf("at the wait's end: %+v, want allowed", res)
 	}
 }

@@ -24,7 +24,7 @@ import (
 // and requires identical answers.
 func TestSameAsMemory(t *testing.T) {
 	_, c := server(t)
-	algs := []engine.Algorithm{tokenbucket.Algorithm{}, fixedwindow.Algorithm{}, rollingwindow.Algorithm{}}
+	algs := []engine.Algorithm{storetest.TokenBucket, storetest.FixedWindow, storetest.RollingWindow}
 	var iteration atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := clock.NewManual(t0.Add(time.Duration(rapid.Int64Range(0, 1e9).Draw(rt, "start µs")) * time.Microsecond))

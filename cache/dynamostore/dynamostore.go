@@ -20,7 +20,7 @@
 // covers every rule atomically):
 //
 //   - token bucket: a map attribute named by the counter ID (e.g. "tb:60:60000000000") with
-//     debt (missing tokens × window in ns, the exact state of tokenbucket.Bucket.State),
+//     debt (missing tokens × window in ns, the token bucket's exact state),
 //     last_refill_time (Unix ns), and for people reading the table tokens (capacity −
 //     debt/window, to 9 decimals), capacity, refill_rate (tokens per second, to 9 decimals)
 //     and window_ns. Only debt and last_refill_time are read back.
@@ -30,7 +30,7 @@
 //   - any other counter that encodes itself (the rolling window): a binary attribute named
 //     by the counter ID holding its MarshalBinary: up to (Window+Margin)/Granularity+1
 //     buckets of up to 30 bytes (about 15–21 in practice). DynamoDB refuses items over
-//     400 KB, so a strategy whose worst case exceeds MaxItemBytes (350 KB) is refused:
+//     400 KB, so a strategy whose worst case exceeds 350 KB is refused:
 //     raise the rule's Granularity (a day asked for at 1 s is 86 401 buckets; at 10 s,
 //     8 641 fit; the default for a day, 24 min, is 61).
 //
@@ -76,28 +76,28 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/bucket"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
-// KeyPrefix is put before a key to make its item's partition key.
-const KeyPrefix = "rate_limiter#"
+// keyPrefix is put before a key to make its item's partition key.
+const keyPrefix = "rate_limiter#"
 
 // Defaults of Options.
 const (
-	DefaultMaxRetries   = 3
-	DefaultIdleTimeout  = time.Hour
-	DefaultRetryBackoff = 2 * time.Millisecond
+	defaultMaxRetries   = 3
+	defaultIdleTimeout  = time.Hour
+	defaultRetryBackoff = 2 * time.Millisecond
 	maxBackoff          = 100 * time.Millisecond
 )
 
-// MaxItemBytes is the largest worst-case item the store accepts for a strategy: DynamoDB's
+// maxItemBytes is the largest worst-case item the store accepts for a strategy: DynamoDB's
 // 400 KB item limit less room for the attribute names and other strategies' counters on the
 // same key.
-const MaxItemBytes = 350 * 1024
+const maxItemBytes = 350 * 1024
 
 // Worst-case sizes for validate: a rolling-window bucket is three varints (index, latest
 // instant, count) of up to 10 bytes each; a slot's attributes other than its buckets and the
@@ -122,16 +122,14 @@ type Options struct {
 	Table string
 	// IdleTimeout is how long after its last write a key's item may be deleted by DynamoDB's
 	// TTL, if nothing in it counts any more then: every write sets ttl = max(now +
-	// IdleTimeout, the instant nothing counts), in Unix seconds rounded up.
-	// DefaultIdleTimeout (1 h) when zero.
+	// IdleTimeout, the instant nothing counts), in Unix seconds rounded up; 1 h when zero.
 	IdleTimeout time.Duration
 	// MaxRetries is how many times an operation whose conditional write failed is tried
-	// again before it returns ErrContended: DefaultMaxRetries (3) when zero, none when
-	// negative.
+	// again before it returns ErrContended: 3 when zero, none when negative.
 	MaxRetries int
 	// RetryBackoff scales the jitter before a retry: retry k (from 1) first sleeps a random
-	// duration in [0, RetryBackoff·2^(k−1)), at most 100 ms, on the wall clock (not Clock).
-	// DefaultRetryBackoff (2 ms) when zero.
+	// duration in [0, RetryBackoff·2^(k−1)), at most 100 ms, on the wall clock (not Clock);
+	// 2 ms when zero.
 	RetryBackoff time.Duration
 	// Clock is where instants come from; clock.Wall() when nil. Every process sharing the
 	// table should read the same wall time: within engine.StepTolerance (1 s), beyond which
@@ -204,16 +202,16 @@ func New(client *dynamodb.Client, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("ratemonitor: dynamodb store: negative IdleTimeout %v", opts.IdleTimeout)
 	}
 	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
+		opts.IdleTimeout = defaultIdleTimeout
 	}
 	switch {
 	case opts.MaxRetries == 0:
-		opts.MaxRetries = DefaultMaxRetries
+		opts.MaxRetries = defaultMaxRetries
 	case opts.MaxRetries < 0:
 		opts.MaxRetries = 0
 	}
 	if opts.RetryBackoff <= 0 {
-		opts.RetryBackoff = DefaultRetryBackoff
+		opts.RetryBackoff = defaultRetryBackoff
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Wall()
@@ -228,7 +226,7 @@ func New(client *dynamodb.Client, opts Options) (*Store, error) {
 // (encoding.BinaryMarshaler and BinaryUnmarshaler, as the rolling window's do), and whose state
 // fits in one DynamoDB item whatever the traffic: the encoded counters of a rolling window hold
 // up to (Window+Margin)/Granularity+1 buckets, and a strategy whose worst case exceeds
-// MaxItemBytes is refused with an error that says to raise the granularity (an item past
+// 350 KB is refused with an error that says to raise the granularity (an item past
 // DynamoDB's 400 KB could no longer be written, and its key would be stuck). Each Store value
 // has a Sharing of its own.
 func (st *Store) Describe() cache.Traits {
@@ -269,7 +267,7 @@ func (st *Store) validate(s *engine.Strategy) error {
 			continue // a GCRA (engine.Strategy.Smoothed): two varints, within the slot's overhead
 		}
 		switch c := s.NewCounter(j).(type) {
-		case *tokenbucket.Bucket, *fixedwindow.Counter:
+		case *bucket.Bucket, *fixedcount.Counter:
 		default:
 			_, m := c.(encoding.BinaryMarshaler)
 			_, u := c.(encoding.BinaryUnmarshaler)
@@ -280,9 +278,9 @@ func (st *Store) validate(s *engine.Strategy) error {
 			size += (int64(r.EffectiveWindow()/r.Bucket()) + 1) * bucketBytes
 		}
 	}
-	if err == nil && size > MaxItemBytes {
+	if err == nil && size > maxItemBytes {
 		err = fmt.Errorf("ratemonitor: dynamodb store: %s %v: its state can take up to %d KB in one item, over the %d KB this store allows (DynamoDB refuses items over 400 KB): raise the rules' Granularity so that (Window+Margin)/Granularity, summed over the rules, is at most about %d",
-			s.Name(), s.Rules(), (size+1023)/1024, MaxItemBytes/1024, (MaxItemBytes-itemOverhead)/bucketBytes)
+			s.Name(), s.Rules(), (size+1023)/1024, maxItemBytes/1024, (maxItemBytes-itemOverhead)/bucketBytes)
 	}
 	st.valid.Store(s, err)
 	return err
@@ -332,7 +330,7 @@ func (st *Store) Record(ctx context.Context, s *engine.Strategy, key string, n i
 		return st.closedErr(ctx, "record", key, err)
 	}
 	defer st.observeErr(ctx, "record", key, &err)
-	if fixedwindow.Is(s) {
+	if fixedcount.Is(s) {
 		_, err := st.fixedAdd(ctx, s, key, n, false)
 		return err
 	}
@@ -353,7 +351,7 @@ func (st *Store) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 	defer st.observeErr(ctx, "reserve", key, &err)
 	var res engine.Result
 	err = st.update(ctx, "reserve", s, key, func(cs []engine.Counter, now time.Time) (bool, int) {
-		res, _ = s.Reserve(cs, now, n)
+		res, _ = s.Reserve(cs, nil, now, n)
 		return res.Allowed, n
 	})
 	if err != nil {
@@ -374,7 +372,7 @@ func (st *Store) Admit(ctx context.Context, s *engine.Strategy, key string, n in
 	}
 	defer st.observeErr(ctx, "admit", key, &err)
 	var d strategy.Decision
-	if fixedwindow.Is(s) {
+	if fixedcount.Is(s) {
 		d, err = st.fixedAdd(ctx, s, key, n, true)
 	} else {
 		err = st.update(ctx, "admit", s, key, func(cs []engine.Counter, now time.Time) (bool, int) {
@@ -425,14 +423,14 @@ func (st *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 	}
 	now := st.clock.Now()
 	if engine.Rebase(cs, nil, now) == 0 {
-		return s.Peek(cs, now, n)
+		return s.Peek(cs, nil, now, n)
 	}
 	// The clock was stepped back: write the rebased state (see updateOnce), so that the wait
 	// told here is the one a Reserve after it finds.
 	var snap strategy.Snapshot
 	var perr error
 	if err := st.update(ctx, "peek", s, key, func(cs []engine.Counter, now time.Time) (bool, int) {
-		snap, perr = s.Peek(cs, now, n)
+		snap, perr = s.Peek(cs, nil, now, n)
 		return false, 0
 	}); err != nil {
 		return strategy.Snapshot{}, err

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -62,7 +62,7 @@ func (st *Store) fixedFast(ctx context.Context, s *engine.Strategy, key string, 
 	for j := range s.Slots() {
 		id, js := s.CounterID(j), strconv.Itoa(j)
 		w := s.SlotRule(j).EffectiveWindow()
-		start := fixedwindow.WindowStart(now, w)
+		start := fixedcount.WindowStart(now, w)
 		if end := start.Add(w); end.After(exp) {
 			exp = end
 		}
@@ -113,7 +113,7 @@ func (st *Store) fixedFast(ctx context.Context, s *engine.Strategy, key string, 
 	}
 	// The state before the ADD: each count less n, at a latest instant ≤ now.
 	for _, c := range cs {
-		fc := c.(*fixedwindow.Counter)
+		fc := c.(*fixedcount.Counter)
 		start, count := fc.State()
 		fc.SetState(start, count-int64(n), time.Time{})
 	}

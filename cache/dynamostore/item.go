@@ -22,10 +22,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/bucket"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // Attribute names (see the package comment).
@@ -51,20 +51,20 @@ type item = map[string]types.AttributeValue
 // maxPKBytes is DynamoDB's limit on a partition key's length, in UTF-8 bytes.
 const maxPKBytes = 2048
 
-// hashedMark follows KeyPrefix in the partition key of a key stored by its hash.
+// hashedMark follows keyPrefix in the partition key of a key stored by its hash.
 const hashedMark = "h#"
 
-// pkValue is key's partition key: KeyPrefix + key, or KeyPrefix + "h#" + hex(SHA-256(key))
+// pkValue is key's partition key: keyPrefix + key, or keyPrefix + "h#" + hex(SHA-256(key))
 // when key is not valid UTF-8 (DynamoDB strings are UTF-8: the SDK would replace its invalid
-// bytes with U+FFFD and distinct keys would share an item), when KeyPrefix + key is longer
+// bytes with U+FFFD and distinct keys would share an item), when keyPrefix + key is longer
 // than DynamoDB's 2048 bytes, or when key itself starts with "h#" (so that no key's
 // partition key is another's hash).
 func pkValue(key string) string {
-	if utf8.ValidString(key) && len(KeyPrefix)+len(key) <= maxPKBytes && !strings.HasPrefix(key, hashedMark) {
-		return KeyPrefix + key
+	if utf8.ValidString(key) && len(keyPrefix)+len(key) <= maxPKBytes && !strings.HasPrefix(key, hashedMark) {
+		return keyPrefix + key
 	}
 	sum := sha256.Sum256([]byte(key))
-	return KeyPrefix + hashedMark + hex.EncodeToString(sum[:])
+	return keyPrefix + hashedMark + hex.EncodeToString(sum[:])
 }
 
 func pk(key string) types.AttributeValue { return &types.AttributeValueMemberS{Value: pkValue(key)} }
@@ -155,7 +155,7 @@ func decode(s *engine.Strategy, it item) ([]engine.Counter, error) {
 	for j, c := range cs {
 		id := s.CounterID(j)
 		switch c := c.(type) {
-		case *tokenbucket.Bucket:
+		case *bucket.Bucket:
 			a, ok := it[id]
 			if !ok {
 				continue
@@ -177,7 +177,7 @@ func decode(s *engine.Strategy, it item) ([]engine.Counter, error) {
 				last = time.Unix(0, ns)
 			}
 			c.SetState(debt, last)
-		case *fixedwindow.Counter:
+		case *fixedcount.Counter:
 			if _, ok := it[id+suffixCount]; !ok {
 				continue
 			}
@@ -215,7 +215,7 @@ type preBucket struct {
 func snapshotBuckets(cs []engine.Counter) []preBucket {
 	pre := make([]preBucket, len(cs))
 	for j, c := range cs {
-		if b, ok := c.(*tokenbucket.Bucket); ok {
+		if b, ok := c.(*bucket.Bucket); ok {
 			debt, last := b.State()
 			pre[j] = preBucket{ok: !last.IsZero(), debt: debt, last: last}
 		}
@@ -254,7 +254,7 @@ func (st *Store) versionedUpdate(s *engine.Strategy, key string, cs []engine.Cou
 	for j, c := range cs {
 		id, js := s.CounterID(j), strconv.Itoa(j)
 		switch c := c.(type) {
-		case *tokenbucket.Bucket:
+		case *bucket.Bucket:
 			r := s.SlotRule(j)
 			names["#b"+js] = id
 			values[":b"+js] = bucketAttr(c, r)
@@ -266,7 +266,7 @@ func (st *Store) versionedUpdate(s *engine.Strategy, key string, cs []engine.Cou
 					cond += " AND #b" + js + ".#debt <= :k" + js
 				}
 			}
-		case *fixedwindow.Counter:
+		case *fixedcount.Counter:
 			start, count := c.State()
 			names["#s"+js], names["#c"+js], names["#l"+js] = id+suffixStart, id+suffixCount, id+suffixLatest
 			values[":s"+js], values[":c"+js], values[":l"+js] = num(start.UnixNano()), num(count), num(c.Latest().UnixNano())
@@ -310,7 +310,7 @@ func debtBound(s *engine.Strategy, j int, p preBucket, now time.Time, consume in
 }
 
 // bucketAttr is a token bucket as the map attribute the package comment describes.
-func bucketAttr(b *tokenbucket.Bucket, r strategy.Rule) types.AttributeValue {
+func bucketAttr(b *bucket.Bucket, r strategy.Rule) types.AttributeValue {
 	debt, last := b.State()
 	capacity, w := int64(r.Limit), int64(r.EffectiveWindow())
 	tokens := new(big.Rat).SetFrac(

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
@@ -79,7 +80,7 @@ func TestItemLayoutExact(t *testing.T) {
 	for name, want := range map[string]string{
 		"fw:60000000000#count": "2", "fw:60000000000#start": strconv.FormatInt(t0.UnixNano(), 10),
 		"fw:86400000000000#count": "2", "fw:86400000000000#latest": strconv.FormatInt(clk.Now().UnixNano(), 10),
-		"version": "2", "ttl": strconv.FormatInt(fixedwindow.WindowStart(t0, 24*time.Hour).Add(24*time.Hour).Unix(), 10),
+		"version": "2", "ttl": strconv.FormatInt(fixedcount.WindowStart(t0, 24*time.Hour).Add(24*time.Hour).Unix(), 10),
 	} {
 		if got := n(t, it, name); got != want {
 			t.Errorf("%s = %s, want %s", name, got, want)
@@ -127,7 +128,7 @@ func TestItemSizeRefusedBeforeLimit(t *testing.T) {
 	b, _ := cs[0].(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
 	t.Logf("a full day at 10 s: %d bytes", len(b))
 	_, err = c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("ratelimits"), Item: map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: KeyPrefix + "big"}, "version": &types.AttributeValueMemberN{Value: "1"},
+		"pk": &types.AttributeValueMemberS{Value: keyPrefix + "big"}, "version": &types.AttributeValueMemberN{Value: "1"},
 		coarse.CounterID(0): &types.AttributeValueMemberB{Value: b}}})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestMissingVersionIsDamageNotContention(t *testing.T) {
 	st := newStore(t, c, Options{})
 	ctx := context.Background()
 	_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("ratelimits"), Item: map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: KeyPrefix + "nov"}}})
+		"pk": &types.AttributeValueMemberS{Value: keyPrefix + "nov"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestMissingVersionIsDamageNotContention(t *testing.T) {
 	}
 	// version beyond int64 (or not a number)
 	_, err = c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("ratelimits"), Item: map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: KeyPrefix + "bigv"}, "version": &types.AttributeValueMemberN{Value: "9223372036854775808"}}})
+		"pk": &types.AttributeValueMemberS{Value: keyPrefix + "bigv"}, "version": &types.AttributeValueMemberN{Value: "9223372036854775808"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ func TestLongKeyAccepted(t *testing.T) {
 	_, c := server(t)
 	st := newStore(t, c, Options{})
 	s := must(fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Minute}))
-	key := strings.Repeat("k", 2048-len(KeyPrefix)+1)
+	key := strings.Repeat("k", 2048-len(keyPrefix)+1)
 	_, err := st.Admit(context.Background(), s, key, 1)
 	if err != nil {
 		t.Errorf("a key of %d bytes: %v", len(key), err)

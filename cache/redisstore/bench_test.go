@@ -9,11 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // counter is a go-redis hook that counts the commands sent: round trips per operation.
@@ -99,11 +97,11 @@ func BenchmarkRedisAdmit(b *testing.B) {
 		"3-rules": {{Limit: big, Window: time.Minute}, {Limit: big, Window: time.Hour, Granularity: time.Minute},
 			{Limit: big, Window: 24 * time.Hour, Granularity: time.Minute}},
 	}
-	algs := []engine.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
+	algs := []engine.Algorithm{storetest.FixedWindow, storetest.TokenBucket, storetest.RollingWindow}
 	for _, alg := range algs {
 		for _, name := range []string{"1-rule", "3-rules"} {
 			rules := sets[name]
-			if _, ok := alg.(tokenbucket.Algorithm); ok {
+			if alg == storetest.TokenBucket {
 				// a token bucket needs limit × window ≤ 2^62 ns
 				rules = []strategy.Rule{{Limit: 1 << 20, Window: time.Minute}, {Limit: 1 << 20, Window: time.Hour}, {Limit: 50_000, Window: 24 * time.Hour}}[:len(rules)]
 			}

@@ -18,19 +18,19 @@ import (
 	"github.com/ratemonitor/ratemonitor/observe"
 )
 
-// DefaultCheckInterval is Options.CheckInterval's default.
-const DefaultCheckInterval = time.Second
+// defaultCheckInterval is Options.CheckInterval's default.
+const defaultCheckInterval = time.Second
 
-// MinCheckInterval is the shortest Options.CheckInterval New accepts: each check is a few
+// minCheckInterval is the shortest Options.CheckInterval New accepts: each check is a few
 // round trips to every master, and a heartbeat lasts 3 intervals, so a tinier one (1, meant
 // as a second, is a nanosecond) keeps Redis busy answering checks back to back, and the
 // heartbeats of Stores sharing a server expire before they see each other's.
-const MinCheckInterval = 100 * time.Millisecond
+const minCheckInterval = 100 * time.Millisecond
 
-// checkInterval refuses a CheckInterval (after defaults) between 0 and MinCheckInterval.
+// checkInterval refuses a CheckInterval (after defaults) between 0 and minCheckInterval.
 func checkInterval(d time.Duration) error {
-	if d >= 0 && d < MinCheckInterval {
-		return fmt.Errorf("ratemonitor: redis store: CheckInterval %v is too short: give %v or more (the default, 0, is %v), or a negative one to turn the checks off", d, MinCheckInterval, DefaultCheckInterval)
+	if d >= 0 && d < minCheckInterval {
+		return fmt.Errorf("ratemonitor: redis store: CheckInterval %v is too short: give %v or more (the default, 0, is %v), or a negative one to turn the checks off", d, minCheckInterval, defaultCheckInterval)
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ func TestRestartReported(t *testing.T) {
 		srv := redistest.StartWith(t, args...)
 		c := srv.Client()
 		rec := &observe.Recorder{}
-		const interval = MinCheckInterval
+		const interval = minCheckInterval
 		st := newStore(t, c, Options{CheckInterval: interval, Observer: rec})
 		waitFor(t, "first check", func() bool { return st.Processes() == 1 })
 		ctx := context.Background()
@@ -179,7 +179,7 @@ func TestRestartReported(t *testing.T) {
 // a store whose server never answered counts 0; another prefix is another fleet.
 func TestProcessesCountedByHeartbeat(t *testing.T) {
 	srv := redistest.Start(t)
-	const interval = MinCheckInterval
+	const interval = minCheckInterval
 	var sts []*Store
 	for range 3 {
 		sts = append(sts, newStore(t, srv.Client(), Options{CheckInterval: interval}))
@@ -228,14 +228,14 @@ func TestMonitorStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := goleak.IgnoreCurrent()
-	st := newStore(t, c, Options{CheckInterval: MinCheckInterval})
+	st := newStore(t, c, Options{CheckInterval: minCheckInterval})
 	waitFor(t, "first check", func() bool { return st.Processes() == 1 })
 	time.Sleep(20 * time.Millisecond)
 	st.Close()
 	goleak.VerifyNone(t, base)
 
 	c2 := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
-	open := newStore(t, c2, Options{CheckInterval: MinCheckInterval})
+	open := newStore(t, c2, Options{CheckInterval: minCheckInterval})
 	waitFor(t, "first check", func() bool { return open.Processes() == 1 })
 	c2.Close()
 	stopped := func(m *monitor) func() bool {
@@ -247,7 +247,7 @@ func TestMonitorStops(t *testing.T) {
 	}
 	waitFor(t, "monitor stopped after the client closed", stopped(open.mon))
 
-	dropped := newStore(t, c, Options{CheckInterval: MinCheckInterval}).mon
+	dropped := newStore(t, c, Options{CheckInterval: minCheckInterval}).mon
 	waitFor(t, "monitor stopped once its store is garbage", func() bool { runtime.GC(); return stopped(dropped)() })
 	dropped.running.Wait()
 	goleak.VerifyNone(t, base)

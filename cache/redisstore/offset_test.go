@@ -93,8 +93,8 @@ func TestSteppedBackKeyRebasedOnItsOffset(t *testing.T) {
 				t.Errorf("offset after the refusal that found the step: %q, want %s µs", got, hour)
 			}
 			for _, h := range st.Keys(s, key) {
-				if ttl := c.PTTL(ctx, h).Val(); ttl <= 0 || ttl > time.Minute+DefaultSlack {
-					t.Errorf("TTL of %s after the step: %v, want (0, %v] on Redis's clock", h, ttl, time.Minute+DefaultSlack)
+				if ttl := c.PTTL(ctx, h).Val(); ttl <= 0 || ttl > time.Minute+defaultSlack {
+					t.Errorf("TTL of %s after the step: %v, want (0, %v] on Redis's clock", h, ttl, time.Minute+defaultSlack)
 				}
 			}
 			clk.Advance(a.wait / 2)
@@ -179,8 +179,8 @@ func TestPauseKeepsToKeyTimeline(t *testing.T) {
 		t.Errorf("key after the step: pause until %d, offset %d; want %d and %d (the pause's instant, the key's offset)",
 			v.pu, v.off, T.Add(30*time.Second).UnixMicro(), time.Hour.Microseconds())
 	}
-	if ttl := c.PTTL(ctx, pk).Val(); ttl <= 0 || ttl > time.Minute+DefaultSlack {
-		t.Errorf("TTL after the step: %v, want (0, %v]", ttl, time.Minute+DefaultSlack)
+	if ttl := c.PTTL(ctx, pk).Val(); ttl <= 0 || ttl > time.Minute+defaultSlack {
+		t.Errorf("TTL after the step: %v, want (0, %v]", ttl, time.Minute+defaultSlack)
 	}
 	clk.Advance(15 * time.Second)
 	if res, err := st.Reserve(ctx, s, key, 1); err != nil || res.Allowed || res.Wait != 15*time.Second {

@@ -44,7 +44,7 @@ func TestEvictingPolicySetAtRunTimeFailsOperations(t *testing.T) {
 	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
 	c := srv.Client()
 	ctx := context.Background()
-	const interval = MinCheckInterval
+	const interval = minCheckInterval
 	st := newStore(t, c, Options{CheckInterval: interval})
 	defer st.Close()
 	allowed := newStore(t, srv.Client(), Options{CheckInterval: interval, AllowEviction: true})

@@ -55,12 +55,9 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/observe"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 //go:embed state.lua
@@ -111,8 +108,8 @@ const MaxBuckets = 10_000
 // Defaults of Options.
 const (
 	DefaultPrefix  = "ratemonitor"
-	DefaultTimeout = 100 * time.Millisecond
-	DefaultSlack   = time.Second
+	defaultTimeout = 100 * time.Millisecond
+	defaultSlack   = time.Second
 )
 
 // Options configures New. The zero value gives the defaults.
@@ -153,7 +150,7 @@ type Options struct {
 	// CheckInterval is how often the store asks each server whether it restarted or evicted
 	// keys (observe.StateLost events) and writes its heartbeat for Processes (default 1 s;
 	// negative: never, and Processes returns 0; New refuses 0 < CheckInterval <
-	// MinCheckInterval). Each check reads every current master's INFO (run_id, evicted_keys,
+	// 100 ms). Each check reads every current master's INFO (run_id, evicted_keys,
 	// the eviction policy) and writes the Store's heartbeat, which expires after 3 intervals;
 	// Processes counts the heartbeats alive (docs/stores.md#eviction-restarts-fleet-size).
 	CheckInterval time.Duration
@@ -229,13 +226,13 @@ func NewContext(ctx context.Context, client redis.UniversalClient, opts Options)
 		return nil, fmt.Errorf("ratemonitor: redis store: prefix %q contains a brace, which would break the hash tag", opts.Prefix)
 	}
 	if opts.Timeout == 0 {
-		opts.Timeout = DefaultTimeout
+		opts.Timeout = defaultTimeout
 	}
 	if opts.Slack == 0 {
-		opts.Slack = DefaultSlack
+		opts.Slack = defaultSlack
 	}
 	if opts.CheckInterval == 0 {
-		opts.CheckInterval = DefaultCheckInterval
+		opts.CheckInterval = defaultCheckInterval
 	}
 	if err := checkInterval(opts.CheckInterval); err != nil {
 		return nil, err
@@ -352,11 +349,11 @@ func (st *Store) validate(s *engine.Strategy) error {
 	return err
 }
 
-// MaxBucketTokens bounds the whole tokens a token bucket kept in Redis may owe: its Lua script
+// maxBucketTokens bounds the whole tokens a token bucket kept in Redis may owe: its Lua script
 // counts them in a Lua number, exact below 2^53. Monitoring (Record) can run a bucket's debt up
-// to what refills in strategy.MaxWindow, capped at 2^63 − 1 token·ns (tokenbucket.Bucket); a
+// to what refills in strategy.MaxWindow, capped at 2^63 − 1 token·ns (bucket.Bucket); a
 // rule whose cap, in whole tokens, reaches 2^53 is refused. Only windows under 2 µs can.
-const MaxBucketTokens = 1 << 53
+const maxBucketTokens = 1 << 53
 
 // plan returns the script and the script arguments that depend only on the strategy, built
 // once per strategy.
@@ -370,11 +367,11 @@ func (st *Store) plan(s *engine.Strategy) (*plan, error) {
 	var pl *plan
 	var err error
 	switch s.Name() {
-	case (rollingwindow.Algorithm{}).Name():
+	case "rollingwindow":
 		pl, err = st.rollingPlan(s)
-	case (fixedwindow.Algorithm{}).Name():
+	case "fixedwindow":
 		pl, err = st.fixedPlan(s)
-	case (tokenbucket.Algorithm{}).Name():
+	case "tokenbucket":
 		pl, err = st.bucketPlan(s)
 	default:
 		return nil, fmt.Errorf("ratemonitor: redis store: no script for strategy %q (want rollingwindow, fixedwindow or tokenbucket)", s.Name())
@@ -465,14 +462,14 @@ func (st *Store) bucketPlan(s *engine.Strategy) (*plan, error) {
 		if capacity > cache.MaxCount {
 			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: a token bucket's capacity must not exceed %d", r, cache.MaxCount)
 		}
-		// The debt cap of tokenbucket.Bucket (what refills in strategy.MaxWindow, at most
+		// The debt cap of bucket.Bucket (what refills in strategy.MaxWindow, at most
 		// 2^63 − 1 token·ns), as whole tokens q, then µs r and ns s beyond them.
 		maxDebt := int64(math.MaxInt64)
 		if capacity <= math.MaxInt64/int64(strategy.MaxWindow) {
 			maxDebt = capacity * int64(strategy.MaxWindow)
 		}
 		q, rest := maxDebt/w, maxDebt%w
-		if q >= MaxBucketTokens {
+		if q >= maxBucketTokens {
 			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: a token bucket in Redis counts the tokens it owes in a Lua number, exact below 2^53, "+
 				"and monitoring can run this one up to %d; lengthen the window (2 µs or more)", r, q)
 		}
@@ -603,15 +600,15 @@ func (st *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 	return snap, nil
 }
 
-// ErrSyncUnsupported is wrapped by Sync under a strategy other than the rolling window: the
+// errSyncUnsupported is wrapped by Sync under a strategy other than the rolling window: the
 // fixed-window and token-bucket scripts keep no pause and no reported figures.
-var ErrSyncUnsupported = errors.New("ratemonitor: redis store: Sync (upstream pause and reported usage) is supported for the rolling window only")
+var errSyncUnsupported = errors.New("ratemonitor: redis store: Sync (upstream pause and reported usage) is supported for the rolling window only")
 
 // Sync implements cache.Syncer for the rolling window: one round trip. The pause is kept in the
 // key's value, whose TTL lasts until Slack after the pause ends; a Reserve or Peek by any
 // process reads it.
 // Errors are Record's, an error wrapping engine.ErrInvalidUpdate for an invalid update, and
-// one wrapping ErrSyncUnsupported under another strategy (nothing is changed).
+// an error under another strategy (nothing is changed).
 func (st *Store) Sync(ctx context.Context, s *engine.Strategy, key string, u engine.Update) error {
 	if s == nil {
 		return errors.New("ratemonitor: redis store: nil strategy")
@@ -621,7 +618,7 @@ func (st *Store) Sync(ctx context.Context, s *engine.Strategy, key string, u eng
 		return err
 	}
 	if pl.kind != rolling {
-		return fmt.Errorf("%w; strategy %q, key %q", ErrSyncUnsupported, s.Name(), key)
+		return fmt.Errorf("%w; strategy %q, key %q", errSyncUnsupported, s.Name(), key)
 	}
 	if err := s.CheckUpdate(u); err != nil {
 		return err
@@ -656,7 +653,7 @@ func (st *Store) Close() error {
 // under the rolling window, the fixed window or the token bucket whose rules have
 // whole-microsecond effective windows and limits up to cache.MaxCount; under the rolling
 // window, whole-microsecond granularities and at most MaxBuckets buckets per rule; under the
-// token bucket, a debt cap whose whole tokens stay below 2^53 (see MaxBucketTokens).
+// token bucket, a debt cap whose whole tokens stay below 2^53.
 //
 // Each Store value has a Sharing of its own, even over the server and prefix of another: a
 // Transport stacked on one over another Store value there counts an attempt again (an

@@ -21,7 +21,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// TestSmoothedSameAsMemory drives the memory store (engine.GCRA in Go) and the Redis store
+// TestSmoothedSameAsMemory drives the memory store (the engine's GCRA in Go) and the Redis store
 // (its script's GCRA slots) with the same random operations under smoothed rolling-window
 // strategies of one to three rules, on one manual clock, and requires identical answers to
 // every Reserve, Admit, Record, Release, Peek and Sync. A second, plain strategy of the first

@@ -39,7 +39,7 @@ func TestAdmitMatchesSharedTable(t *testing.T) {
 func TestSameAsMemory(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client()
-	algs := []engine.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
+	algs := []engine.Algorithm{storetest.FixedWindow, storetest.TokenBucket, storetest.RollingWindow}
 	var iteration atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := clock.NewManual(t0.Add(time.Duration(rapid.Int64Range(0, 1e9).Draw(rt, "start µs")) * time.Microsecond))
@@ -55,7 +55,7 @@ func TestSameAsMemory(t *testing.T) {
 		var rules []strategy.Rule
 		for range rapid.IntRange(1, 3).Draw(rt, "rules") {
 			g := units[rapid.IntRange(0, len(units)-1).Draw(rt, "unit")]
-			if _, ok := alg.(rollingwindow.Algorithm); ok && g == time.Microsecond {
+			if alg == storetest.RollingWindow && g == time.Microsecond {
 				g = time.Millisecond // the rolling window's buckets are bounded
 			}
 			limit := rapid.IntRange(1, 20).Draw(rt, "limit")
@@ -69,13 +69,13 @@ func TestSameAsMemory(t *testing.T) {
 			rt.Skip(err) // e.g. a token bucket's odd window
 		}
 		key := "same-" + strconv.FormatInt(iteration.Add(1), 10)
-		_, rolling := alg.(rollingwindow.Algorithm)
+		rolling := alg == storetest.RollingWindow
 		storetest.Differential(rt, clk, mem, red, s, key, storetest.Ops{Admit: true, Sync: rolling})
 	})
 }
 
 // TestTokenBucketExactness drives both stores to the edges of the token bucket's arithmetic:
-// a debt of nearly 2^62 token·ns (Limit × Window at tokenbucket.MaxProduct, far past 2^53),
+// a debt of nearly 2^62 token·ns (Limit × Window at its bound, far past 2^53),
 // monitoring that runs the debt into the bucket's cap (capacity × MaxWindow, and 2^63 − 1,
 // which is not a whole µs), and refills by odd numbers of µs, so that waits land on every ns.
 func TestTokenBucketExactness(t *testing.T) {
@@ -85,7 +85,7 @@ func TestTokenBucketExactness(t *testing.T) {
 	// W = 1 099 511 627 µs, limit 2^22: Limit × W = 4 611 686 015 973 376 000 token·ns, just
 	// under 2^62.
 	big := strategy.Rule{Limit: 1 << 22, Window: 1_099_511_627 * time.Microsecond, Granularity: time.Microsecond}
-	if err := (tokenbucket.Algorithm{}).CheckRule(big); err != nil {
+	if _, err := tokenbucket.New(big); err != nil {
 		t.Fatal(err)
 	}
 	cases := map[string][]strategy.Rule{
@@ -301,7 +301,7 @@ func TestValidateRefusesWhatScriptsCannotHold(t *testing.T) {
 	if err := st.validate(tooMany); err == nil || !strings.Contains(err.Error(), "2^53") {
 		t.Errorf("1 µs bucket of 29: %v, want a refusal naming 2^53", err)
 	}
-	if q := int64(29) * int64(strategy.MaxWindow/time.Microsecond); q < MaxBucketTokens {
+	if q := int64(29) * int64(strategy.MaxWindow/time.Microsecond); q < maxBucketTokens {
 		t.Fatalf("the boundary moved: %d", q)
 	}
 	twoMicros, _ := tokenbucket.New(strategy.Rule{Limit: 1 << 20, Window: 2 * time.Microsecond, Granularity: time.Microsecond})
@@ -330,8 +330,8 @@ func TestValidateRefusesWhatScriptsCannotHold(t *testing.T) {
 		if err := st.validate(s); err != nil {
 			t.Errorf("%s: %v", s.Name(), err)
 		}
-		if err := st.Sync(ctx, s, "k", engine.Update{Pause: time.Second}); !errors.Is(err, ErrSyncUnsupported) {
-			t.Errorf("%s: Sync = %v, want ErrSyncUnsupported", s.Name(), err)
+		if err := st.Sync(ctx, s, "k", engine.Update{Pause: time.Second}); !errors.Is(err, errSyncUnsupported) {
+			t.Errorf("%s: Sync = %v, want errSyncUnsupported", s.Name(), err)
 		}
 		if _, err := st.Admit(ctx, s, "k", 6); !errors.Is(err, strategy.ErrBurstTooLarge) {
 			t.Errorf("%s: admit 6 of 5: %v", s.Name(), err)

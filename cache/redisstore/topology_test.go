@@ -87,7 +87,7 @@ func TestClusterPolicyCheckedOnEveryMaster(t *testing.T) {
 	if _, err := New(cc, Options{Timeout: 5 * time.Second}); err == nil || err.Error() != refusalTextOf(evicting.Addr, 100<<20, "allkeys-lru") {
 		t.Fatalf("New over the cluster: %v", err)
 	}
-	const interval = MinCheckInterval
+	const interval = minCheckInterval
 	a := newStore(t, cc, Options{AllowEviction: true, CheckInterval: interval})
 	defer a.Close()
 	b := newStore(t, cc, Options{AllowEviction: true, CheckInterval: interval})

@@ -9,12 +9,9 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // TestSameAsMemory: random operations under each strategy give the same answers from the
@@ -24,7 +21,7 @@ func TestSameAsMemory(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC)
 	clk := clock.NewManual(t0)
 	sq, _ := open(t, Options{Clock: clk, PruneEvery: 7})
-	algs := []engine.Algorithm{fixedwindow.Algorithm{}, tokenbucket.Algorithm{}, rollingwindow.Algorithm{}}
+	algs := []engine.Algorithm{storetest.FixedWindow, storetest.TokenBucket, storetest.RollingWindow}
 	var iteration int
 	rapid.Check(t, func(rt *rapid.T) {
 		mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})

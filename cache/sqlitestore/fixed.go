@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -33,7 +33,7 @@ func rows(s *engine.Strategy, key string, at time.Time) []row {
 	rs := make([]row, s.Slots())
 	for j := range rs {
 		w := s.SlotRule(j).EffectiveWindow()
-		start := fixedwindow.WindowStart(at, w)
+		start := fixedcount.WindowStart(at, w)
 		rs[j] = row{key: strconv.FormatInt(int64(w/time.Second), 10) + "s|" + key, start: start, end: start.Add(w)}
 	}
 	return rs
@@ -202,7 +202,7 @@ func scanWindows(res *sql.Rows) (map[string]window, error) {
 func counters(s *engine.Strategy, rs []row, got map[string]window, now time.Time) []engine.Counter {
 	cs := make([]engine.Counter, len(rs))
 	for j, r := range rs {
-		c := fixedwindow.NewCounter(s.SlotRule(j).EffectiveWindow())
+		c := fixedcount.NewCounter(s.SlotRule(j).EffectiveWindow())
 		w, ok := got[r.key]
 		if !ok {
 			w.start = r.start

@@ -29,7 +29,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -40,8 +40,8 @@ var schema string
 
 // Defaults of Options.
 const (
-	DefaultBusyTimeout = 10 * time.Second
-	DefaultPruneEvery  = 1000
+	defaultBusyTimeout = 10 * time.Second
+	defaultPruneEvery  = 1000
 )
 
 // Options configures Open. The zero value gives the defaults.
@@ -52,10 +52,10 @@ type Options struct {
 	// between their starts.)
 	Clock clock.Clock
 	// BusyTimeout is how long an operation waits for another connection's write lock before it
-	// fails with SQLITE_BUSY; DefaultBusyTimeout (10 s) when zero.
+	// fails with SQLITE_BUSY; 10 s when zero.
 	BusyTimeout time.Duration
 	// PruneEvery is how many writes pass between two calls of PruneExpired from this Store;
-	// DefaultPruneEvery when zero, never when negative.
+	// 1000 when zero, never when negative.
 	PruneEvery int
 	// OnError hears of failures that do not fail an operation: a sampled PruneExpired that
 	// failed (the write that triggered it has succeeded), and an encoded state that did not
@@ -102,10 +102,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		opts.Clock = clock.Wall()
 	}
 	if opts.BusyTimeout <= 0 {
-		opts.BusyTimeout = DefaultBusyTimeout
+		opts.BusyTimeout = defaultBusyTimeout
 	}
 	if opts.PruneEvery == 0 {
-		opts.PruneEvery = DefaultPruneEvery
+		opts.PruneEvery = defaultPruneEvery
 	}
 	q := url.Values{}
 	q.Set("_busy_timeout", strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10))
@@ -173,7 +173,7 @@ func (st *Store) validate(s *engine.Strategy) error {
 // fits is validate, before its answer is kept.
 func fits(s *engine.Strategy) error {
 	for j := range s.Slots() {
-		if fixedwindow.Is(s) {
+		if fixedcount.Is(s) {
 			if w := s.SlotRule(j).EffectiveWindow(); w%time.Second != 0 {
 				return fmt.Errorf("ratemonitor: sqlite store: rule %s: a fixed window here must be whole seconds, got %v", s.SlotRule(j), w)
 			}
@@ -207,7 +207,7 @@ func (st *Store) Record(ctx context.Context, s *engine.Strategy, key string, n i
 	}
 	defer st.observeErr(ctx, "record", key, &err)
 	defer st.wrote(ctx)
-	if fixedwindow.Is(s) {
+	if fixedcount.Is(s) {
 		_, err := st.fixedAdd(ctx, s, key, n, st.clock.Now())
 		return err
 	}
@@ -224,11 +224,11 @@ func (st *Store) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 	}
 	defer st.observeErr(ctx, "reserve", key, &err)
 	defer st.wrote(ctx)
-	if fixedwindow.Is(s) {
+	if fixedcount.Is(s) {
 		return st.fixedReserve(ctx, s, key, n)
 	}
 	var res engine.Result
-	err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { res, _ = s.Reserve(cs, now, n) })
+	err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { res, _ = s.Reserve(cs, nil, now, n) })
 	return res, err
 }
 
@@ -243,7 +243,7 @@ func (st *Store) Admit(ctx context.Context, s *engine.Strategy, key string, n in
 	}
 	defer st.observeErr(ctx, "admit", key, &err)
 	defer st.wrote(ctx)
-	if fixedwindow.Is(s) {
+	if fixedcount.Is(s) {
 		return st.fixedAdmit(ctx, s, key, n)
 	}
 	var d strategy.Decision
@@ -257,7 +257,7 @@ func (st *Store) Release(ctx context.Context, s *engine.Strategy, key string, at
 		return st.closedErr(ctx, "release", key, err)
 	}
 	defer st.observeErr(ctx, "release", key, &err)
-	if fixedwindow.Is(s) {
+	if fixedcount.Is(s) {
 		return st.fixedRelease(ctx, s, key, at, n)
 	}
 	return st.inTx(ctx, s, key, func(cs []engine.Counter, _ time.Time) { s.Release(cs, at, n) })
@@ -278,7 +278,7 @@ func (st *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 	now := st.clock.Now()
 	var cs []engine.Counter
 	var rebase bool
-	if fixedwindow.Is(s) {
+	if fixedcount.Is(s) {
 		cs, _, rebase, err = fixedLoad(ctx, st.db, s, key, now)
 	} else {
 		if cs, err = st.load(ctx, st.db, s, key); err == nil {
@@ -289,7 +289,7 @@ func (st *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 		if err != nil {
 			return strategy.Snapshot{}, err
 		}
-		return s.Peek(cs, now, n)
+		return s.Peek(cs, nil, now, n)
 	}
 	return st.peekRebased(ctx, s, key, n)
 }
@@ -299,7 +299,7 @@ func (st *Store) Peek(ctx context.Context, s *engine.Strategy, key string, n int
 // read, and the wait this Peek tells is the one the operations after it find.
 func (st *Store) peekRebased(ctx context.Context, s *engine.Strategy, key string, n int) (snap strategy.Snapshot, err error) {
 	var perr error
-	if fixedwindow.Is(s) {
+	if fixedcount.Is(s) {
 		err = st.tx(ctx, func(tx *sql.Tx) error {
 			now := st.clock.Now()
 			if err := fixedRebase(ctx, tx, s, key, now); err != nil {
@@ -307,12 +307,12 @@ func (st *Store) peekRebased(ctx context.Context, s *engine.Strategy, key string
 			}
 			cs, _, _, err := fixedLoad(ctx, tx, s, key, now)
 			if err == nil {
-				snap, perr = s.Peek(cs, now, n)
+				snap, perr = s.Peek(cs, nil, now, n)
 			}
 			return err
 		})
 	} else {
-		err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { snap, perr = s.Peek(cs, now, n) })
+		err = st.inTx(ctx, s, key, func(cs []engine.Counter, now time.Time) { snap, perr = s.Peek(cs, nil, now, n) })
 	}
 	if err != nil {
 		return strategy.Snapshot{}, err

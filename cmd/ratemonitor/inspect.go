@@ -9,8 +9,6 @@ import (
 	"os"
 	"text/tabwriter"
 	"time"
-
-	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
 // report is one look at a key: the JSON output, and what the table shows.
@@ -60,7 +58,7 @@ func inspect(ctx context.Context, cfg *config, st *store) (*report, error) {
 	}
 	for i, u := range snap.Usage {
 		r := cfg.rules[i]
-		one, err := engine.New(cfg.algorithm, r)
+		one, err := cfg.newStrategy(r)
 		if err != nil {
 			return nil, err // cannot happen: the rule is valid in cfg.strat
 		}

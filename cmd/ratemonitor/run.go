@@ -67,7 +67,7 @@ type config struct {
 	cmd         string
 	store       string
 	strat       *engine.Strategy
-	algorithm   engine.Algorithm
+	newStrategy func(...strategy.Rule) (*engine.Strategy, error)
 	rules       []strategy.Rule
 	key         string
 	prefix      string
@@ -190,11 +190,11 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	}
 	switch strat {
 	case "rollingwindow":
-		cfg.algorithm = rollingwindow.Algorithm{}
+		cfg.newStrategy = rollingwindow.New
 	case "fixedwindow":
-		cfg.algorithm = fixedwindow.Algorithm{}
+		cfg.newStrategy = fixedwindow.New
 	case "tokenbucket":
-		cfg.algorithm = tokenbucket.Algorithm{}
+		cfg.newStrategy = tokenbucket.New
 	default:
 		return nil, usagef("--strategy %q: want rollingwindow, fixedwindow or tokenbucket", strat)
 	}
@@ -211,7 +211,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		}
 		cfg.rules = append(cfg.rules, r)
 	}
-	s, err := engine.New(cfg.algorithm, cfg.rules...)
+	s, err := cfg.newStrategy(cfg.rules...)
 	if err != nil {
 		return nil, usagef("--rule: %v", err)
 	}
@@ -242,7 +242,7 @@ func newFlags(cfg *config, rules *[]string, strat, headerKey *string) *flag.Flag
 
 // parseRule reads one --rule with strategy.ParseRule, the library's parser (one syntax for
 // both), then gives the --granularity, --margin and --headroom defaults to the fields the rule
-// leaves zero. The granularity fit is checked later, by engine.New with the algorithm.
+// leaves zero. The granularity fit is checked later, by the strategy's New.
 func parseRule(a string, cfg *config) (strategy.Rule, error) {
 	r, err := strategy.ParseRule(a)
 	if err != nil {

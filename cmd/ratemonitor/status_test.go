@@ -14,6 +14,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -65,7 +66,7 @@ func TestStatusFixedWindowFullWaitsRestOfWindowSQLite(t *testing.T) {
 		before = time.Now()
 		code, out, errs = runCmd(t, context.Background(), "status", "--json", "--strategy", "fixedwindow", "--store", url, "--rule", "10/1h", "tenant-1")
 		after = time.Now()
-		if fixedwindow.WindowStart(recorded, time.Hour).Equal(fixedwindow.WindowStart(after, time.Hour)) {
+		if fixedcount.WindowStart(recorded, time.Hour).Equal(fixedcount.WindowStart(after, time.Hour)) {
 			break
 		}
 	}
@@ -76,7 +77,7 @@ func TestStatusFixedWindowFullWaitsRestOfWindowSQLite(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	end := fixedwindow.WindowStart(before, time.Hour).Add(time.Hour)
+	end := fixedcount.WindowStart(before, time.Hour).Add(time.Hour)
 	if len(rep.Rules) != 1 || rep.Rules[0].Used != 12 || rep.Rules[0].Remaining != 0 || rep.Rules[0].Limit != 10 || rep.Rules[0].WindowSeconds != 3600 {
 		t.Fatalf("rules %+v", rep.Rules)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -70,7 +71,7 @@ func ClockStep(t *testing.T, st Store, clk *SteppedClock) {
 	// day moves the clock on by a day, to a whole number of minutes.
 	day := func() {
 		clk.Advance(24 * time.Hour)
-		if r := clk.Now().Sub(fixedwindow.WindowStart(clk.Now(), time.Minute)); r > 0 {
+		if r := clk.Now().Sub(fixedcount.WindowStart(clk.Now(), time.Minute)); r > 0 {
 			clk.Advance(time.Minute - r)
 		}
 	}

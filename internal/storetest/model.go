@@ -5,11 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // Grant is n requests a store counted at its own instant At: a Reserve's Result.At, an Admit's
@@ -54,11 +52,11 @@ func Check(s *engine.Strategy, grants []Grant, slack time.Duration) ([]Violation
 		var v []Violation
 		var err error
 		switch s.Name() {
-		case rollingwindow.Algorithm{}.Name():
+		case "rollingwindow":
 			v = checkRolling(r, g, slack)
-		case fixedwindow.Algorithm{}.Name():
+		case "fixedwindow":
 			v = checkFixed(r, g, slack)
-		case tokenbucket.Algorithm{}.Name():
+		case "tokenbucket":
 			v, err = checkBucket(r, g, slack)
 		default:
 			return nil, fmt.Errorf("storetest: no model for algorithm %q", s.Name())
@@ -106,9 +104,9 @@ func checkFixed(r strategy.Rule, g []Grant, slack time.Duration) []Violation {
 	w := r.EffectiveWindow()
 	var out []Violation
 	for i := 0; i < len(g); {
-		start := fixedwindow.WindowStart(g[i].At, w)
+		start := fixedcount.WindowStart(g[i].At, w)
 		sum, j := 0, i
-		for ; j < len(g) && fixedwindow.WindowStart(g[j].At, w).Equal(start); j++ {
+		for ; j < len(g) && fixedcount.WindowStart(g[j].At, w).Equal(start); j++ {
 			if g[j].At.Sub(start) >= slack {
 				sum += g[j].N
 			}
@@ -174,7 +172,7 @@ func ModelUsed(s *engine.Strategy, recs []Grant, t time.Time) []int {
 	for i, r := range s.Rules() {
 		w := r.EffectiveWindow()
 		switch s.Name() {
-		case rollingwindow.Algorithm{}.Name():
+		case "rollingwindow":
 			gran := int64(r.Bucket())
 			type bucket struct {
 				latest time.Time
@@ -198,14 +196,14 @@ func ModelUsed(s *engine.Strategy, recs []Grant, t time.Time) []int {
 					out[i] += b.n
 				}
 			}
-		case fixedwindow.Algorithm{}.Name():
-			start := fixedwindow.WindowStart(t, w)
+		case "fixedwindow":
+			start := fixedcount.WindowStart(t, w)
 			for _, x := range g {
-				if fixedwindow.WindowStart(x.At, w).Equal(start) {
+				if fixedcount.WindowStart(x.At, w).Equal(start) {
 					out[i] += x.N
 				}
 			}
-		case tokenbucket.Algorithm{}.Name():
+		case "tokenbucket":
 			// debt in token·ns, refilled at Limit token·ns per ns.
 			var debt int64
 			var last time.Time

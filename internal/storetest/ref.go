@@ -65,7 +65,7 @@ func (r *Ref) Reserve(_ context.Context, s *engine.Strategy, key string, n int) 
 		return res, err
 	}
 	r.do(s, key, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
-		res, err = s.ReserveWith(cs, up, now, n)
+		res, err = s.Reserve(cs, up, now, n)
 	})
 	return res, err
 }
@@ -93,7 +93,7 @@ func (r *Ref) Peek(_ context.Context, s *engine.Strategy, key string, n int) (sn
 		}
 	}
 	r.do(s, key, func(cs []engine.Counter, up *engine.Upstream, now time.Time) {
-		snap, err = s.PeekWith(cs, up, now, n)
+		snap, err = s.Peek(cs, up, now, n)
 	})
 	return snap, err
 }

@@ -4,11 +4,31 @@ package storetest
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
+	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
+
+// The algorithms of the rolling window, the fixed window and the token bucket (types of their
+// packages' own), for tests that layer rules with engine.New or tell strategies apart.
+var (
+	RollingWindow = algorithmOf(rollingwindow.New)
+	FixedWindow   = algorithmOf(fixedwindow.New)
+	TokenBucket   = algorithmOf(tokenbucket.New)
+)
+
+// algorithmOf returns the algorithm of the strategies newStrategy makes.
+func algorithmOf(newStrategy func(...strategy.Rule) (*engine.Strategy, error)) engine.Algorithm {
+	s, err := newStrategy(strategy.Rule{Limit: 1, Window: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	return s.Algorithm()
+}
 
 // Strategy layers rules under the rolling window, failing the test on an invalid rule.
 func Strategy(t testing.TB, rules ...strategy.Rule) *engine.Strategy {

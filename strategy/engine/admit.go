@@ -6,29 +6,25 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
-// RefusedCounter is implemented by algorithms under which an attempt counts whether or not it
-// is admitted: the fixed window increments its counter before it checks the limit, as an
-// upsert-then-compare store does, so the (limit+1)-th attempt is counted and refused.
-type RefusedCounter interface {
+// refusedCounter is an Algorithm under which an attempt counts whether or not it is admitted
+// (see Algorithm).
+type refusedCounter interface {
 	CountsRefused() bool
 }
 
-// GranularityUser is implemented by algorithms that may not group requests in time buckets:
-// when UsesGranularity reports false (the fixed window, the token bucket), New does not check a
-// rule's Granularity against its window, and the algorithm ignores it.
-type GranularityUser interface {
+// granularityUser is an Algorithm that may not group requests in time buckets (see Algorithm).
+type granularityUser interface {
 	UsesGranularity() bool
 }
 
-// RuleChecker is implemented by algorithms that accept fewer rules than Rule.Validate does
-// (the token bucket bounds Limit × Window); New calls it for every rule.
-type RuleChecker interface {
+// ruleChecker is an Algorithm that accepts fewer rules than Rule.Validate does (see Algorithm).
+type ruleChecker interface {
 	CheckRule(r strategy.Rule) error
 }
 
 // Admit decides one attempt of n requests, as a server does for each request it receives. The
 // attempt is recorded when it fits every rule (Reserve); under an algorithm that counts refused
-// attempts (RefusedCounter) it is recorded either way. The decision and every rule's state are
+// attempts (CountsRefused, see Algorithm) it is recorded either way. The decision and every rule's state are
 // at the later of now and the latest instant the counters have seen; RetryAfter and each Reset
 // are measured from now (see StepTolerance). Errors are CheckBurst's.
 func (s *Strategy) Admit(cs []Counter, now time.Time, n int) (strategy.Decision, error) {
@@ -38,7 +34,7 @@ func (s *Strategy) Admit(cs []Counter, now time.Time, n int) (strategy.Decision,
 	at := latest(cs, now)
 	d := strategy.Decision{At: at, RetryAfter: s.Wait(cs, at, n)}
 	d.Allowed = d.RetryAfter == 0
-	if rc, ok := s.alg.(RefusedCounter); d.Allowed || ok && rc.CountsRefused() {
+	if rc, ok := s.alg.(refusedCounter); d.Allowed || ok && rc.CountsRefused() {
 		s.Record(cs, at, n)
 		if !d.Allowed {
 			// the refused attempt counts too: the next one waits for every rule it filled

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/internal/rulecheck"
+	"github.com/ratemonitor/ratemonitor/internal/smoothing"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -48,7 +49,17 @@ type Counter interface {
 	Shift(d time.Duration)
 }
 
-// Algorithm makes the Counters of one kind of strategy (rolling window, fixed window, …).
+// Algorithm makes the Counters of one kind of strategy (rolling window, fixed window, …). An
+// Algorithm may also have these methods, which the engine looks for:
+//
+//   - CountsRefused() bool: true when an attempt counts whether or not it is admitted (the fixed
+//     window increments its counter before it checks the limit, as an upsert-then-compare store
+//     does, so the (limit+1)-th attempt is counted and refused); Admit records it either way.
+//   - UsesGranularity() bool: false when the algorithm groups no requests in time buckets (the
+//     fixed window, the token bucket): New does not check a rule's Granularity against its window.
+//   - CheckRule(strategy.Rule) error: for an algorithm that accepts fewer rules than
+//     Rule.Validate does (the token bucket bounds Limit × Window); New calls it for every rule.
+//   - Smoothable() bool: true when its strategies may be smoothed (Strategy.Smoothed).
 type Algorithm interface {
 	// Name is a short lowercase name such as "rollingwindow".
 	Name() string
@@ -93,7 +104,7 @@ type Strategy struct {
 	// name is alg.Name(), kept so that Name, which stores ask on their hot paths, makes no
 	// interface call.
 	name string
-	// nano is set by New when every slot's counter is a NanoCounter (see Nanos).
+	// nano is set by New when every slot's counter is a nanoCounter (see Nanos).
 	nano bool
 	// lims holds each rule's EffectiveLimit, in rule order, for WaitNanos.
 	lims []int
@@ -102,10 +113,10 @@ type Strategy struct {
 // New validates rules and layers them under alg. It returns ErrNoRules for no rules, and an
 // error wrapping strategy.ErrInvalidRule for the first invalid one (strategy.Rule.Validate, without the
 // granularity checks for an algorithm that does not use it, then the algorithm's own
-// RuleChecker when it has one).
+// CheckRule when it has one).
 func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
 	if alg == nil {
-		return nil, errors.New("engine.New: nil Algorithm: pass an algorithm such as rollingwindow.Algorithm{}")
+		return nil, errors.New("engine.New: nil Algorithm: pass one, or use rollingwindow.New, fixedwindow.New or tokenbucket.New")
 	}
 	if len(rules) == 0 {
 		return nil, ErrNoRules
@@ -115,7 +126,7 @@ func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
 		if err := validate(alg, r); err != nil {
 			return nil, err
 		}
-		if rc, ok := alg.(RuleChecker); ok {
+		if rc, ok := alg.(ruleChecker); ok {
 			if err := rc.CheckRule(r); err != nil {
 				return nil, err
 			}
@@ -146,9 +157,9 @@ func New(alg Algorithm, rules ...strategy.Rule) (*Strategy, error) {
 }
 
 // validate is Rule.Validate, without the granularity checks for an algorithm that does not use
-// it (GranularityUser).
+// it (UsesGranularity, see Algorithm).
 func validate(alg Algorithm, r strategy.Rule) error {
-	if g, ok := alg.(GranularityUser); !ok || g.UsesGranularity() {
+	if g, ok := alg.(granularityUser); !ok || g.UsesGranularity() {
 		return r.Validate()
 	}
 	if msg := rulecheck.Base(r.Limit, r.Window, r.Granularity, r.Margin, r.Headroom, strategy.MaxWindow); msg != "" {
@@ -190,7 +201,7 @@ func (s *Strategy) SlotRule(j int) strategy.Rule { return s.rules[s.firstOf[j]] 
 func (s *Strategy) NewCounter(j int) Counter {
 	if s.smoothFrom > 0 && j >= s.smoothFrom {
 		r := s.rules[s.firstOf[j]]
-		return NewGCRA(SmoothInterval(r), SmoothBurst(r))
+		return newGCRA(smoothing.Interval(r), smoothing.Burst(r))
 	}
 	return s.alg.NewCounter(s.rules[s.firstOf[j]])
 }
@@ -209,7 +220,7 @@ func (s *Strategy) NewCounters() []Counter {
 func (s *Strategy) Longest() time.Duration { return s.longest }
 
 // MaxBurst returns the largest burst that can ever fit: the smallest effective limit (when
-// smoothed, the smallest SmoothBurst).
+// smoothed, the smallest GCRA burst).
 func (s *Strategy) MaxBurst() int {
 	m := s.rules[0].EffectiveLimit()
 	for _, r := range s.rules[1:] {
@@ -217,7 +228,7 @@ func (s *Strategy) MaxBurst() int {
 	}
 	if s.smoothFrom > 0 {
 		for _, r := range s.rules {
-			m = min(m, SmoothBurst(r))
+			m = min(m, smoothing.Burst(r))
 		}
 	}
 	return m
@@ -269,12 +280,8 @@ func (s *Strategy) Wait(cs []Counter, now time.Time, n int) time.Duration {
 	return max(d, s.smoothWait(cs, now, n))
 }
 
-// Reserve records n if the burst fits in every rule now, and otherwise records nothing and
-// says how long until it fits. It is the pacing primitive; the store makes it atomic. The
-// decision and the record are both at the later of now and the latest instant the counters have
-// seen, which Result.At reports; the wait is measured from now, the caller's instant, so that
-// sleeping it is enough (see StepTolerance). Errors are CheckBurst's.
-func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
+// reserve is Reserve without a pause.
+func (s *Strategy) reserve(cs []Counter, now time.Time, n int) (Result, error) {
 	if err := s.CheckBurst(n); err != nil {
 		return Result{}, err
 	}
@@ -286,9 +293,8 @@ func (s *Strategy) Reserve(cs []Counter, now time.Time, n int) (Result, error) {
 	return Result{Allowed: true, At: at}, nil
 }
 
-// Peek reports usage per rule and, for n ≥ 1, the wait for a burst of n (measured from now, as
-// Reserve's), changing nothing that counts. n == 0 asks for usage only. Errors are CheckBurst's for n ≠ 0.
-func (s *Strategy) Peek(cs []Counter, now time.Time, n int) (strategy.Snapshot, error) {
+// peek is Peek without what the upstream said.
+func (s *Strategy) peek(cs []Counter, now time.Time, n int) (strategy.Snapshot, error) {
 	var snap strategy.Snapshot
 	if n != 0 {
 		if err := s.CheckBurst(n); err != nil {

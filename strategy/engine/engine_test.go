@@ -7,8 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/ratemonitor/ratemonitor/fixedwindow"
-	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
@@ -18,7 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // TestSameWindowRulesShareOneCounter: two rules of one window share a counter (slot); MaxBurst,
 // Longest, Rules (a copy) and Expiry follow the layered rules.
 func TestSameWindowRulesShareOneCounter(t *testing.T) {
-	s, err := engine.New(rollingwindow.Algorithm{},
+	s, err := engine.New(storetest.RollingWindow,
 		strategy.Rule{Limit: 60, Window: time.Minute},
 		strategy.Rule{Limit: 5000, Window: 24 * time.Hour},
 		strategy.Rule{Limit: 70, Window: time.Minute, Headroom: 20},
@@ -63,10 +62,10 @@ func TestSameWindowRulesShareOneCounter(t *testing.T) {
 // internal/rulecheck), wrapping strategy.ErrInvalidRule.
 func TestBucketlessAlgorithmSkipsGranularityChecks(t *testing.T) {
 	odd := strategy.Rule{Limit: 10, Window: 1500 * time.Millisecond}
-	if _, err := engine.New(fixedwindow.Algorithm{}, odd); err != nil {
+	if _, err := engine.New(storetest.FixedWindow, odd); err != nil {
 		t.Errorf("fixed window, 10/1.5s: %v, want accepted", err)
 	}
-	if _, err := engine.New(rollingwindow.Algorithm{}, odd); !errors.Is(err, strategy.ErrInvalidRule) {
+	if _, err := engine.New(storetest.RollingWindow, odd); !errors.Is(err, strategy.ErrInvalidRule) {
 		t.Errorf("rolling window, 10/1.5s: %v, want ErrInvalidRule", err)
 	}
 	for _, tc := range []struct {
@@ -77,7 +76,7 @@ func TestBucketlessAlgorithmSkipsGranularityChecks(t *testing.T) {
 		{strategy.Rule{Limit: 5, Window: time.Second, Headroom: 5}, "invalid rule 5/1s (headroom 5): headroom 5 must be at least 0 and less than the limit 5"},
 		{strategy.Rule{Limit: 5, Window: strategy.MaxWindow, Margin: time.Second}, "invalid rule 5/87600h0m0s (margin 1s): window+margin is longer than 87600h0m0s"},
 	} {
-		_, err := engine.New(fixedwindow.Algorithm{}, tc.r)
+		_, err := engine.New(storetest.FixedWindow, tc.r)
 		if !errors.Is(err, strategy.ErrInvalidRule) || err.Error() != tc.want {
 			t.Errorf("New(%s) = %v, want %q", tc.r, err, tc.want)
 		}
@@ -85,7 +84,7 @@ func TestBucketlessAlgorithmSkipsGranularityChecks(t *testing.T) {
 			t.Errorf("%s.Validate() = %v, want the same %q", tc.r, verr, tc.want)
 		}
 	}
-	if _, err := engine.New(nil, odd); err == nil || err.Error() != "engine.New: nil Algorithm: pass an algorithm such as rollingwindow.Algorithm{}" {
+	if _, err := engine.New(nil, odd); err == nil || err.Error() != "engine.New: nil Algorithm: pass one, or use rollingwindow.New, fixedwindow.New or tokenbucket.New" {
 		t.Errorf("New(nil) = %v", err)
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
-	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
 
 // TestRebaseShiftsKeyAheadOfClock: a key whose latest instant is more than StepTolerance ahead of
@@ -17,7 +17,7 @@ import (
 func TestRebaseShiftsKeyAheadOfClock(t *testing.T) {
 	t0 := time.Unix(102_000, 0) // a whole number of minutes
 	minute := strategy.Rule{Limit: 10, Window: time.Minute}
-	for _, alg := range []engine.Algorithm{rollingwindow.Algorithm{}, fixedwindow.Algorithm{}, tokenbucket.Algorithm{}} {
+	for _, alg := range []engine.Algorithm{storetest.RollingWindow, storetest.FixedWindow, storetest.TokenBucket} {
 		t.Run(alg.Name(), func(t *testing.T) {
 			s, err := engine.New(alg, minute)
 			if err != nil {
@@ -41,7 +41,7 @@ func TestRebaseShiftsKeyAheadOfClock(t *testing.T) {
 				t.Errorf("after the shift: latest %v, paused until %v, reported at %v; want each an hour earlier",
 					cs[0].Latest(), up.PausedUntil, up.Reported[s.CounterID(0)].At)
 			}
-			snap, err := s.Peek(cs, now, 1)
+			snap, err := s.Peek(cs, nil, now, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func TestRebaseShiftsKeyAheadOfClock(t *testing.T) {
 
 // TestWaitMeasuredFromCallersInstant: within StepTolerance a key is answered at its latest instant,
 // and every wait is measured from the caller's instant, so that sleeping it on the caller's clock
-// is enough: Reserve, ReserveWith under a pause, Peek and Admit (RetryAfter and Reset).
+// is enough: Reserve, Reserve under a pause, Peek and Admit (RetryAfter and Reset).
 func TestWaitMeasuredFromCallersInstant(t *testing.T) {
 	t0 := time.Unix(100_000, 0)
 	s, err := rollingwindow.New(strategy.Rule{Limit: 10, Window: time.Minute})
@@ -72,11 +72,11 @@ func TestWaitMeasuredFromCallersInstant(t *testing.T) {
 	s.Record(cs, t0, 10)
 	behind := t0.Add(-700 * time.Millisecond)
 	engine.Rebase(cs, nil, behind)
-	res, err := s.Reserve(cs, behind, 1)
+	res, err := s.Reserve(cs, nil, behind, 1)
 	if err != nil || res.Allowed || res.Wait != 60700*time.Millisecond {
 		t.Errorf("reserve: %+v %v; want refused, wait 1m0.7s", res, err)
 	}
-	snap, _ := s.Peek(cs, behind, 1)
+	snap, _ := s.Peek(cs, nil, behind, 1)
 	if snap.Wait != 60700*time.Millisecond {
 		t.Errorf("peek wait = %v, want 1m0.7s", snap.Wait)
 	}
@@ -85,12 +85,12 @@ func TestWaitMeasuredFromCallersInstant(t *testing.T) {
 		t.Errorf("admit: %+v; want refused at t0, retry after and reset 1m0.7s", d)
 	}
 	up := &engine.Upstream{PausedUntil: t0.Add(90 * time.Second)}
-	res, _ = s.ReserveWith(cs, up, behind, 1)
+	res, _ = s.Reserve(cs, up, behind, 1)
 	if res.Wait != 90700*time.Millisecond {
 		t.Errorf("reserve under a pause: wait %v, want 1m30.7s", res.Wait)
 	}
 	// Sleeping the wait told is enough: at behind + 60.7 s the slot is free.
-	res, _ = s.Reserve(cs, behind.Add(60700*time.Millisecond), 1)
+	res, _ = s.Reserve(cs, nil, behind.Add(60700*time.Millisecond), 1)
 	if !res.Allowed {
 		t.Errorf("reserve after the wait told: %+v, want allowed", res)
 	}
@@ -107,22 +107,22 @@ func TestRebaseShiftsLayeredWindowsTogether(t *testing.T) {
 	}
 	t0 := time.Date(2027, 1, 15, 10, 30, 10, 0, time.UTC)
 	cs := s.NewCounters()
-	if res, err := s.Reserve(cs, t0, 10); err != nil || !res.Allowed {
+	if res, err := s.Reserve(cs, nil, t0, 10); err != nil || !res.Allowed {
 		t.Fatalf("reserve: %+v %v", res, err)
 	}
 	now := t0.Add(-59 * time.Minute)
 	if d := engine.Rebase(cs, nil, now); d != -59*time.Minute {
 		t.Fatalf("shift = %v, want -59m", d)
 	}
-	res, err := s.Reserve(cs, now, 1)
+	res, err := s.Reserve(cs, nil, now, 1)
 	if err != nil || res.Allowed || res.Wait != 50*time.Second {
 		t.Fatalf("reserve after the step: %+v %v; want refused, wait 50s", res, err)
 	}
-	snap, _ := s.Peek(cs, now.Add(50*time.Second), 0)
+	snap, _ := s.Peek(cs, nil, now.Add(50*time.Second), 0)
 	if snap.Usage[0].Used != 0 || snap.Usage[1].Used != 10 {
 		t.Errorf("at the minute's end: used %d, %d; want 0, 10 (the hour's count carried)", snap.Usage[0].Used, snap.Usage[1].Used)
 	}
-	if res, err := s.Reserve(cs, now.Add(50*time.Second), 10); err != nil || !res.Allowed {
+	if res, err := s.Reserve(cs, nil, now.Add(50*time.Second), 10); err != nil || !res.Allowed {
 		t.Errorf("reserve at the minute's end: %+v %v; want allowed", res, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/internal/smoothing"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -22,40 +23,29 @@ import (
 // half the allocation stays free for other callers, at the price of half the throughput.
 
 // ErrNotSmoothable is wrapped by Smoothed for a strategy whose algorithm does not declare that
-// its counters may be smoothed (Smoothable).
+// its counters may be smoothed (Smoothable, see Algorithm).
 var ErrNotSmoothable = errors.New("strategy cannot be smoothed")
 
-// Smoothable is implemented by algorithms whose strategies may be smoothed (the rolling
-// window). The fixed window and the token bucket are not: the stores keep their state in
-// layouts that have no room for the GCRA.
-type Smoothable interface {
+// smoothable is an Algorithm whose strategies may be smoothed (the rolling window). The fixed
+// window and the token bucket are not: the stores keep their state in layouts that have no room
+// for the GCRA.
+type smoothable interface {
 	Smoothable() bool
-}
-
-// SmoothBurst returns the GCRA burst of rule r: ⌈EffectiveLimit/2⌉.
-func SmoothBurst(r strategy.Rule) int { return (r.EffectiveLimit() + 1) / 2 }
-
-// SmoothInterval returns the GCRA emission interval of rule r: EffectiveWindow /
-// (EffectiveLimit − SmoothBurst + 1), rounded up to a whole microsecond (never shorter than
-// the published rule, so never more permissive).
-func SmoothInterval(r strategy.Rule) time.Duration {
-	k := int64(r.EffectiveLimit()-SmoothBurst(r)+1) * int64(time.Microsecond)
-	return time.Duration((int64(r.EffectiveWindow())+k-1)/k) * time.Microsecond
 }
 
 // Smoothed returns s with a GCRA beside every rule (see the package's smoothing notes above):
 // Reserve, Admit, Wait and Peek's wait then also wait for the GCRA, Record and Release also
-// charge and refund it, and a burst larger than a rule's SmoothBurst can never fit
+// charge and refund it, and a burst larger than a rule's GCRA burst b can never fit
 // (CheckBurst). The GCRAs are extra slots after the rules' own, each a Counter like the
 // others (so a store that keeps counters by CounterID keeps them too), named
 // "gcra:<interval ns>:<burst>"; rules whose GCRAs are alike share one. It returns s itself
 // when s is already smoothed, and an error wrapping ErrNotSmoothable when s's algorithm is not
-// Smoothable.
+// smoothable (Smoothable, see Algorithm).
 func (s *Strategy) Smoothed() (*Strategy, error) {
 	if s.smoothFrom > 0 {
 		return s, nil
 	}
-	if sm, ok := s.alg.(Smoothable); !ok || !sm.Smoothable() {
+	if sm, ok := s.alg.(smoothable); !ok || !sm.Smoothable() {
 		return nil, fmt.Errorf("%w: the %s algorithm keeps no room for a GCRA; smoothing works with the rolling window", ErrNotSmoothable, s.alg.Name())
 	}
 	c := *s
@@ -90,7 +80,7 @@ func (s *Strategy) SmoothSlot(j int) (interval time.Duration, burst int, ok bool
 		return 0, 0, false
 	}
 	r := s.rules[s.firstOf[j]]
-	return SmoothInterval(r), SmoothBurst(r), true
+	return smoothing.Interval(r), smoothing.Burst(r), true
 }
 
 // smoothed returns sub smoothed as s is (sub is made from some of s's rules, or scaled ones).
@@ -119,7 +109,7 @@ func (s *Strategy) checkSmoothBurst(n int) error {
 		return nil
 	}
 	for _, r := range s.rules {
-		if b := SmoothBurst(r); n > b {
+		if b := smoothing.Burst(r); n > b {
 			return fmt.Errorf("%w: a burst of %d can never fit the smoothing of rule %s, which lets at most %d go at once",
 				strategy.ErrBurstTooLarge, n, r, b)
 		}
@@ -128,16 +118,16 @@ func (s *Strategy) checkSmoothBurst(n int) error {
 }
 
 func gcraID(r strategy.Rule) string {
-	return "gcra:" + strconv.FormatInt(int64(SmoothInterval(r)), 10) + ":" + strconv.Itoa(SmoothBurst(r))
+	return "gcra:" + strconv.FormatInt(int64(smoothing.Interval(r)), 10) + ":" + strconv.Itoa(smoothing.Burst(r))
 }
 
-// GCRA is the smoothing Counter of one rule and one key: its theoretical arrival time (TAT),
+// gcra is the smoothing Counter of one rule and one key: its theoretical arrival time (TAT),
 // the instant at which the GCRA is idle again, and the latest instant it has seen. A burst of
 // n fits at t when max(TAT, t) + n·T ≤ t + b·T; recording it moves TAT to max(TAT, t) + n·T,
 // never beyond t + b·T (monitoring past the burst is not remembered: the rule's own counter
 // still counts it). The zero GCRA is not usable; Strategy.NewCounter makes them. Not safe for
 // concurrent use.
-type GCRA struct {
+type gcra struct {
 	interval int64 // T, ns
 	burst    int64 // b
 	tat      int64 // ns; meaningful when seen
@@ -145,12 +135,12 @@ type GCRA struct {
 	seen     bool
 }
 
-// NewGCRA returns an idle GCRA with emission interval T > 0 and burst b ≥ 1.
-func NewGCRA(interval time.Duration, burst int) *GCRA {
-	return &GCRA{interval: int64(interval), burst: int64(burst)}
+// newGCRA returns an idle GCRA with emission interval T > 0 and burst b ≥ 1.
+func newGCRA(interval time.Duration, burst int) *gcra {
+	return &gcra{interval: int64(interval), burst: int64(burst)}
 }
 
-func (g *GCRA) advance(t int64) int64 {
+func (g *gcra) advance(t int64) int64 {
 	if !g.seen {
 		g.hw, g.tat, g.seen = t, t, true
 	} else if t > g.hw {
@@ -160,10 +150,10 @@ func (g *GCRA) advance(t int64) int64 {
 }
 
 // span is b·T, the farthest TAT may lie past the GCRA's time.
-func (g *GCRA) span() int64 { return g.burst * g.interval }
+func (g *gcra) span() int64 { return g.burst * g.interval }
 
 // Add charges n requests at now (at the latest instant seen, if later).
-func (g *GCRA) Add(now time.Time, n int) {
+func (g *gcra) Add(now time.Time, n int) {
 	t := g.advance(now.UnixNano())
 	base := max(g.tat, t)
 	if int64(n) >= g.burst {
@@ -175,7 +165,7 @@ func (g *GCRA) Add(now time.Time, n int) {
 
 // Remove refunds n requests charged at instant at: TAT moves back by n·T, but not before the
 // GCRA's time. A charge older than b·T has been paid off already and refunds nothing.
-func (g *GCRA) Remove(at time.Time, n int) {
+func (g *gcra) Remove(at time.Time, n int) {
 	if !g.seen || at.UnixNano()+g.span() <= g.hw {
 		return
 	}
@@ -187,7 +177,7 @@ func (g *GCRA) Remove(at time.Time, n int) {
 }
 
 // Used returns how many requests the GCRA still holds at now: ⌈(TAT − now)/T⌉, at least 0.
-func (g *GCRA) Used(now time.Time) int {
+func (g *gcra) Used(now time.Time) int {
 	t := g.advance(now.UnixNano())
 	if g.tat <= t {
 		return 0
@@ -198,13 +188,13 @@ func (g *GCRA) Used(now time.Time) int {
 // WaitTime returns how long until a burst of n (1 ≤ n ≤ b) fits: max(0, TAT + n·T − b·T −
 // now), measured from the later of now and the latest instant seen. limit is not used: the
 // GCRA has its own burst.
-func (g *GCRA) WaitTime(now time.Time, n, _ int) time.Duration {
+func (g *gcra) WaitTime(now time.Time, n, _ int) time.Duration {
 	t := g.advance(now.UnixNano())
 	return time.Duration(max(0, max(g.tat, t)+int64(n)*g.interval-g.span()-t))
 }
 
 // Expiry returns TAT, from which the GCRA is idle; the zero time when nothing was charged.
-func (g *GCRA) Expiry() time.Time {
+func (g *gcra) Expiry() time.Time {
 	if !g.seen {
 		return time.Time{}
 	}
@@ -212,7 +202,7 @@ func (g *GCRA) Expiry() time.Time {
 }
 
 // Latest returns the latest instant seen, or the zero time.
-func (g *GCRA) Latest() time.Time {
+func (g *gcra) Latest() time.Time {
 	if !g.seen {
 		return time.Time{}
 	}
@@ -220,25 +210,22 @@ func (g *GCRA) Latest() time.Time {
 }
 
 // Cost is the GCRA's size in bytes.
-func (g *GCRA) Cost() int { return 48 }
+func (g *gcra) Cost() int { return 48 }
 
 // Shift moves TAT and the latest instant by d.
-func (g *GCRA) Shift(d time.Duration) {
+func (g *gcra) Shift(d time.Duration) {
 	if g.seen {
 		g.tat += int64(d)
 		g.hw += int64(d)
 	}
 }
 
-// State returns TAT and the latest instant seen (Unix ns), and whether any instant was seen.
-func (g *GCRA) State() (tat, latest int64, seen bool) { return g.tat, g.hw, g.seen }
-
 // gcraFormat is the first byte of an encoded GCRA.
 const gcraFormat = 'g'
 
 // MarshalBinary encodes the GCRA's state (not its interval and burst, which come from the
 // rule), for stores that keep counters as bytes. It never fails.
-func (g *GCRA) MarshalBinary() ([]byte, error) {
+func (g *gcra) MarshalBinary() ([]byte, error) {
 	b := []byte{gcraFormat, 0}
 	if g.seen {
 		b[1] = 1
@@ -251,7 +238,7 @@ func (g *GCRA) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary replaces the state with what MarshalBinary encoded. Data of another format,
 // truncated, with trailing bytes, or with a TAT that no operation could leave (more than b·T
 // past the latest instant) returns an error and changes nothing.
-func (g *GCRA) UnmarshalBinary(data []byte) error {
+func (g *gcra) UnmarshalBinary(data []byte) error {
 	bad := func(why string) error { return fmt.Errorf("strategy: cannot decode GCRA state: %s", why) }
 	if len(data) < 2 || data[0] != gcraFormat || data[1] > 1 {
 		return bad("unknown format")
@@ -260,7 +247,7 @@ func (g *GCRA) UnmarshalBinary(data []byte) error {
 		if len(data) != 2 {
 			return bad("trailing bytes")
 		}
-		*g = GCRA{interval: g.interval, burst: g.burst}
+		*g = gcra{interval: g.interval, burst: g.burst}
 		return nil
 	}
 	hw, k := binary.Varint(data[2:])

@@ -11,27 +11,6 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// TestSmoothBurstAndIntervalExact: the burst and interval of the GCRA that smooths a rule.
-func TestSmoothBurstAndIntervalExact(t *testing.T) {
-	for _, tc := range []struct {
-		r     strategy.Rule
-		burst int
-		T     time.Duration
-	}{
-		{strategy.Rule{Limit: 60, Window: time.Minute}, 30, 1935484 * time.Microsecond}, // 60 s / 31, rounded up
-		{strategy.Rule{Limit: 1, Window: time.Minute}, 1, time.Minute},
-		{strategy.Rule{Limit: 2, Window: time.Minute}, 1, 30 * time.Second},
-		{strategy.Rule{Limit: 5, Window: time.Minute}, 3, 20 * time.Second},
-		// effective limit 60 and window 62 s
-		{strategy.Rule{Limit: 70, Headroom: 10, Window: time.Minute, Margin: 2 * time.Second}, 30, 2 * time.Second},
-		{strategy.Rule{Limit: 5000, Window: 24 * time.Hour}, 2500, 34546182 * time.Microsecond}, // 86 400 s / 2501
-	} {
-		if b, T := engine.SmoothBurst(tc.r), engine.SmoothInterval(tc.r); b != tc.burst || T != tc.T {
-			t.Errorf("%s: burst %d, interval %v; want %d, %v", tc.r, b, T, tc.burst, tc.T)
-		}
-	}
-}
-
 // TestGCRAWaitsRefundsAndDecodesExactly: the GCRA's waits, refunds (none for a charge older
 // than b·T), saturation past the burst, encoding round trip, shift, and refusal of bad data.
 func TestGCRAWaitsRefundsAndDecodesExactly(t *testing.T) {
@@ -126,14 +105,14 @@ func TestSmoothedAddsOneGCRAPerLog(t *testing.T) {
 		t.Errorf("CheckBurst(31) = %v", err)
 	}
 	cs := s.NewCounters()
-	if res, _ := s.Reserve(cs, t0, 30); !res.Allowed {
+	if res, _ := s.Reserve(cs, nil, t0, 30); !res.Allowed {
 		t.Fatal("30 from idle refused")
 	}
-	res, _ := s.Reserve(cs, t0, 1)
+	res, _ := s.Reserve(cs, nil, t0, 1)
 	if res.Allowed || res.Wait != 1935484*time.Microsecond {
 		t.Fatalf("31st: %+v, want a wait of one interval", res)
 	}
-	snap, _ := s.Peek(cs, t0, 1)
+	snap, _ := s.Peek(cs, nil, t0, 1)
 	if snap.Wait != res.Wait || snap.Usage[0].Used != 30 || len(snap.Usage) != 3 {
 		t.Fatalf("peek: %+v", snap)
 	}

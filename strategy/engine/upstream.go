@@ -86,7 +86,7 @@ func (s *Strategy) CheckUpdate(u Update) error {
 // Sync applies u to a key's counters and upstream state at the later of now and the counters'
 // latest instant, and returns that instant: the pause is extended to that instant + u.Pause,
 // each reported rule's counter is raised to Used by recording the difference (dated by
-// Report.Reset: see RaisedAt), and the figures are kept in up.Reported. u must have passed
+// Report.Reset: see raisedAt), and the figures are kept in up.Reported. u must have passed
 // CheckUpdate.
 func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) time.Time {
 	now = latest(cs, now)
@@ -99,7 +99,7 @@ func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) tim
 		slot := s.slotOf[r.Rule]
 		c := cs[slot]
 		if used := c.Used(now); used < r.Used {
-			c.Add(RaisedAt(now, r.Reset, s.SlotRule(slot).EffectiveWindow()), r.Used-used)
+			c.Add(raisedAt(now, r.Reset, s.SlotRule(slot).EffectiveWindow()), r.Used-used)
 		}
 		if up.Reported == nil {
 			up.Reported = map[string]Reported{}
@@ -109,22 +109,27 @@ func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) tim
 	return now
 }
 
-// RaisedAt is the instant the requests a raise adds are recorded at, for a Sync at now whose
+// raisedAt is the instant the requests a raise adds are recorded at, for a Sync at now whose
 // report frees them after reset, in a counter whose window (with margin) is w: now + reset − w,
 // so that they stop counting at now + reset, when 0 < reset < w; now otherwise.
-func RaisedAt(now time.Time, reset, w time.Duration) time.Time {
+func raisedAt(now time.Time, reset, w time.Duration) time.Time {
 	if reset > 0 && reset < w {
 		return now.Add(reset - w)
 	}
 	return now
 }
 
-// ReserveWith is Reserve under a pause: while up is paused at the decision's instant nothing
-// is recorded, and the wait is at least the rest of the pause. up may be nil.
-func (s *Strategy) ReserveWith(cs []Counter, up *Upstream, now time.Time, n int) (Result, error) {
+// Reserve records n if the burst fits in every rule now, and otherwise records nothing and
+// says how long until it fits. It is the pacing primitive; the store makes it atomic. The
+// decision and the record are both at the later of now and the latest instant the counters have
+// seen, which Result.At reports; the wait is measured from now, the caller's instant, so that
+// sleeping it is enough (see StepTolerance). While up (which may be nil) is paused at the
+// decision's instant nothing is recorded, and the wait is at least the rest of the pause.
+// Errors are CheckBurst's.
+func (s *Strategy) Reserve(cs []Counter, up *Upstream, now time.Time, n int) (Result, error) {
 	if up == nil || !up.PausedUntil.After(now) {
 		// Not paused now; the decision's instant can only be later than now.
-		return s.Reserve(cs, now, n)
+		return s.reserve(cs, now, n)
 	}
 	if err := s.CheckBurst(n); err != nil {
 		return Result{}, err
@@ -133,15 +138,17 @@ func (s *Strategy) ReserveWith(cs []Counter, up *Upstream, now time.Time, n int)
 	if p := up.PausedUntil.Sub(at); p > 0 {
 		return Result{Wait: max(p, s.Wait(cs, at, n)) + at.Sub(now)}, nil
 	}
-	return s.Reserve(cs, now, n)
+	return s.reserve(cs, now, n)
 }
 
-// PeekWith is Peek with what the upstream said: the wait for n ≥ 1 is at least the rest of the
-// pause, strategy.Snapshot.PausedUntil is set while the pause lasts, and each rule's usage carries the
+// Peek reports usage per rule and, for n ≥ 1, the wait for a burst of n (measured from now, as
+// Reserve's), changing nothing that counts. n == 0 asks for usage only. With what the upstream
+// said (up, which may be nil), the wait for n ≥ 1 is at least the rest of the pause,
+// strategy.Snapshot.PausedUntil is set while the pause lasts, and each rule's usage carries the
 // last figure reported for its counter while it is less than a window old (a figure about a
-// window that has passed says nothing any more). up may be nil.
-func (s *Strategy) PeekWith(cs []Counter, up *Upstream, now time.Time, n int) (strategy.Snapshot, error) {
-	snap, err := s.Peek(cs, now, n)
+// window that has passed says nothing any more). Errors are CheckBurst's for n ≠ 0.
+func (s *Strategy) Peek(cs []Counter, up *Upstream, now time.Time, n int) (strategy.Snapshot, error) {
+	snap, err := s.peek(cs, now, n)
 	if err != nil || up == nil {
 		return snap, err
 	}

@@ -1,4 +1,6 @@
-package rollingwindow
+// Package rollinglog is the rolling window's log (package rollingwindow makes the strategies
+// and says what a log counts), for the stores that keep logs in forms of their own.
+package rollinglog
 
 import (
 	"math"
@@ -299,7 +301,7 @@ func (l *Log) grow() bool {
 // dropped (docs/rules.md#window-semantics).
 func (l *Log) Add(now time.Time, n int) { l.AddNanos(now.UnixNano(), n) }
 
-// AddNanos is Add at instant t, Unix ns (engine.NanoCounter).
+// AddNanos is Add at instant t, Unix ns (see engine.Strategy.Nanos).
 func (l *Log) AddNanos(t int64, n int) {
 	if t > l.hw || len(l.ring) == 0 {
 		l.move(t)
@@ -414,7 +416,7 @@ func (l *Log) Remove(at time.Time, n int) {
 // later): those recorded at s with s+W > now, counting each bucket until its latest instant + W.
 func (l *Log) Used(now time.Time) int { return l.UsedNanos(now.UnixNano()) }
 
-// UsedNanos is Used at instant t, Unix ns (engine.NanoCounter).
+// UsedNanos is Used at instant t, Unix ns (see engine.Strategy.Nanos).
 func (l *Log) UsedNanos(t int64) int {
 	if t > l.hw || len(l.ring) == 0 {
 		l.move(t)
@@ -429,7 +431,7 @@ func (l *Log) WaitTime(now time.Time, n, limit int) time.Duration {
 	return time.Duration(l.WaitNanos(now.UnixNano(), n, limit))
 }
 
-// WaitNanos is WaitTime at instant t, Unix ns, in ns (engine.NanoCounter).
+// WaitNanos is WaitTime at instant t, Unix ns, in ns (see engine.Strategy.Nanos).
 func (l *Log) WaitNanos(t int64, n, limit int) int64 {
 	if t > l.hw || len(l.ring) == 0 {
 		l.move(t)
@@ -512,7 +514,7 @@ func (l *Log) Latest() time.Time {
 }
 
 // LatestNanos returns the latest instant the log has seen, Unix ns, and true; 0 and false
-// when none (engine.NanoCounter).
+// when none (see engine.Strategy.Nanos).
 func (l *Log) LatestNanos() (int64, bool) { return l.hw, len(l.ring) != 0 }
 
 // Cost returns the bytes the log holds on the heap: the Log and its ring's allocation, rounded

@@ -2,7 +2,7 @@
 // their granule, in a doubling ring. The differential tests and benchmarks check the Log against
 // it; only names changed.
 
-package rollingwindow
+package rollinglog
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package tokenbucket
+package bucket
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package rollingwindow
+package rollinglog
 
 import (
 	"flag"
@@ -72,7 +72,7 @@ var figures = flag.Bool("figures", false, "log the heap per log in each shape, c
 
 // TestBytesPerLogFigures logs the heap of one log in each shape, compact and as before:
 //
-//	go test -run Figures -v ./rollingwindow -figures
+//	go test -run Figures -v ./internal/rollinglog -figures
 func TestBytesPerLogFigures(t *testing.T) {
 	if !*figures {
 		t.Skip("figures only: run with -figures")

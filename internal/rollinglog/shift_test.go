@@ -1,4 +1,4 @@
-package rollingwindow
+package rollinglog
 
 import (
 	"testing"
