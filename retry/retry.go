@@ -25,6 +25,7 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/credential"
+	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 )
 
 // NewClient returns a retryablehttp client with retryablehttp's defaults (4 retries, waits of
@@ -47,7 +48,7 @@ func NewClient(t *ratemonitor.Transport) *retryablehttp.Client {
 
 // Exponential is retryablehttp.DefaultBackoff without its reading of Retry-After: min × 2^attempt,
 // capped at max. Backoff reads Retry-After itself, measured from the response's Date (when
-// plausible, see headers.ParseRetryAfter) and capped.
+// plausible, as headers.RetryAfter does) and capped.
 func Exponential(minWait, maxWait time.Duration, attempt int, _ *http.Response) time.Duration {
 	return retryablehttp.DefaultBackoff(minWait, maxWait, attempt, nil)
 }
@@ -137,7 +138,7 @@ func floor(t *ratemonitor.Transport, resp *http.Response, now time.Time) time.Du
 	}
 	if headers.Refused(resp.StatusCode, resp.Header) {
 		// A limit used up (X-RateLimit-Remaining: 0) frees at its X-RateLimit-Reset.
-		if x := headers.ParseXRateLimit(resp.Header, now, headers.ResetAuto); x.Remaining == 0 && x.Reset > 0 {
+		if x := headerparse.ParseXRateLimit(resp.Header, now, headerparse.ResetAuto); x.Remaining == 0 && x.Reset > 0 {
 			d = max(d, min(x.Reset, t.MaxPause()))
 		}
 	}
