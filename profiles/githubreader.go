@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/bodypeek"
 	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 )
 
@@ -74,7 +75,7 @@ func (g githubBodyReader) ReadCost(resp *http.Response, now time.Time) cost.Repo
 	if !cost.Wants(resp) {
 		return rep
 	}
-	b, whole := cost.PeekBody(resp, cost.MaxBody)
+	b, whole := bodypeek.Peek(resp, cost.MaxBody)
 	if !whole {
 		return rep
 	}
