@@ -17,6 +17,7 @@ import (
 	ristrettostore "github.com/eko/gocache/store/ristretto/v4"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -129,7 +130,7 @@ const storeName = "memory"
 // fail reports a failed operation to the observer and returns err.
 func (m *Memory) fail(ctx context.Context, op, key string, err error) error {
 	if err != nil && m.obs != nil {
-		return observe.StoreFailed(ctx, m.obs, storeName, op, key, err)
+		return storeobs.Failed(ctx, m.obs, storeName, op, key, err)
 	}
 	return err
 }

@@ -77,6 +77,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -313,7 +314,7 @@ func (st *Store) closedErr(ctx context.Context, op, key string, err error) error
 // observeErr reports *err, if any, to the observer, if any.
 func (st *Store) observeErr(ctx context.Context, op, key string, err *error) {
 	if st.obs != nil && *err != nil {
-		observe.StoreFailed(ctx, st.obs, storeName, op, key, *err)
+		storeobs.Failed(ctx, st.obs, storeName, op, key, *err)
 	}
 }
 

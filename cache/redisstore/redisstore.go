@@ -56,6 +56,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -307,7 +308,7 @@ func (st *Store) failed(ctx context.Context, op, key string, err error) error {
 	if st.opts.Observer == nil {
 		return err
 	}
-	return observe.StoreFailed(ctx, st.opts.Observer, "redis", op, key, err)
+	return storeobs.Failed(ctx, st.opts.Observer, "redis", op, key, err)
 }
 
 // Admit implements cache.Admitter: one round trip, which decides, records and returns every
