@@ -17,6 +17,7 @@ import (
 	ristrettostore "github.com/eko/gocache/store/ristretto/v4"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
@@ -26,8 +27,8 @@ import (
 
 // Defaults of MemoryConfig.
 const (
-	DefaultMaxCost = 64 << 20 // bytes
-	DefaultMaxKeys = 100_000
+	defaultMaxCost = 64 << 20 // bytes
+	defaultMaxKeys = 100_000
 )
 
 // MemoryConfig configures NewMemory. Its zero value gives the defaults.
@@ -233,10 +234,10 @@ func (e *entry) pausedUntil() time.Time {
 // NewMemory returns a memory store. Close it to stop ristretto's goroutines.
 func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if cfg.MaxCost == 0 {
-		cfg.MaxCost = DefaultMaxCost
+		cfg.MaxCost = defaultMaxCost
 	}
 	if cfg.MaxKeys == 0 {
-		cfg.MaxKeys = DefaultMaxKeys
+		cfg.MaxKeys = defaultMaxKeys
 	}
 	if cfg.MaxCost < 0 || cfg.MaxKeys < 0 || cfg.MaxKeys > 1<<40 {
 		return nil, fmt.Errorf("ratemonitor: memory store: MaxCost %d must not be negative, and MaxKeys %d must be from 0 (the default) to 2^40", cfg.MaxCost, cfg.MaxKeys)
@@ -298,7 +299,7 @@ const (
 
 // Record implements Store.
 func (m *Memory) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
-	if err := CheckCount(n); err != nil {
+	if err := storecheck.Count(n); err != nil {
 		return err
 	}
 	return m.fail(ctx, "record", key, m.do(ctx, s, key, &op{write: true, n: n, kind: opRecord}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
@@ -311,7 +312,7 @@ func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 			return engine.Result{}, err
 		}
 	}
-	if err := CheckCount(n); err != nil {
+	if err := storecheck.Count(n); err != nil {
 		return engine.Result{}, err
 	}
 	var res engine.Result
@@ -342,7 +343,7 @@ func (m *Memory) Admit(ctx context.Context, s *engine.Strategy, key string, n in
 
 // Release implements Store.
 func (m *Memory) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
-	if err := CheckCount(n); err != nil {
+	if err := storecheck.Count(n); err != nil {
 		return err
 	}
 	return m.fail(ctx, "release", key, m.do(ctx, s, key, &op{at: at.UnixNano()}, func(cs []engine.Counter, _ *engine.Upstream, _ time.Time) { s.Release(cs, at, n) }))

@@ -30,6 +30,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -198,7 +199,7 @@ func (st *Store) check(s *engine.Strategy, n int) error {
 	if err := st.validate(s); err != nil {
 		return err
 	}
-	return cache.CheckCount(n)
+	return storecheck.Count(n)
 }
 
 // Record implements cache.Store.
