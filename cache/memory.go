@@ -17,6 +17,7 @@ import (
 	ristrettostore "github.com/eko/gocache/store/ristretto/v4"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/realclock"
 	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
@@ -248,7 +249,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Memory{clock: cfg.Clock, real: clock.IsReal(cfg.Clock), onEvict: cfg.OnEvictLive, logger: cfg.Logger, seed: maphash.MakeSeed(), obs: cfg.Observer}
+	m := &Memory{clock: cfg.Clock, real: realclock.Is(cfg.Clock), onEvict: cfg.OnEvictLive, logger: cfg.Logger, seed: maphash.MakeSeed(), obs: cfg.Observer}
 	m.maxCost = cfg.MaxCost
 	client, err := ristretto.NewCache(&ristretto.Config[string, any]{
 		NumCounters:        10 * cfg.MaxKeys,
@@ -487,7 +488,7 @@ func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, sh *shard, h ui
 func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time), underLife bool) (done bool, err error) {
 	var ns int64
 	if m.real {
-		ns = clock.RealNanos() // before the lock, which then dates the operation (MemoryConfig.Clock)
+		ns = realclock.Nanos() // before the lock, which then dates the operation (MemoryConfig.Clock)
 	}
 	e.mu.Lock()
 	if e.evicted {

@@ -77,6 +77,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/realclock"
 	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
@@ -135,7 +136,7 @@ type Options struct {
 	// duration in [0, RetryBackoff·2^(k−1)), at most 100 ms, on the wall clock (not Clock).
 	// DefaultRetryBackoff (2 ms) when zero.
 	RetryBackoff time.Duration
-	// Clock is where instants come from; clock.Wall() when nil. Every process sharing the
+	// Clock is where instants come from; the host's wall clock when nil. Every process sharing the
 	// table should read the same wall time: within engine.StepTolerance (1 s), beyond which
 	// a clock behind a key's latest instant is taken for a step back and the key is rebased
 	// on it (see engine.Rebase). Tests pass a clock they can step.
@@ -218,7 +219,7 @@ func New(client *dynamodb.Client, opts Options) (*Store, error) {
 		opts.RetryBackoff = DefaultRetryBackoff
 	}
 	if opts.Clock == nil {
-		opts.Clock = clock.Wall()
+		opts.Clock = realclock.Wall{}
 	}
 	return &Store{client: client, table: opts.Table, idle: opts.IdleTimeout, maxRetries: opts.MaxRetries,
 		backoff: opts.RetryBackoff, clock: opts.Clock, obs: opts.Observer}, nil

@@ -30,6 +30,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/realclock"
 	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
@@ -48,7 +49,7 @@ const (
 
 // Options configures Open. The zero value gives the defaults.
 type Options struct {
-	// Clock is where instants come from; clock.Wall() when nil, the host's wall clock, which
+	// Clock is where instants come from; the host's wall clock (time.Now) when nil, which
 	// every process sharing the file reads alike. (A process's monotonic clock, clock.Real(),
 	// is anchored at its start, so two processes' clocks could differ by any wall-clock step
 	// between their starts.)
@@ -101,7 +102,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("ratemonitor: sqlite store: want a file path, got %q", path)
 	}
 	if opts.Clock == nil {
-		opts.Clock = clock.Wall()
+		opts.Clock = realclock.Wall{}
 	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = DefaultBusyTimeout
