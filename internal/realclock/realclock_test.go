@@ -15,9 +15,9 @@ func TestRealNanosReadsRealClock(t *testing.T) {
 	got := realclock.Nanos()
 	after := clock.Real().Now().UnixNano()
 	if got < before || got > after {
-		t.Fatalf("RealNanos %d, want within [%d, %d] of Real().Now()", got, before, after)
+		t.Fatalf("Nanos %d, want within [%d, %d] of clock.Real().Now()", got, before, after)
 	}
 	if !realclock.Is(clock.Real()) || realclock.Is(realclock.Wall{}) || realclock.Is(clock.NewManual(time.Unix(0, 0))) || realclock.Is(nil) {
-		t.Fatal("IsReal must hold for Real() alone")
+		t.Fatal("Is must hold for clock.Real() alone")
 	}
 }
