@@ -81,7 +81,7 @@ func TestPacedWaitAcrossAClockStepIsWhatWaitTimeSaid(t *testing.T) {
 }
 
 // TestReservationAcrossAStepBackCountsItsRequests: a Transport
-// on a stepped wall clock (the SQLite store's default clock.Wall is Clocked, so its Transport
+// on a stepped wall clock (the SQLite store's default wall clock is Clocked, so its Transport
 // runs on it; a memory store with the same clock here). 10 reserved at T (10/min); the clock
 // is stepped back 1 h and the key rebased (its 10 records now stop counting at T − 1 h + 60 s,
 // on time in true terms); 61 s later the reserved records count no more, but the Reservation's

@@ -10,6 +10,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/internal/credential"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
@@ -218,7 +219,7 @@ func (t *Transport) learnSignals(req *http.Request, key string, rep cost.Report)
 func (t *Transport) correct(req *http.Request, key string, ch *charge, real int) {
 	ctx := context.WithoutCancel(req.Context()) // the response has arrived: keep what it said
 	if real > ch.n {
-		extra := min(real-ch.n, cache.MaxCount)
+		extra := min(real-ch.n, storecheck.MaxCount)
 		for _, c := range ch.lim.meters {
 			if c.m.cost == nil {
 				if err := t.recordOn(ctx, c.strat, c.key, extra); err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -32,7 +32,7 @@ func (b *statusBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
 }
 
-func wantEvents(t *testing.T, rec *observe.Recorder, want ...string) {
+func wantEvents(t *testing.T, rec *observetest.Recorder, want ...string) {
 	t.Helper()
 	if got := rec.Strings(); !slices.Equal(got, want) {
 		t.Fatalf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
@@ -65,7 +65,7 @@ func TestObserverSeesEveryEventExactly(t *testing.T) {
 
 	t.Run("monitoring", func(t *testing.T) {
 		clk := clock.NewManual(t0)
-		rec := &observe.Recorder{}
+		rec := &observetest.Recorder{}
 		tr, err := New(&statusBase{statuses: []int{200, 429}}, WithRules(strategy.Rule{Limit: 3, Window: 10 * time.Second}),
 			WithClock(clk), WithSync(SyncConfig{}), WithObserver(rec))
 		if err != nil {
@@ -97,7 +97,7 @@ func TestObserverSeesEveryEventExactly(t *testing.T) {
 
 	t.Run("pacing", func(t *testing.T) {
 		clk := clock.NewManual(t0)
-		rec := &observe.Recorder{}
+		rec := &observetest.Recorder{}
 		tr, err := New(&statusBase{}, WithRules(strategy.Rule{Limit: 1, Window: 10 * time.Second}),
 			WithClock(clk), WithPacing(), WithObserver(rec))
 		if err != nil {
@@ -140,7 +140,7 @@ func TestObserverSeesEveryEventExactly(t *testing.T) {
 // warning, not one per request, and the observer one event per request.
 func TestStoreErrorLogIsRateLimited(t *testing.T) {
 	var logs bytes.Buffer
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	tr, err := New(&statusBase{}, WithRules(strategy.Rule{Limit: 100, Window: time.Minute}), WithObserver(rec),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {

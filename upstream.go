@@ -13,6 +13,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/credential"
+	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -216,7 +217,7 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response, ex
 	app = app && am != nil
 	// Parsed once here for the pause and the report; the readers (Xero's problem) read the
 	// same field the same way.
-	ra := headers.ParseRetryAfter(resp.Header, hnow)
+	ra := headerparse.ParseRetryAfter(resp.Header, hnow)
 	if ra.DateIgnored {
 		t.dateSkewed(req, key, ra, hnow)
 	}
@@ -267,7 +268,7 @@ func (t *Transport) keep(req *http.Request, key string, now time.Time, keyUp eng
 // retryPause returns the pause resp's Retry-After (ra, as read) asks for on a refusal
 // (headers.Refused: a 429, or a 403 about a rate limit) or a 503 (0 when it has none), and
 // whether resp is a refusal.
-func retryPause(resp *http.Response, ra headers.RetryAfterField) (time.Duration, bool) {
+func retryPause(resp *http.Response, ra headerparse.RetryAfterField) (time.Duration, bool) {
 	refused := headers.Refused(resp.StatusCode, resp.Header)
 	if !refused && resp.StatusCode != http.StatusServiceUnavailable {
 		return 0, false
@@ -278,7 +279,7 @@ func retryPause(resp *http.Response, ra headers.RetryAfterField) (time.Duration,
 // dateSkewed reports a response to req whose Date was too far from now (the wall clock, or the Transport's injected clock)
 // to measure its HTTP-date Retry-After from: the upstream's clock, or whatever sets its Date,
 // needs fixing, and until it is, its Retry-After may be off as well.
-func (t *Transport) dateSkewed(req *http.Request, key string, ra headers.RetryAfterField, now time.Time) {
+func (t *Transport) dateSkewed(req *http.Request, key string, ra headerparse.RetryAfterField, now time.Time) {
 	skew := ra.Date.Sub(now)
 	level, suppressed := t.warnLevel(t.sync.dateWarn)
 	t.logger.LogAttrs(req.Context(), level,

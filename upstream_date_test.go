@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/internal/lograte"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/internal/upstreamtest"
-	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -22,7 +22,7 @@ import (
 // measured from it, and nothing is reported.
 func TestSyncImplausibleDateMeasuredFromOurClock(t *testing.T) {
 	var logs bytes.Buffer
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	c, tr, a, clk, _ := syncSetup(t, SyncConfig{}, WithObserver(rec),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	// The limiter allows one warning an hour here, so that the second response's is held back

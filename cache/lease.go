@@ -2,9 +2,9 @@ package cache
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 )
 
 // Leaser is implemented by stores that hold in-flight slots (ratemonitor.WithInFlight): at
@@ -45,13 +45,4 @@ func (l Lease) Acquired() bool { return l.ID != "" }
 
 // ErrInvalidLease is wrapped when AcquireLease or RenewLease is asked for a limit below 1 or a TTL of
 // less than a microsecond, or RenewLease or ReleaseLease for an empty lease id.
-var ErrInvalidLease = errors.New("ratemonitor: invalid lease request")
-
-// CheckLease returns an error wrapping ErrInvalidLease unless limit ≥ 1 and ttl ≥ 1 µs: the
-// check every Leaser applies to AcquireLease (RenewLease passes limit 1).
-func CheckLease(limit int, ttl time.Duration) error {
-	if limit < 1 || ttl < time.Microsecond {
-		return fmt.Errorf("%w: limit %d (want at least 1), ttl %v (want at least 1µs)", ErrInvalidLease, limit, ttl)
-	}
-	return nil
-}
+var ErrInvalidLease = storecheck.ErrInvalidLease

@@ -17,6 +17,9 @@ import (
 	ristrettostore "github.com/eko/gocache/store/ristretto/v4"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/realclock"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
+	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -25,8 +28,8 @@ import (
 
 // Defaults of MemoryConfig.
 const (
-	DefaultMaxCost = 64 << 20 // bytes
-	DefaultMaxKeys = 100_000
+	defaultMaxCost = 64 << 20 // bytes
+	defaultMaxKeys = 100_000
 )
 
 // MemoryConfig configures NewMemory. Its zero value gives the defaults.
@@ -129,7 +132,7 @@ const storeName = "memory"
 // fail reports a failed operation to the observer and returns err.
 func (m *Memory) fail(ctx context.Context, op, key string, err error) error {
 	if err != nil && m.obs != nil {
-		return observe.StoreFailed(ctx, m.obs, storeName, op, key, err)
+		return storeobs.Failed(ctx, m.obs, storeName, op, key, err)
 	}
 	return err
 }
@@ -232,10 +235,10 @@ func (e *entry) pausedUntil() time.Time {
 // NewMemory returns a memory store. Close it to stop ristretto's goroutines.
 func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if cfg.MaxCost == 0 {
-		cfg.MaxCost = DefaultMaxCost
+		cfg.MaxCost = defaultMaxCost
 	}
 	if cfg.MaxKeys == 0 {
-		cfg.MaxKeys = DefaultMaxKeys
+		cfg.MaxKeys = defaultMaxKeys
 	}
 	if cfg.MaxCost < 0 || cfg.MaxKeys < 0 || cfg.MaxKeys > 1<<40 {
 		return nil, fmt.Errorf("ratemonitor: memory store: MaxCost %d must not be negative, and MaxKeys %d must be from 0 (the default) to 2^40", cfg.MaxCost, cfg.MaxKeys)
@@ -246,7 +249,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Memory{clock: cfg.Clock, real: clock.IsReal(cfg.Clock), onEvict: cfg.OnEvictLive, logger: cfg.Logger, seed: maphash.MakeSeed(), obs: cfg.Observer}
+	m := &Memory{clock: cfg.Clock, real: realclock.Is(cfg.Clock), onEvict: cfg.OnEvictLive, logger: cfg.Logger, seed: maphash.MakeSeed(), obs: cfg.Observer}
 	m.maxCost = cfg.MaxCost
 	client, err := ristretto.NewCache(&ristretto.Config[string, any]{
 		NumCounters:        10 * cfg.MaxKeys,
@@ -297,7 +300,7 @@ const (
 
 // Record implements Store.
 func (m *Memory) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
-	if err := CheckCount(n); err != nil {
+	if err := storecheck.Count(n); err != nil {
 		return err
 	}
 	return m.fail(ctx, "record", key, m.do(ctx, s, key, &op{write: true, n: n, kind: opRecord}, func(cs []engine.Counter, _ *engine.Upstream, now time.Time) { s.Record(cs, now, n) }))
@@ -310,7 +313,7 @@ func (m *Memory) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 			return engine.Result{}, err
 		}
 	}
-	if err := CheckCount(n); err != nil {
+	if err := storecheck.Count(n); err != nil {
 		return engine.Result{}, err
 	}
 	var res engine.Result
@@ -337,7 +340,7 @@ func (m *Memory) Admit(ctx context.Context, s *engine.Strategy, key string, n in
 
 // Release implements Store.
 func (m *Memory) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
-	if err := CheckCount(n); err != nil {
+	if err := storecheck.Count(n); err != nil {
 		return err
 	}
 	return m.fail(ctx, "release", key, m.do(ctx, s, key, &op{at: at.UnixNano()}, func(cs []engine.Counter, _ *engine.Upstream, _ time.Time) { s.Release(cs, at, n) }))
@@ -481,7 +484,7 @@ func (m *Memory) doLive(ctx context.Context, s *engine.Strategy, sh *shard, h ui
 func (m *Memory) update(ctx context.Context, s *engine.Strategy, e *entry, o *op, fn func([]engine.Counter, *engine.Upstream, time.Time), underLife bool) (done bool, err error) {
 	var ns int64
 	if m.real {
-		ns = clock.RealNanos() // before the lock, which then dates the operation (MemoryConfig.Clock)
+		ns = realclock.Nanos() // before the lock, which then dates the operation (MemoryConfig.Clock)
 	}
 	e.mu.Lock()
 	if e.evicted {

@@ -180,7 +180,7 @@ func flood(t *testing.T, maxCost, maxKeys int64, keys, hot int) floodResult {
 func TestFloodStaysWithinMaxCost(t *testing.T) {
 	maxCost, maxKeys, keys, hot := int64(2<<20), int64(3_125), 20_000, 250
 	if *fullFlood {
-		maxCost, maxKeys, keys, hot = DefaultMaxCost, DefaultMaxKeys, 1_000_000, 10_000
+		maxCost, maxKeys, keys, hot = defaultMaxCost, defaultMaxKeys, 1_000_000, 10_000
 	}
 	begin := time.Now()
 	r := flood(t, maxCost, maxKeys, keys, hot)

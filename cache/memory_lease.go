@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 )
 
 // leases is the memory store's Leaser state: per key, the expiry of each lease held, on the
@@ -50,7 +52,7 @@ func (l *leases) live(key string, now time.Time) map[string]time.Time {
 // AcquireLease implements Leaser in this process, on the store's clock: exact to the
 // nanosecond. Errors: ErrInvalidLease's, and ErrClosed after Close.
 func (m *Memory) AcquireLease(ctx context.Context, key string, limit int, ttl time.Duration) (Lease, error) {
-	if err := CheckLease(limit, ttl); err != nil {
+	if err := storecheck.Lease(limit, ttl); err != nil {
 		return Lease{}, err
 	}
 	if m.closed.Load() {
@@ -88,7 +90,7 @@ func (m *Memory) AcquireLease(ctx context.Context, key string, limit int, ttl ti
 
 // RenewLease implements Leaser. Errors are AcquireLease's.
 func (m *Memory) RenewLease(ctx context.Context, key, id string, ttl time.Duration) (bool, error) {
-	if err := CheckLease(1, ttl); err != nil {
+	if err := storecheck.Lease(1, ttl); err != nil {
 		return false, err
 	}
 	if id == "" {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -327,12 +328,12 @@ func TestReserveNeverOvershootsRealClock(t *testing.T) {
 	t.Logf("%d reservations in %v at %d per %v", len(granted), took.Round(time.Millisecond), limit, window)
 }
 
-// TestInvalidCountsRefused: counts below 1 or above MaxCount are ErrInvalidCount and change
+// TestInvalidCountsRefused: counts below 1 or above storecheck.MaxCount are ErrInvalidCount and change
 // nothing; a MaxKeys past 2^40 is refused, saying so.
 func TestInvalidCountsRefused(t *testing.T) {
 	m := newMemory(t, MemoryConfig{})
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
-	for _, n := range []int{0, -5, MaxCount + 1} {
+	for _, n := range []int{0, -5, storecheck.MaxCount + 1} {
 		if err := m.Record(context.Background(), s, "k", n); !errors.Is(err, ErrInvalidCount) {
 			t.Errorf("Record(%d): %v", n, err)
 		}

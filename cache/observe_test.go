@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -20,7 +21,7 @@ import (
 // TestClosedStoreErrorsAreEvents: every operation on a closed memory store is one StoreError event;
 // the caller's own errors (a bad count) are not events.
 func TestClosedStoreErrorsAreEvents(t *testing.T) {
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	m := newMemory(t, MemoryConfig{Observer: rec})
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
 	ctx := context.Background()

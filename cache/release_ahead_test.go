@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/realclock"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -27,7 +28,7 @@ func TestReleaseAheadOfRealClockGrantsNothingEarly(t *testing.T) {
 		}
 	}
 	// Nothing was recorded there: Remove finds no bucket and does nothing.
-	future := time.Unix(0, clock.RealNanos()).Add(time.Hour)
+	future := time.Unix(0, realclock.Nanos()).Add(time.Hour)
 	if err := m.Release(ctx, s, "k", future, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestReleaseAheadOfRealClockGrantsNothingEarly(t *testing.T) {
 	}
 	if res.Allowed {
 		t.Fatalf("a third request was granted within the minute of two (limit 2): At %v is %v ahead of the clock",
-			res.At, res.At.Sub(time.Unix(0, clock.RealNanos())).Round(time.Second))
+			res.At, res.At.Sub(time.Unix(0, realclock.Nanos())).Round(time.Second))
 	}
 }
 
@@ -85,7 +86,7 @@ func TestReleaseSlightlyAheadOfRealClockGrantsNothingEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 	res2, err := m.Reserve(ctx, s, "k", 1)
-	after := time.Unix(0, clock.RealNanos())
+	after := time.Unix(0, realclock.Nanos())
 	if err != nil {
 		t.Fatal(err)
 	}

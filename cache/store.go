@@ -8,10 +8,10 @@ package cache
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 	"github.com/ratemonitor/ratemonitor/internal/storeshare"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -26,8 +26,8 @@ var ErrClosed = errors.New("ratemonitor: store is closed")
 var ErrFull = errors.New("ratemonitor: memory store is full")
 
 // ErrInvalidCount is wrapped when Record or Release is asked for fewer than 1 or more than
-// MaxCount requests.
-var ErrInvalidCount = errors.New("ratemonitor: request count out of range")
+// 2^31 requests.
+var ErrInvalidCount = storecheck.ErrInvalidCount
 
 // ErrContended is wrapped when a store that updates a key optimistically (read, then write if
 // nobody wrote in between: the DynamoDB store) lost that race to other writers on every try it
@@ -35,9 +35,6 @@ var ErrInvalidCount = errors.New("ratemonitor: request count out of range")
 // outage: the Transport and the middleware try again, with jittered backoff, until the
 // request's context ends, and never send or serve a request uncounted because of it.
 var ErrContended = errors.New("ratemonitor: store: too much contention on the key")
-
-// MaxCount is the most requests one Record or Release may carry.
-const MaxCount = 1 << 31
 
 // Store keeps rate-limit state per key. Implementations are safe for concurrent use, and each
 // method is atomic for its key across all rules of the strategy.
@@ -48,7 +45,7 @@ const MaxCount = 1 << 31
 // one counter per (key, counter ID), so strategies that layer the same window on a key share
 // its count.
 type Store interface {
-	// Record adds n requests (1 ≤ n ≤ MaxCount) under every rule of s, whatever the limits
+	// Record adds n requests (1 ≤ n ≤ 2^31) under every rule of s, whatever the limits
 	// say (monitoring).
 	Record(ctx context.Context, s *engine.Strategy, key string, n int) error
 	// Reserve records a burst of n if it fits every rule of s now, and otherwise records
@@ -142,12 +139,3 @@ type Sharing = storeshare.Sharing
 // through up to twice the limit. Give both the same Margin and Granularity, or give them
 // separate stores (for Redis, a prefix of their own).
 var ErrCounterConflict = storeshare.ErrCounterConflict
-
-// CheckCount returns an error wrapping ErrInvalidCount unless 1 ≤ n ≤ MaxCount: the check
-// every Store applies to Record and Release.
-func CheckCount(n int) error {
-	if n < 1 || n > MaxCount {
-		return fmt.Errorf("%w: %d, want 1 to %d", ErrInvalidCount, n, MaxCount)
-	}
-	return nil
-}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/realclock"
 )
 
 // Clock tells the time and sleeps. Implementations are safe for concurrent use.
@@ -17,56 +19,10 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
-// origin anchors every Real clock of the process to one wall-clock reading.
-var origin = time.Now()
-
-type monotonic struct{}
-
 // Real returns the process's monotonic clock: instants are the wall time at process start plus
 // the monotonic time elapsed since, so a wall-clock step (NTP, a manual change) cannot move them
 // backwards or forwards. All Real clocks of a process agree.
-func Real() Clock { return monotonic{} }
-
-func (monotonic) Now() time.Time { return origin.Add(time.Since(origin)) }
-
-// originNs is origin in Unix nanoseconds.
-var originNs = origin.UnixNano()
-
-// RealNanos returns Real().Now().UnixNano() without making a time.Time: the real clock's
-// instant in Unix nanoseconds, for hot paths that keep instants as int64.
-func RealNanos() int64 { return originNs + int64(time.Since(origin)) }
-
-// IsReal reports whether c is the clock Real returns: one that never goes back, whose instants
-// RealNanos reads.
-func IsReal(c Clock) bool {
-	_, ok := c.(monotonic)
-	return ok
-}
-
-func (monotonic) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-type wall struct{ monotonic }
-
-// Wall returns the host's wall clock (time.Now without its monotonic reading): what every
-// process on a host agrees on, for stores that several processes share without a clock of
-// their own (the SQLite store). It follows the system clock's steps, backwards too; the
-// strategies never let a key's time go backwards, so a step back only delays answers. Sleep
-// is the monotonic clock's.
-func Wall() Clock { return wall{} }
-
-func (wall) Now() time.Time { return time.Now().Round(0) }
+func Real() Clock { return realclock.Monotonic{} }
 
 // Manual is a Clock that moves only when told to, for tests. With Auto set, Sleep moves the clock
 // forward by the duration asked for and returns at once (simulated time); otherwise Sleep

@@ -59,17 +59,3 @@ func TestManualSleepWakesOnlyAtDeadline(t *testing.T) {
 		t.Errorf("auto clock advanced %v, want 1m", got)
 	}
 }
-
-// TestRealNanosReadsRealClock: RealNanos reads the instant Real().Now() would, as Unix nanoseconds,
-// and IsReal names that clock alone.
-func TestRealNanosReadsRealClock(t *testing.T) {
-	before := Real().Now().UnixNano()
-	got := RealNanos()
-	after := Real().Now().UnixNano()
-	if got < before || got > after {
-		t.Fatalf("RealNanos %d, want within [%d, %d] of Real().Now()", got, before, after)
-	}
-	if !IsReal(Real()) || IsReal(Wall()) || IsReal(NewManual(time.Unix(0, 0))) || IsReal(nil) {
-		t.Fatal("IsReal must hold for Real() alone")
-	}
-}

@@ -11,16 +11,16 @@ import (
 	"time"
 )
 
-// TailBytes is how many of the last bytes of a body longer than MaxBody a Body keeps: 64 KiB,
+// tailBytes is how many of the last bytes of a body longer than MaxBody a Body keeps: 64 KiB,
 // where a GraphQL response puts its extensions (after data).
-const TailBytes = 64 << 10
+const tailBytes = 64 << 10
 
 // Body is what the caller read of a response body, for a BodyReader, decompressed when the
 // response came gzip'd (Content-Encoding: gzip, a client that asked for it itself).
 type Body struct {
 	// Head is the first MaxBody bytes (all of them when Whole).
 	Head []byte
-	// Tail is, for a body longer than MaxBody, its last TailBytes bytes (nil when Whole).
+	// Tail is, for a body longer than MaxBody, its last 64 KiB (nil when Whole).
 	Tail []byte
 	// Whole reports that Head is the whole body.
 	Whole bool
@@ -71,8 +71,8 @@ func Wants(resp *http.Response) bool {
 // closed before its end calls done, before Close closes it, only when what was read is one
 // complete JSON value (json.Valid; what json.NewDecoder(body).Decode leaves read, it does not
 // read on to io.EOF); done is not called for any other body closed early, or when a read
-// fails: a partial body says nothing sure. It keeps at most MaxBody + TailBytes bytes (of a gzip'd body: MaxBody
-// compressed bytes; one longer is not parsed). Close closes the original body.
+// fails: a partial body says nothing sure. It keeps at most MaxBody + 64 KiB (of a gzip'd body:
+// MaxBody compressed bytes; one longer is not parsed). Close closes the original body.
 func Watch(resp *http.Response, done func(Body)) {
 	resp.Body = &watched{ReadCloser: resp.Body, done: done, gz: isGzip(resp)}
 }
@@ -139,7 +139,7 @@ func (w *watched) Close() error {
 	return w.ReadCloser.Close()
 }
 
-// capture keeps the first MaxBody bytes and a ring of the last TailBytes.
+// capture keeps the first MaxBody bytes and a ring of the last tailBytes.
 type capture struct {
 	head  []byte
 	tail  []byte // ring
@@ -168,10 +168,10 @@ func (c *capture) write(p []byte, gz bool) {
 
 func (c *capture) ring(p []byte) {
 	if c.tail == nil {
-		c.tail = make([]byte, TailBytes)
+		c.tail = make([]byte, tailBytes)
 	}
-	if len(p) >= TailBytes {
-		copy(c.tail, p[len(p)-TailBytes:])
+	if len(p) >= tailBytes {
+		copy(c.tail, p[len(p)-tailBytes:])
 		c.pos, c.full = 0, true
 		return
 	}
@@ -180,7 +180,7 @@ func (c *capture) ring(p []byte) {
 		copy(c.tail, p[k:])
 		c.full = true
 	}
-	c.pos = (c.pos + len(p)) % TailBytes
+	c.pos = (c.pos + len(p)) % tailBytes
 	if c.pos == 0 {
 		c.full = true
 	}

@@ -9,25 +9,24 @@
 package cost
 
 import (
-	"bytes"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/bodypeek"
 )
 
 // Unknown is the Cost of a response that did not say what its request cost.
 const Unknown = -1
 
 // MaxBody is the most bytes of a response body a Reader of this package parses whole to find
-// the cost: 1 MiB. Of a longer body, Watch keeps the first MaxBody and the last TailBytes
-// bytes, and the readers look for their member there (Shopify's extensions in the tail,
-// GitHub's rateLimit in either); ReadCost, which reads before returning, does not parse one.
-// Of a gzip'd body, MaxBody compressed bytes at most are kept. The caller always gets the body
-// whole.
+// the cost: 1 MiB. Of a longer body, Watch keeps the first MaxBody and the last 64 KiB (where a
+// GraphQL response puts its extensions, after data), and the readers look for their member
+// there (Shopify's extensions in the tail, GitHub's rateLimit in either); ReadCost, which reads
+// before returning, does not parse one. Of a gzip'd body, MaxBody compressed bytes at most are
+// kept. The caller always gets the body whole.
 const MaxBody = 1 << 20
 
 // Report is what one response says about the cost of its request.
@@ -46,8 +45,8 @@ type Report struct {
 
 // Reader reads a response's cost. now is the instant the response arrived, for figures that
 // give an absolute time. A Reader never fails, and leaves the response as it found it for the
-// caller: one that reads the body must put back a body that yields the same bytes (PeekBody
-// does). It may be called from many goroutines at once.
+// caller: one that reads the body must put back a body that yields the same bytes (as
+// Declared.ReadCost does). It may be called from many goroutines at once.
 type Reader interface {
 	ReadCost(resp *http.Response, now time.Time) Report
 }
@@ -86,7 +85,7 @@ func (d Declared) ReadBody(resp *http.Response, body Body, now time.Time) Report
 }
 
 // ReadCost reads the header and, when Wants(resp), the body at once: it reads up to MaxBody
-// bytes of it before returning (PeekBody), and puts back a body that yields every byte. The
+// bytes of it before returning, and puts back a body that yields every byte. The
 // body's figures win over the header's. ratemonitor.WithCostReport does not call it: it
 // calls ReadHead and ReadBody, so as not to wait for the body.
 func (d Declared) ReadCost(resp *http.Response, now time.Time) Report {
@@ -95,7 +94,7 @@ func (d Declared) ReadCost(resp *http.Response, now time.Time) Report {
 		return rep
 	}
 	gz := isGzip(resp)
-	b, whole := PeekBody(resp, MaxBody)
+	b, whole := bodypeek.Peek(resp, MaxBody)
 	if !whole {
 		return rep
 	}
@@ -120,40 +119,6 @@ func (d Declared) Windows() []headers.Window { return append([]headers.Window(ni
 
 // String names the reader, for errors.
 func (d Declared) String() string { return d.name }
-
-// PeekBody returns the first bytes of resp's body, up to limit, and true when that is the
-// whole body; it replaces resp.Body with a body that yields every byte the original did (those
-// read, then the rest), and whose Close closes the original. A read error ends the peek: the
-// bytes read so far are returned with false, and the caller's reads meet the same error after
-// them. A nil body, or http.NoBody, gives nil and true.
-func PeekBody(resp *http.Response, limit int) ([]byte, bool) {
-	if resp.Body == nil || resp.Body == http.NoBody {
-		return nil, true
-	}
-	orig := resp.Body
-	b, err := io.ReadAll(io.LimitReader(orig, int64(limit)+1))
-	whole := err == nil && len(b) <= limit
-	rest := io.Reader(orig)
-	if err != nil {
-		rest = errReader{err}
-	}
-	resp.Body = &peeked{Reader: io.MultiReader(bytes.NewReader(b), rest), orig: orig}
-	if len(b) > limit {
-		b = b[:limit]
-	}
-	return b, whole
-}
-
-type peeked struct {
-	io.Reader
-	orig io.ReadCloser
-}
-
-func (p *peeked) Close() error { return p.orig.Close() }
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // isJSON reports whether resp says its body is JSON, or says nothing about it.
 func isJSON(resp *http.Response) bool {

@@ -1,8 +1,6 @@
 package cost
 
 import (
-	"bytes"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -25,38 +23,6 @@ func response(ct, body string, kv ...string) *http.Response {
 	}
 	return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader(body))}
 }
-
-// TestPeekBodyKeepsBody: the caller reads every byte after a peek, for a body shorter than the
-// cap, one longer (not parsed: whole is false), and one whose read fails (the error comes after
-// the bytes read).
-func TestPeekBodyKeepsBody(t *testing.T) {
-	for _, n := range []int{0, 10, MaxBody, MaxBody + 1, 3 * MaxBody} {
-		body := bytes.Repeat([]byte("x"), n)
-		resp := response("", string(body))
-		got, whole := PeekBody(resp, MaxBody)
-		if whole != (n <= MaxBody) || len(got) != min(n, MaxBody) {
-			t.Fatalf("%d bytes: peeked %d, whole %v", n, len(got), whole)
-		}
-		rest, err := io.ReadAll(resp.Body)
-		if err != nil || !bytes.Equal(rest, body) {
-			t.Fatalf("%d bytes: the caller read %d bytes, err %v", n, len(rest), err)
-		}
-	}
-	boom := errors.New("connection reset")
-	resp := &http.Response{Body: io.NopCloser(io.MultiReader(strings.NewReader("abc"), &failing{boom}))}
-	got, whole := PeekBody(resp, MaxBody)
-	if whole || string(got) != "abc" {
-		t.Fatalf("failing body: peeked %q, whole %v", got, whole)
-	}
-	rest, err := io.ReadAll(resp.Body)
-	if string(rest) != "abc" || !errors.Is(err, boom) {
-		t.Fatalf("failing body: the caller read %q, %v; want abc and the read error", rest, err)
-	}
-}
-
-type failing struct{ err error }
-
-func (f *failing) Read([]byte) (int, error) { return 0, f.err }
 
 func TestShopifyGraphQLReadsCostAndThrottle(t *testing.T) {
 	read := ShopifyGraphQL(20 * time.Second)

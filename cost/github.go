@@ -9,29 +9,29 @@ import (
 	"github.com/ratemonitor/ratemonitor/headers"
 )
 
-// GitHubRateLimit is the rateLimit object a GitHub GraphQL query may ask for. Source: GitHub,
+// githubRateLimit is the rateLimit object a GitHub GraphQL query may ask for. Source: GitHub,
 // "Rate limits and query limits for the GraphQL API",
 // https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api:
 // cost is the points the query was charged, remaining the points left in the hour, limit the
 // points per hour, and resetAt (ISO 8601, UTC) when the window resets. The same page lists the
 // x-ratelimit-limit, -remaining, -used and -reset (epoch seconds) fields of every response.
-type GitHubRateLimit struct {
+type githubRateLimit struct {
 	Cost      *float64  `json:"cost"`
 	Limit     *float64  `json:"limit"`
 	Remaining *float64  `json:"remaining"`
 	ResetAt   time.Time `json:"resetAt"`
 }
 
-// ParseGitHubRateLimit reads data.rateLimit from a GraphQL response body; ok is false when the
+// parseGitHubRateLimit reads data.rateLimit from a GraphQL response body; ok is false when the
 // body is not JSON or the query did not ask for it.
-func ParseGitHubRateLimit(body []byte) (r GitHubRateLimit, ok bool) {
+func parseGitHubRateLimit(body []byte) (r githubRateLimit, ok bool) {
 	var doc struct {
 		Data struct {
-			RateLimit *GitHubRateLimit `json:"rateLimit"`
+			RateLimit *githubRateLimit `json:"rateLimit"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil || doc.Data.RateLimit == nil {
-		return GitHubRateLimit{}, false
+		return githubRateLimit{}, false
 	}
 	return *doc.Data.RateLimit, true
 }
@@ -42,7 +42,7 @@ func ParseGitHubRateLimit(body []byte) (r GitHubRateLimit, ok bool) {
 // the X-RateLimit-* fields (reset in epoch seconds) when the header arrives, and from
 // data.rateLimit (remaining, limit, resetAt) once the body has been read, when it has it. Of a
 // body longer than MaxBody, the last "rateLimit" member in its first MaxBody or last
-// TailBytes bytes is read. It declares that one window.
+// 64 KiB is read. It declares that one window.
 func GitHubGraphQL(window time.Duration) Declared {
 	fields := headers.XRateLimitReader(window, headers.ResetEpoch)
 	head := func(resp *http.Response, now time.Time) Report {
@@ -67,13 +67,13 @@ func GitHubGraphQL(window time.Duration) Declared {
 	return declare(fmt.Sprintf("cost.GitHubGraphQL(%v)", window), head, body, headers.Window{Window: window})
 }
 
-func githubBody(b Body) (GitHubRateLimit, bool) {
+func githubBody(b Body) (githubRateLimit, bool) {
 	if b.Whole {
-		return ParseGitHubRateLimit(b.Head)
+		return parseGitHubRateLimit(b.Head)
 	}
-	var rl GitHubRateLimit
+	var rl githubRateLimit
 	if member(b.Tail, "rateLimit", &rl) || member(b.Head, "rateLimit", &rl) {
 		return rl, true
 	}
-	return GitHubRateLimit{}, false
+	return githubRateLimit{}, false
 }

@@ -10,13 +10,13 @@ import (
 	"github.com/ratemonitor/ratemonitor/headers"
 )
 
-// ShopifyCost is the extensions.cost object of a Shopify GraphQL Admin API response. Source:
+// shopifyCost is the extensions.cost object of a Shopify GraphQL Admin API response. Source:
 // Shopify, "GraphQL Admin API rate limits", https://shopify.dev/docs/apps/build/apis/graphql-admin/rate-limits:
 // requestedQueryCost is what the bucket must hold before the query runs, actualQueryCost what
 // it was charged (the difference is refunded; null when the query was throttled), and
 // throttleStatus the bucket after it: maximumAvailable points, currentlyAvailable of them,
 // refilled at restoreRate points a second.
-type ShopifyCost struct {
+type shopifyCost struct {
 	RequestedQueryCost *float64 `json:"requestedQueryCost"`
 	ActualQueryCost    *float64 `json:"actualQueryCost"`
 	ThrottleStatus     *struct {
@@ -26,16 +26,16 @@ type ShopifyCost struct {
 	} `json:"throttleStatus"`
 }
 
-// ParseShopifyCost reads extensions.cost from a GraphQL response body; ok is false when the
+// parseShopifyCost reads extensions.cost from a GraphQL response body; ok is false when the
 // body is not JSON or has no such object.
-func ParseShopifyCost(body []byte) (c ShopifyCost, ok bool) {
+func parseShopifyCost(body []byte) (c shopifyCost, ok bool) {
 	var doc struct {
 		Extensions struct {
-			Cost *ShopifyCost `json:"cost"`
+			Cost *shopifyCost `json:"cost"`
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil || doc.Extensions.Cost == nil {
-		return ShopifyCost{}, false
+		return shopifyCost{}, false
 	}
 	return *doc.Extensions.Cost, true
 }
@@ -48,7 +48,7 @@ func ParseShopifyCost(body []byte) (c ShopifyCost, ok bool) {
 // requestedQueryCost) reports Unknown, its charge standing, and a Pause until the bucket holds
 // it: (requestedQueryCost − currentlyAvailable) / restoreRate, rounded up to the millisecond,
 // at most window. The header says nothing: all comes from the body, once read. Of a body
-// longer than MaxBody, the last "extensions" member in its last TailBytes bytes is read. It
+// longer than MaxBody, the last "extensions" member in its last 64 KiB is read. It
 // declares that one window.
 func ShopifyGraphQL(window time.Duration) Declared {
 	body := func(_ *http.Response, b Body, _ time.Time) Report {
@@ -74,7 +74,7 @@ func ShopifyGraphQL(window time.Duration) Declared {
 // shopifyThrottled returns how long until the bucket holds the requested cost of a query
 // Shopify throttled (c's actualQueryCost null, its requestedQueryCost above currentlyAvailable),
 // at most window; 0 for a query that ran, or figures that do not say.
-func shopifyThrottled(c ShopifyCost, window time.Duration) time.Duration {
+func shopifyThrottled(c shopifyCost, window time.Duration) time.Duration {
 	ts := c.ThrottleStatus
 	if c.ActualQueryCost != nil || c.RequestedQueryCost == nil || ts == nil || ts.CurrentlyAvailable == nil || ts.RestoreRate == nil {
 		return 0
@@ -90,15 +90,15 @@ func shopifyThrottled(c ShopifyCost, window time.Duration) time.Duration {
 	return time.Duration(math.Ceil(secs*1000-1e-6)) * time.Millisecond // 3.6 s, not 3.601 s
 }
 
-func shopifyBody(b Body) (ShopifyCost, bool) {
+func shopifyBody(b Body) (shopifyCost, bool) {
 	if b.Whole {
-		return ParseShopifyCost(b.Head)
+		return parseShopifyCost(b.Head)
 	}
 	var ext struct {
-		Cost *ShopifyCost `json:"cost"`
+		Cost *shopifyCost `json:"cost"`
 	}
 	if member(b.Tail, "extensions", &ext) && ext.Cost != nil {
 		return *ext.Cost, true
 	}
-	return ShopifyCost{}, false
+	return shopifyCost{}, false
 }

@@ -50,16 +50,6 @@ func ExampleXeroReader_refused() {
 	// refused for the app-wide limit: true
 }
 
-// ParseXero gives the fields themselves; what is absent is Unknown.
-func ExampleParseXero() {
-	h := http.Header{}
-	h.Set("X-MinLimit-Remaining", "42")
-	h.Set("X-Rate-Limit-Problem", "Minute")
-	x := headers.ParseXero(h)
-	fmt.Println(x.MinRemaining, x.DayRemaining == headers.Unknown, x.Problem)
-	// Output: 42 true minute
-}
-
 // IETFReader reads the IETF RateLimit-Policy and RateLimit fields, which carry their own
 // windows (w, in seconds): each policy's figure is about the rule of that window.
 func Example_ietfReader() {
@@ -103,25 +93,6 @@ func ExampleXRateLimitReader() {
 	// {App:false Window:1h0m0s Remaining:4321 Limit:5000 Reset:20m0s}
 }
 
-// ResetAuto reads a small X-RateLimit-Reset as seconds from now and a large one as an epoch.
-func ExampleParseXRateLimit() {
-	now := time.Date(2027, 1, 15, 12, 0, 0, 0, time.UTC) // when the response arrived
-	h := http.Header{}
-	h.Set("X-RateLimit-Limit", "100")
-	h.Set("X-RateLimit-Remaining", "7")
-	h.Set("X-RateLimit-Reset", "30")
-	delta := headers.ParseXRateLimit(h, now, headers.ResetAuto)
-	h = http.Header{}
-	h.Set("X-RateLimit-Remaining", "0")
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(time.Minute).Unix(), 10))
-	epoch := headers.ParseXRateLimit(h, now, headers.ResetAuto)
-	fmt.Println(delta.Limit, delta.Remaining, delta.Reset)
-	fmt.Println(epoch.Limit == headers.Unknown, epoch.Remaining, epoch.Reset)
-	// Output:
-	// 100 7 30s
-	// true 0 1m0s
-}
-
 // Retry-After is seconds or an HTTP-date; what cannot be read is not OK.
 func ExampleRetryAfter() {
 	now := time.Date(2027, 1, 15, 12, 0, 0, 0, time.UTC) // when the response arrived
@@ -136,27 +107,6 @@ func ExampleRetryAfter() {
 	// "": 0s false
 }
 
-// An HTTP-date is measured from the response's own Date, so that a skew between the
-// upstream's clock and ours does not change the wait; a Date hours off is ignored.
-func ExampleParseRetryAfter() {
-	now := time.Date(2027, 1, 15, 12, 0, 0, 0, time.UTC) // when the response arrived
-	ahead := now.Add(30 * time.Second)                   // the upstream's clock is 30 s ahead
-	h := http.Header{}
-	h.Set("Date", ahead.Format(http.TimeFormat))
-	h.Set("Retry-After", ahead.Add(5*time.Second).Format(http.TimeFormat))
-	f := headers.ParseRetryAfter(h, now)
-	fmt.Println(f.Wait, f.OK, f.DateIgnored)
-
-	never := time.Unix(0, 0) // a server whose clock was never set
-	h.Set("Date", never.Format(http.TimeFormat))
-	h.Set("Retry-After", now.Add(5*time.Second).Format(http.TimeFormat))
-	f = headers.ParseRetryAfter(h, now)
-	fmt.Println(f.Wait, f.OK, f.DateIgnored)
-	// Output:
-	// 5s true false
-	// 5s true true
-}
-
 // Shopify's "used/size" field says the bucket's level: the free room is what remains.
 func ExampleShopifyReader() {
 	h := http.Header{}
@@ -167,13 +117,6 @@ func ExampleShopifyReader() {
 	}
 	// Output:
 	// {App:false Window:20s Remaining:8 Limit:40 Reset:-1ns}
-}
-
-func ExampleParseShopifyCallLimit() {
-	c := headers.ParseShopifyCallLimit(http.Header{"X-Shopify-Shop-Api-Call-Limit": {"32/40"}})
-	bad := headers.ParseShopifyCallLimit(http.Header{"X-Shopify-Shop-Api-Call-Limit": {"32 of 40"}})
-	fmt.Println(c.Used, c.Size, bad.Used == headers.Unknown)
-	// Output: 32 40 true
 }
 
 // HubSpot's fields give the 10 s interval's and the day's figures.
@@ -191,16 +134,6 @@ func ExampleHubSpotReader() {
 	// Output:
 	// {App:false Window:10s Remaining:97 Limit:100 Reset:-1ns}
 	// {App:false Window:24h0m0s Remaining:249000 Limit:250000 Reset:-1ns}
-}
-
-func ExampleParseHubSpot() {
-	fields := http.Header{}
-	fields.Set("X-HubSpot-RateLimit-Max", "100")
-	fields.Set("X-HubSpot-RateLimit-Remaining", "97")
-	fields.Set("X-HubSpot-RateLimit-Interval-Milliseconds", "10000")
-	h := headers.ParseHubSpot(fields)
-	fmt.Println(h.Max, h.Remaining, h.Interval, h.Daily == headers.Unknown) // OAuth calls have no daily limit
-	// Output: 100 97 10s true
 }
 
 // Refused tells a rate-limit refusal from a permission error: every 429, and a 403 that says
@@ -240,16 +173,6 @@ func ExampleGitHubSecondary() {
 	// false true
 	// true
 	// false
-}
-
-// GitHubSecondaryWithin waits at most d for the body, for a caller that must return at the
-// header; a body already there is read at once.
-func ExampleGitHubSecondaryWithin() {
-	resp := &http.Response{StatusCode: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(strings.NewReader(`{"message":"You have exceeded a secondary rate limit."}`))}
-	fmt.Println(headers.GitHubSecondaryWithin(resp, 5*time.Second)) // returns once the body is read
-	resp.Body.Close()
-	// Output: true
 }
 
 // Declare makes a reader of an upstream's own fields, with the windows it is about, so that

@@ -6,10 +6,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 )
 
 // The fuzz targets check that no input panics and that every figure is either Unknown or
 // within its documented range.
+
+// maxSeconds is the largest number of seconds a time.Duration holds: the longest Retry-After.
+const maxSeconds = int64((1<<63 - 1) / time.Second)
+
+func allDigits(v string) bool { return v != "" && strings.Trim(v, "0123456789") == "" }
 
 func FuzzRetryAfter(f *testing.F) {
 	for _, s := range []string{"120", "0", "-1", "Mon, 30 Nov 2026 12:01:30 GMT", "Monday, 30-Nov-26 12:00:05 GMT", "Mon Nov 30 12:00:10 2026", "9223372037", "1e3"} {
@@ -23,7 +30,7 @@ func FuzzRetryAfter(f *testing.F) {
 			t.Fatalf("RetryAfter(%q, date %q) = %v, %v", v, date, d, ok)
 		}
 		// A Date is used only within MaxDateSkew of now; past that the wait is from now.
-		if p := ParseRetryAfter(hdr("Retry-After", v, "Date", date), now); p.Wait != d || p.OK != ok {
+		if p := headerparse.ParseRetryAfter(hdr("Retry-After", v, "Date", date), now); p.Wait != d || p.OK != ok {
 			t.Fatalf("ParseRetryAfter %+v disagrees with RetryAfter %v, %v", p, d, ok)
 		} else if skew := p.Date.Sub(now); p.DateIgnored && skew <= MaxDateSkew && skew >= -MaxDateSkew {
 			t.Fatalf("Date %q (skew %v) ignored", date, skew)
@@ -47,7 +54,7 @@ func FuzzParseXero(f *testing.F) {
 	f.Add("-1", "x", "", "Daily")
 	f.Fuzz(func(t *testing.T, m, d, a, p string) {
 		h := hdr("X-MinLimit-Remaining", m, "X-DayLimit-Remaining", d, "X-AppMinLimit-Remaining", a, "X-Rate-Limit-Problem", p)
-		x := ParseXero(h)
+		x := parseXero(h)
 		for _, c := range []int{x.MinRemaining, x.DayRemaining, x.AppMinRemaining} {
 			if c < Unknown {
 				t.Fatalf("count %d below Unknown in %+v", c, x)
@@ -86,7 +93,7 @@ func FuzzParseXRateLimit(f *testing.F) {
 	f.Add("5000", "4987", "1796040090", 0)
 	f.Add("x", "-1", "42", 2)
 	f.Fuzz(func(t *testing.T, l, r, reset string, mode int) {
-		x := ParseXRateLimit(hdr("X-RateLimit-Limit", l, "X-RateLimit-Remaining", r, "X-RateLimit-Reset", reset), now, ResetMode(mode%3))
+		x := headerparse.ParseXRateLimit(hdr("X-RateLimit-Limit", l, "X-RateLimit-Remaining", r, "X-RateLimit-Reset", reset), now, headerparse.ResetMode(mode%3))
 		if x.Limit < Unknown || x.Remaining < Unknown || x.Reset < Unknown {
 			t.Fatalf("out of range: %+v", x)
 		}

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package when a test leaves a goroutine running (SecondaryWithin starts
-// one per call).
+// TestMain fails the package when a test leaves a goroutine running.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -69,31 +69,31 @@ func TestRetryAfterDateTrustedWithinMaxSkew(t *testing.T) {
 	cases := []struct {
 		name string
 		h    http.Header
-		want RetryAfterField
+		want headerparse.RetryAfterField
 	}{
 		{"Date 1970", hdr("Retry-After", at(5*time.Second), "Date", epoch),
-			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: time.Unix(0, 0).UTC(), DateIgnored: true}},
+			headerparse.RetryAfterField{Wait: 5 * time.Second, OK: true, Date: time.Unix(0, 0).UTC(), DateIgnored: true}},
 		{"Date 30 s ahead", hdr("Retry-After", at(35*time.Second), "Date", at(30*time.Second)),
-			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(30 * time.Second)}},
+			headerparse.RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(30 * time.Second)}},
 		{"Date 30 s behind", hdr("Retry-After", at(-25*time.Second), "Date", at(-30*time.Second)),
-			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(-30 * time.Second)}},
+			headerparse.RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(-30 * time.Second)}},
 		{"Date MaxDateSkew ahead", hdr("Retry-After", at(MaxDateSkew+5*time.Second), "Date", at(MaxDateSkew)),
-			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(MaxDateSkew)}},
+			headerparse.RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(MaxDateSkew)}},
 		{"Date MaxDateSkew behind", hdr("Retry-After", at(-MaxDateSkew+5*time.Second), "Date", at(-MaxDateSkew)),
-			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(-MaxDateSkew)}},
+			headerparse.RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(-MaxDateSkew)}},
 		{"Date 1 s past MaxDateSkew ahead", hdr("Retry-After", at(MaxDateSkew+6*time.Second), "Date", at(MaxDateSkew+time.Second)),
-			RetryAfterField{Wait: MaxDateSkew + 6*time.Second, OK: true, Date: now.Add(MaxDateSkew + time.Second), DateIgnored: true}},
+			headerparse.RetryAfterField{Wait: MaxDateSkew + 6*time.Second, OK: true, Date: now.Add(MaxDateSkew + time.Second), DateIgnored: true}},
 		{"Date 1 s past MaxDateSkew behind", hdr("Retry-After", at(5*time.Second), "Date", at(-MaxDateSkew-time.Second)),
-			RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(-MaxDateSkew - time.Second), DateIgnored: true}},
+			headerparse.RetryAfterField{Wait: 5 * time.Second, OK: true, Date: now.Add(-MaxDateSkew - time.Second), DateIgnored: true}},
 		{"Date a day ahead", hdr("Retry-After", at(7*time.Second), "Date", at(24*time.Hour)),
-			RetryAfterField{Wait: 7 * time.Second, OK: true, Date: now.Add(24 * time.Hour), DateIgnored: true}},
-		{"delay-seconds with Date 1970", hdr("Retry-After", "5", "Date", epoch), RetryAfterField{Wait: 5 * time.Second, OK: true}},
-		{"unreadable Date", hdr("Retry-After", at(5*time.Second), "Date", "soon"), RetryAfterField{Wait: 5 * time.Second, OK: true}},
-		{"unreadable Retry-After with Date 1970", hdr("Retry-After", "soon", "Date", epoch), RetryAfterField{}},
+			headerparse.RetryAfterField{Wait: 7 * time.Second, OK: true, Date: now.Add(24 * time.Hour), DateIgnored: true}},
+		{"delay-seconds with Date 1970", hdr("Retry-After", "5", "Date", epoch), headerparse.RetryAfterField{Wait: 5 * time.Second, OK: true}},
+		{"unreadable Date", hdr("Retry-After", at(5*time.Second), "Date", "soon"), headerparse.RetryAfterField{Wait: 5 * time.Second, OK: true}},
+		{"unreadable Retry-After with Date 1970", hdr("Retry-After", "soon", "Date", epoch), headerparse.RetryAfterField{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := ParseRetryAfter(c.h, now)
+			got := headerparse.ParseRetryAfter(c.h, now)
 			if got.Wait != c.want.Wait || got.OK != c.want.OK || !got.Date.Equal(c.want.Date) || got.DateIgnored != c.want.DateIgnored {
 				t.Fatalf("ParseRetryAfter(%v) = %+v; want %+v", c.h, got, c.want)
 			}
@@ -112,21 +112,21 @@ func TestRetryAfterDateTrustedWithinMaxSkew(t *testing.T) {
 func TestParseXeroReadsRemainingAndProblem(t *testing.T) {
 	cases := []struct {
 		h    http.Header
-		want Xero
+		want xeroFields
 	}{
-		{hdr(), Xero{Unknown, Unknown, Unknown, NoProblem}},
-		{hdr("X-MinLimit-Remaining", "59", "X-DayLimit-Remaining", "4999", "X-AppMinLimit-Remaining", "9999"), Xero{59, 4999, 9999, NoProblem}},
-		{hdr("X-MinLimit-Remaining", "0", "X-Rate-Limit-Problem", "minute"), Xero{0, Unknown, Unknown, MinuteProblem}},
-		{hdr("X-Rate-Limit-Problem", "Minute"), Xero{Unknown, Unknown, Unknown, MinuteProblem}},
-		{hdr("X-Rate-Limit-Problem", "day"), Xero{Unknown, Unknown, Unknown, DayProblem}},
-		{hdr("X-Rate-Limit-Problem", "Daily"), Xero{Unknown, Unknown, Unknown, DayProblem}},
-		{hdr("X-Rate-Limit-Problem", "AppMinute"), Xero{Unknown, Unknown, Unknown, AppMinuteProblem}},
-		{hdr("X-Rate-Limit-Problem", "concurrent"), Xero{Unknown, Unknown, Unknown, OtherProblem}},
-		{hdr("X-MinLimit-Remaining", "-1", "X-DayLimit-Remaining", "lots", "X-AppMinLimit-Remaining", "99999999999"), Xero{Unknown, Unknown, Unknown, NoProblem}},
+		{hdr(), xeroFields{Unknown, Unknown, Unknown, noProblem}},
+		{hdr("X-MinLimit-Remaining", "59", "X-DayLimit-Remaining", "4999", "X-AppMinLimit-Remaining", "9999"), xeroFields{59, 4999, 9999, noProblem}},
+		{hdr("X-MinLimit-Remaining", "0", "X-Rate-Limit-Problem", "minute"), xeroFields{0, Unknown, Unknown, minuteProblem}},
+		{hdr("X-Rate-Limit-Problem", "Minute"), xeroFields{Unknown, Unknown, Unknown, minuteProblem}},
+		{hdr("X-Rate-Limit-Problem", "day"), xeroFields{Unknown, Unknown, Unknown, dayProblem}},
+		{hdr("X-Rate-Limit-Problem", "Daily"), xeroFields{Unknown, Unknown, Unknown, dayProblem}},
+		{hdr("X-Rate-Limit-Problem", "AppMinute"), xeroFields{Unknown, Unknown, Unknown, appMinuteProblem}},
+		{hdr("X-Rate-Limit-Problem", "concurrent"), xeroFields{Unknown, Unknown, Unknown, otherProblem}},
+		{hdr("X-MinLimit-Remaining", "-1", "X-DayLimit-Remaining", "lots", "X-AppMinLimit-Remaining", "99999999999"), xeroFields{Unknown, Unknown, Unknown, noProblem}},
 	}
 	for _, c := range cases {
-		if got := ParseXero(c.h); got != c.want {
-			t.Errorf("ParseXero(%v) = %+v, want %+v", c.h, got, c.want)
+		if got := parseXero(c.h); got != c.want {
+			t.Errorf("parseXero(%v) = %+v, want %+v", c.h, got, c.want)
 		}
 	}
 }
@@ -227,40 +227,6 @@ func TestIETFReaderSignalsWindowedPolicies(t *testing.T) {
 	}
 }
 
-func TestParseXRateLimitTellsEpochFromDelta(t *testing.T) {
-	epoch := now.Add(90 * time.Second).Unix()
-	cases := []struct {
-		name string
-		h    http.Header
-		mode ResetMode
-		want XRateLimit
-	}{
-		{"absent", hdr(), ResetAuto, XRateLimit{Unknown, Unknown, Unknown}},
-		{"GitHub epoch, auto", hdr("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4987", "X-RateLimit-Reset", itoa(epoch)), ResetAuto, XRateLimit{5000, 4987, 90 * time.Second}},
-		{"delta, auto", hdr("X-RateLimit-Remaining", "3", "X-RateLimit-Reset", "42"), ResetAuto, XRateLimit{Unknown, 3, 42 * time.Second}},
-		{"epoch just passed is a second away", hdr("X-RateLimit-Reset", itoa(now.Unix()-10)), ResetAuto, XRateLimit{Unknown, Unknown, ResetResolution}},
-		{"epoch passed by the skew bound is 0", hdr("X-RateLimit-Reset", itoa(now.Add(-MaxDateSkew).Unix())), ResetEpoch, XRateLimit{Unknown, Unknown, 0}},
-		{"epoch from Date: the upstream's clock 3 s behind", hdr("X-RateLimit-Reset", itoa(now.Unix()-1), "Date", now.Add(-3*time.Second).Format(http.TimeFormat)), ResetEpoch, XRateLimit{Unknown, Unknown, 2 * time.Second}},
-		{"epoch from Date: the upstream's clock 30 s ahead", hdr("X-RateLimit-Reset", itoa(now.Unix()+60), "Date", now.Add(30*time.Second).Format(http.TimeFormat)), ResetEpoch, XRateLimit{Unknown, Unknown, 30 * time.Second}},
-		{"epoch at Date's second is a second away", hdr("X-RateLimit-Reset", itoa(now.Unix()+5), "Date", now.Add(5*time.Second).Format(http.TimeFormat)), ResetEpoch, XRateLimit{Unknown, Unknown, ResetResolution}},
-		{"Date beyond the skew bound is not used", hdr("X-RateLimit-Reset", itoa(now.Unix()+60), "Date", now.Add(-MaxDateSkew-time.Second).Format(http.TimeFormat)), ResetEpoch, XRateLimit{Unknown, Unknown, time.Minute}},
-		{"unreadable Date is not used", hdr("X-RateLimit-Reset", itoa(now.Unix()+60), "Date", "yesterday"), ResetEpoch, XRateLimit{Unknown, Unknown, time.Minute}},
-		{"forced epoch on a small value", hdr("X-RateLimit-Reset", "42"), ResetEpoch, XRateLimit{Unknown, Unknown, 0}},
-		{"forced delta on a large value", hdr("X-RateLimit-Reset", "1000000000"), ResetDelta, XRateLimit{Unknown, Unknown, 1_000_000_000 * time.Second}},
-		{"threshold is epoch", hdr("X-RateLimit-Reset", "1000000000"), ResetAuto, XRateLimit{Unknown, Unknown, 0}},
-		{"just below threshold is delta", hdr("X-RateLimit-Reset", "999999999"), ResetAuto, XRateLimit{Unknown, Unknown, 999_999_999 * time.Second}},
-		{"unreadable", hdr("X-RateLimit-Limit", "5k", "X-RateLimit-Remaining", "-2", "X-RateLimit-Reset", "tomorrow"), ResetAuto, XRateLimit{Unknown, Unknown, Unknown}},
-		{"huge epoch", hdr("X-RateLimit-Reset", "9223372036"), ResetEpoch, XRateLimit{Unknown, Unknown, Unknown}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := ParseXRateLimit(c.h, now, c.mode); got != c.want {
-				t.Fatalf("got %+v, want %+v", got, c.want)
-			}
-		})
-	}
-}
-
 // TestXRateLimitReaderNeedsRemaining: the remaining field makes a signal (with the limit and
 // the reset when given); without it there is none.
 func TestXRateLimitReaderNeedsRemaining(t *testing.T) {
@@ -283,8 +249,6 @@ func TestXRateLimitReaderNeedsRemaining(t *testing.T) {
 		})
 	}
 }
-
-func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // TestFieldNamesAreCanonical: every field name the readers look up is in canonical form, so that
 // http.Header.Get does not allocate to canonicalize it.

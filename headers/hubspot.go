@@ -4,14 +4,16 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 )
 
-// HubSpot is what a HubSpot API response says about its limits. Source: HubSpot, "API usage
+// hubSpotFields is what a HubSpot API response says about its limits. Source: HubSpot, "API usage
 // guidelines and limits", https://developers.hubspot.com/docs/developer-tooling/platform/usage-guidelines,
 // and the changelog "Rate limit information headers will be included in HTTP responses"
 // (2018-11-06). The daily fields are absent from calls authenticated with OAuth, which have no
 // daily limit.
-type HubSpot struct {
+type hubSpotFields struct {
 	Max            int           // X-HubSpot-RateLimit-Max: requests allowed per interval, or Unknown
 	Remaining      int           // X-HubSpot-RateLimit-Remaining: left in this interval, or Unknown
 	Interval       time.Duration // X-HubSpot-RateLimit-Interval-Milliseconds; 0 when absent
@@ -19,16 +21,16 @@ type HubSpot struct {
 	DailyRemaining int           // X-HubSpot-RateLimit-Daily-Remaining, or Unknown
 }
 
-// ParseHubSpot reads HubSpot's X-HubSpot-RateLimit-* fields from h; what is absent or not a
+// parseHubSpot reads HubSpot's X-HubSpot-RateLimit-* fields from h; what is absent or not a
 // whole non-negative number is Unknown (Interval: 0).
-func ParseHubSpot(h http.Header) HubSpot {
-	x := HubSpot{
-		Max:            count(h, fieldHubSpotMax),
-		Remaining:      count(h, fieldHubSpotRemaining),
-		Daily:          count(h, fieldHubSpotDaily),
-		DailyRemaining: count(h, fieldHubSpotDailyRemaining),
+func parseHubSpot(h http.Header) hubSpotFields {
+	x := hubSpotFields{
+		Max:            headerparse.Count(h, fieldHubSpotMax),
+		Remaining:      headerparse.Count(h, fieldHubSpotRemaining),
+		Daily:          headerparse.Count(h, fieldHubSpotDaily),
+		DailyRemaining: headerparse.Count(h, fieldHubSpotDailyRemaining),
 	}
-	if ms := count(h, fieldHubSpotInterval); ms > 0 {
+	if ms := headerparse.Count(h, fieldHubSpotInterval); ms > 0 {
 		x.Interval = time.Duration(ms) * time.Millisecond
 	}
 	return x
@@ -41,7 +43,7 @@ func ParseHubSpot(h http.Header) HubSpot {
 // not say: no reset). It declares those two windows.
 func HubSpotReader(interval, day time.Duration) Declared {
 	read := func(h http.Header, _ time.Time) Report {
-		x := ParseHubSpot(h)
+		x := parseHubSpot(h)
 		var r Report
 		if x.Remaining != Unknown {
 			r.Signals = append(r.Signals, Signal{Window: interval, Remaining: x.Remaining, Limit: x.Max, Reset: Unknown})

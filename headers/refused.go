@@ -1,11 +1,10 @@
 package headers
 
 import (
-	"bytes"
-	"io"
-	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 )
 
 // Refused reports whether a response with this status and header refuses its request for a
@@ -26,10 +25,6 @@ func Refused(status int, h http.Header) bool {
 	return false
 }
 
-// SecondaryPeek is how many bytes of a 403 or 429 body GitHubSecondary reads: GitHub's error
-// documents are a message and a documentation URL.
-const SecondaryPeek = 4 << 10
-
 // GitHubSecondary reports whether resp is a 403 or 429 for a GitHub secondary rate limit that
 // its header does not show (no Retry-After, X-RateLimit-Remaining not 0: Refused is false for
 // such a 403): its JSON body's message names the secondary rate limit ("You have exceeded a
@@ -38,40 +33,6 @@ const SecondaryPeek = 4 << 10
 // "you will receive a 403 or 429 response and an error message that indicates that you
 // exceeded a secondary rate limit"; without retry-after or x-ratelimit-remaining 0, "wait for
 // at least one minute". A 403 without that message is about permissions. It reads at most
-// SecondaryPeek bytes of a JSON body before returning, and puts back a body that yields every
-// byte (a read error comes after the bytes read).
-func GitHubSecondary(resp *http.Response) bool {
-	if resp == nil || (resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests) || !secondaryCandidate(resp) {
-		return false
-	}
-	orig := resp.Body
-	b, rerr := io.ReadAll(io.LimitReader(orig, SecondaryPeek))
-	rest := io.Reader(orig)
-	if rerr != nil {
-		rest = failedReader{rerr}
-	}
-	resp.Body = peekedBody{Reader: io.MultiReader(bytes.NewReader(b), rest), Closer: orig}
-	return bytes.Contains(bytes.ToLower(b), []byte("secondary rate limit"))
-}
-
-// secondaryCandidate reports whether a refusal's header leaves a secondary limit to its body:
-// no Retry-After, X-RateLimit-Remaining not 0 (Refused covers both), and a JSON body to read.
-func secondaryCandidate(resp *http.Response) bool {
-	if strings.TrimSpace(resp.Header.Get(fieldRetryAfter)) != "" || strings.TrimSpace(resp.Header.Get(fieldXRemaining)) == "0" {
-		return false
-	}
-	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return false
-	}
-	return resp.Body != nil && resp.Body != http.NoBody
-}
-
-type peekedBody struct {
-	io.Reader
-	io.Closer
-}
-
-type failedReader struct{ err error }
-
-func (f failedReader) Read([]byte) (int, error) { return 0, f.err }
+// 4 KiB of a JSON body before returning, and puts back a body that yields every byte (a read
+// error comes after the bytes read).
+func GitHubSecondary(resp *http.Response) bool { return headerparse.GitHubSecondary(resp) }

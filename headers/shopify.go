@@ -5,30 +5,32 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 )
 
-// ShopifyCallLimit is Shopify's X-Shopify-Shop-Api-Call-Limit field, "32/40": the requests in
+// shopifyCallLimit is Shopify's X-Shopify-Shop-Api-Call-Limit field, "32/40": the requests in
 // the app's leaky bucket for the shop, and the bucket's size. Source: Shopify, "REST Admin API
 // rate limits", https://shopify.dev/docs/api/admin-rest/usage/rate-limits.
-type ShopifyCallLimit struct {
+type shopifyCallLimit struct {
 	Used int // requests in the bucket, or Unknown
 	Size int // the bucket's size, or Unknown
 }
 
-// ParseShopifyCallLimit reads X-Shopify-Shop-Api-Call-Limit from h. Anything but two
+// parseShopifyCallLimit reads X-Shopify-Shop-Api-Call-Limit from h. Anything but two
 // non-negative whole numbers around one "/" gives Unknown for both.
-func ParseShopifyCallLimit(h http.Header) ShopifyCallLimit {
-	unknown := ShopifyCallLimit{Used: Unknown, Size: Unknown}
+func parseShopifyCallLimit(h http.Header) shopifyCallLimit {
+	unknown := shopifyCallLimit{Used: Unknown, Size: Unknown}
 	used, size, ok := strings.Cut(strings.TrimSpace(h.Get(fieldShopifyCallLimit)), "/")
 	if !ok {
 		return unknown
 	}
-	u, okU := unsigned(strings.TrimSpace(used))
-	s, okS := unsigned(strings.TrimSpace(size))
+	u, okU := headerparse.Unsigned(strings.TrimSpace(used))
+	s, okS := headerparse.Unsigned(strings.TrimSpace(size))
 	if !okU || !okS || u > 1<<31 || s > 1<<31 {
 		return unknown
 	}
-	return ShopifyCallLimit{Used: int(u), Size: int(s)}
+	return shopifyCallLimit{Used: int(u), Size: int(s)}
 }
 
 // ShopifyReader returns a Reader of X-Shopify-Shop-Api-Call-Limit for the request's key's rule
@@ -37,7 +39,7 @@ func ParseShopifyCallLimit(h http.Header) ShopifyCallLimit {
 // (size − used) the remaining count; the field gives no reset. It declares that one window.
 func ShopifyReader(window time.Duration) Declared {
 	read := func(h http.Header, _ time.Time) Report {
-		c := ParseShopifyCallLimit(h)
+		c := parseShopifyCallLimit(h)
 		if c.Used == Unknown {
 			return Report{}
 		}

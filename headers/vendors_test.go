@@ -1,6 +1,7 @@
 package headers
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -49,8 +50,8 @@ func TestHubSpotReaderReadsBothWindows(t *testing.T) {
 	read := HubSpotReader(10*time.Second, 24*time.Hour)
 	h := hdr("X-HubSpot-RateLimit-Max", "100", "X-HubSpot-RateLimit-Remaining", "97", "X-HubSpot-RateLimit-Interval-Milliseconds", "10000",
 		"X-HubSpot-RateLimit-Daily", "250000", "X-HubSpot-RateLimit-Daily-Remaining", "249000")
-	if x := ParseHubSpot(h); x != (HubSpot{Max: 100, Remaining: 97, Interval: 10 * time.Second, Daily: 250000, DailyRemaining: 249000}) {
-		t.Fatalf("ParseHubSpot: %+v", x)
+	if x := parseHubSpot(h); x != (hubSpotFields{Max: 100, Remaining: 97, Interval: 10 * time.Second, Daily: 250000, DailyRemaining: 249000}) {
+		t.Fatalf("parseHubSpot: %+v", x)
 	}
 	got := read.Read(h, now)
 	want := []Signal{{Window: 10 * time.Second, Remaining: 97, Limit: 100, Reset: Unknown}, {Window: 24 * time.Hour, Remaining: 249000, Limit: 250000, Reset: Unknown}}
@@ -76,5 +77,37 @@ func TestReadersDeclareTheirWindows(t *testing.T) {
 	}
 	if got := (Declared{}).Read(hdr("X-MinLimit-Remaining", "3"), now); len(got.Signals) != 0 {
 		t.Fatalf("zero Declared read %+v", got)
+	}
+}
+
+// TestParseXeroGivesTheFields: parseXero gives the fields themselves; what is absent is Unknown.
+func TestParseXeroGivesTheFields(t *testing.T) {
+	h := http.Header{}
+	h.Set("X-MinLimit-Remaining", "42")
+	h.Set("X-Rate-Limit-Problem", "Minute")
+	x := parseXero(h)
+	if got := fmt.Sprintf("%d %v %v", x.MinRemaining, x.DayRemaining == Unknown, x.Problem); got != "42 true minute" {
+		t.Errorf("parseXero: %s, want 42 true minute", got)
+	}
+}
+
+// TestParseShopifyCallLimitReadsUsedAndSize: "32/40" is 32 used of 40; anything else Unknown.
+func TestParseShopifyCallLimitReadsUsedAndSize(t *testing.T) {
+	c := parseShopifyCallLimit(http.Header{"X-Shopify-Shop-Api-Call-Limit": {"32/40"}})
+	bad := parseShopifyCallLimit(http.Header{"X-Shopify-Shop-Api-Call-Limit": {"32 of 40"}})
+	if got := fmt.Sprintf("%d %d %v", c.Used, c.Size, bad.Used == Unknown); got != "32 40 true" {
+		t.Errorf("parseShopifyCallLimit: %s, want 32 40 true", got)
+	}
+}
+
+// TestParseHubSpotWithoutDaily: OAuth calls have no daily limit, and so no daily fields.
+func TestParseHubSpotWithoutDaily(t *testing.T) {
+	fields := http.Header{}
+	fields.Set("X-HubSpot-RateLimit-Max", "100")
+	fields.Set("X-HubSpot-RateLimit-Remaining", "97")
+	fields.Set("X-HubSpot-RateLimit-Interval-Milliseconds", "10000")
+	h := parseHubSpot(fields)
+	if got := fmt.Sprintf("%d %d %v %v", h.Max, h.Remaining, h.Interval, h.Daily == Unknown); got != "100 97 10s true" {
+		t.Errorf("parseHubSpot: %s, want 100 97 10s true", got)
 	}
 }

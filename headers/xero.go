@@ -5,67 +5,69 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 )
 
-// Problem is the limit a Xero 429 names in its X-Rate-Limit-Problem field.
-type Problem int
+// problem is the limit a Xero 429 names in its X-Rate-Limit-Problem field.
+type problem int
 
 const (
-	// NoProblem: the field is absent.
-	NoProblem Problem = iota
-	// MinuteProblem: the tenant's 60 calls per minute ("minute", "Minute").
-	MinuteProblem
-	// DayProblem: the tenant's 5000 calls per day ("day", "Day", "daily", "Daily").
-	DayProblem
-	// AppMinuteProblem: the app's 10 000 calls per minute across all tenants ("appminute",
+	// noProblem: the field is absent.
+	noProblem problem = iota
+	// minuteProblem: the tenant's 60 calls per minute ("minute", "Minute").
+	minuteProblem
+	// dayProblem: the tenant's 5000 calls per day ("day", "Day", "daily", "Daily").
+	dayProblem
+	// appMinuteProblem: the app's 10 000 calls per minute across all tenants ("appminute",
 	// "AppMinute").
-	AppMinuteProblem
-	// OtherProblem: any other value, such as "concurrent" (5 calls in flight per tenant).
-	OtherProblem
+	appMinuteProblem
+	// otherProblem: any other value, such as "concurrent" (5 calls in flight per tenant).
+	otherProblem
 )
 
-// String returns the canonical lowercase name Xero uses, or "" for NoProblem.
-func (p Problem) String() string {
+// String returns the canonical lowercase name Xero uses, or "" for noProblem.
+func (p problem) String() string {
 	switch p {
-	case NoProblem:
+	case noProblem:
 		return ""
-	case MinuteProblem:
+	case minuteProblem:
 		return "minute"
-	case DayProblem:
+	case dayProblem:
 		return "day"
-	case AppMinuteProblem:
+	case appMinuteProblem:
 		return "appminute"
 	}
 	return "other"
 }
 
-// Xero is what a Xero API response says about its limits. Source: developer.xero.com, "OAuth
+// xeroFields is what a Xero API response says about its limits. Source: developer.xero.com, "OAuth
 // 2.0 API limits": per tenant 60 calls a minute and 5000 a day, per app 10 000 a minute.
-type Xero struct {
+type xeroFields struct {
 	MinRemaining    int     // X-MinLimit-Remaining: the tenant's minute allowance left, or Unknown
 	DayRemaining    int     // X-DayLimit-Remaining: the tenant's day allowance left, or Unknown
 	AppMinRemaining int     // X-AppMinLimit-Remaining: the app's minute allowance left, or Unknown
-	Problem         Problem // X-Rate-Limit-Problem, compared case-insensitively
+	Problem         problem // X-Rate-Limit-Problem, compared case-insensitively
 }
 
-// ParseXero reads Xero's rate-limit fields from h. Counts that are absent, negative or not
+// parseXero reads Xero's rate-limit fields from h. Counts that are absent, negative or not
 // whole numbers are Unknown.
-func ParseXero(h http.Header) Xero {
-	x := Xero{
-		MinRemaining:    count(h, fieldMinRemaining),
-		DayRemaining:    count(h, fieldDayRemaining),
-		AppMinRemaining: count(h, fieldAppMinRemaining),
+func parseXero(h http.Header) xeroFields {
+	x := xeroFields{
+		MinRemaining:    headerparse.Count(h, fieldMinRemaining),
+		DayRemaining:    headerparse.Count(h, fieldDayRemaining),
+		AppMinRemaining: headerparse.Count(h, fieldAppMinRemaining),
 	}
 	switch p := strings.ToLower(strings.TrimSpace(h.Get(fieldProblem))); p {
 	case "":
 	case "minute":
-		x.Problem = MinuteProblem
+		x.Problem = minuteProblem
 	case "day", "daily":
-		x.Problem = DayProblem
+		x.Problem = dayProblem
 	case "appminute", "app-minute", "app minute":
-		x.Problem = AppMinuteProblem
+		x.Problem = appMinuteProblem
 	default:
-		x.Problem = OtherProblem
+		x.Problem = otherProblem
 	}
 	return x
 }
@@ -81,12 +83,12 @@ func ParseXero(h http.Header) Xero {
 // last one optional: without app rules (ratemonitor.WithAppRules) the app figure is dropped.
 func XeroReader(minute, day time.Duration) Declared {
 	read := func(h http.Header, now time.Time) Report {
-		x := ParseXero(h)
+		x := parseXero(h)
 		var r Report // Signals made at the first figure: a response without any allocates nothing
 		resets := [3]time.Duration{Unknown, Unknown, Unknown}
-		if x.Problem != NoProblem && x.Problem != OtherProblem {
+		if x.Problem != noProblem && x.Problem != otherProblem {
 			if d, ok := RetryAfter(h, now); ok {
-				resets[x.Problem-MinuteProblem] = d
+				resets[x.Problem-minuteProblem] = d
 			}
 		}
 		add := func(app bool, w time.Duration, remaining int, reset time.Duration) {
@@ -99,11 +101,11 @@ func XeroReader(minute, day time.Duration) Declared {
 		}
 		mr, dr, ar := x.MinRemaining, x.DayRemaining, x.AppMinRemaining
 		switch x.Problem {
-		case MinuteProblem:
+		case minuteProblem:
 			mr = 0
-		case DayProblem:
+		case dayProblem:
 			dr = 0
-		case AppMinuteProblem:
+		case appMinuteProblem:
 			ar, r.App = 0, true
 		}
 		add(false, minute, mr, resets[0])

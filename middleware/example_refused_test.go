@@ -131,11 +131,11 @@ func ExampleLimiter_Status() {
 		req.Header.Set("X-Client-Key", "client-7")
 		h.ServeHTTP(httptest.NewRecorder(), req)
 	}
-	snap, err := l.Status(context.Background(), middleware.HeaderKey("client-7"))
+	snap, err := l.Status(context.Background(), l.HeaderKey("client-7"))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(middleware.HeaderKey("client-7"), snap.Usage[0].Used, "used, next in", snap.Wait)
+	fmt.Println(l.HeaderKey("client-7"), snap.Usage[0].Used, "used, next in", snap.Wait)
 	// Output: key:client-7 3 used, next in 1m0s
 }

@@ -69,7 +69,7 @@ func TestStoreFailureFollowsOutagePolicy(t *testing.T) {
 				}
 				return
 			}
-			wantProblem(t, w, Problem{Type: "about:blank", Title: "Service Unavailable", Status: 503,
+			wantProblem(t, w, problemDetails{Type: "about:blank", Title: "Service Unavailable", Status: 503,
 				Detail: "The rate limiter is unavailable; retry shortly.", Instance: "/p"})
 			wantHeader(t, w, map[string]string{"Retry-After": "1"})
 			if next.Calls.Load() != 0 {

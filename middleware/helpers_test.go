@@ -56,7 +56,7 @@ func wantHeader(t *testing.T, w *httptest.ResponseRecorder, want map[string]stri
 }
 
 // wantProblem fails the test unless w is a problem details response equal to want.
-func wantProblem(t *testing.T, w *httptest.ResponseRecorder, want Problem) {
+func wantProblem(t *testing.T, w *httptest.ResponseRecorder, want problemDetails) {
 	t.Helper()
 	if w.Code != want.Status {
 		t.Errorf("status %d, want %d", w.Code, want.Status)
@@ -71,7 +71,7 @@ func wantProblem(t *testing.T, w *httptest.ResponseRecorder, want Problem) {
 	if len(raw) != 5 {
 		t.Errorf("body has members %v, want type, title, status, detail, instance", raw)
 	}
-	var got Problem
+	var got problemDetails
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func newKeyer(c *config) (*keyer, error) {
 		return nil, fmt.Errorf("ratemonitor: middleware: WithKeyHeader(%q): not a header field name", c.keyHeader)
 	}
 	if c.keyFunc != nil && (c.keyHeaderSet || c.ipv6BitsSet || c.trustedCalled || c.keySecretSet) {
-		return nil, errors.New("ratemonitor: middleware: WithKeyFunc cannot be combined with WithKeyHeader, WithKeySecret, WithIPv6Prefix or WithTrustedProxies (wrap the KeyFunc in HashKey to hash its keys)")
+		return nil, errors.New("ratemonitor: middleware: WithKeyFunc cannot be combined with WithKeyHeader, WithKeySecret, WithIPv6Prefix or WithTrustedProxies (hash its keys in the KeyFunc: ratemonitor.HashedKey)")
 	}
 	if c.keySecretSet && len(c.keySecret) == 0 {
 		return nil, errors.New("ratemonitor: middleware: WithKeySecret: the secret is empty; give the fleet's secret, or omit WithKeySecret to hash credential headers with the public default")
@@ -178,22 +178,4 @@ func isToken(s string) bool {
 		}
 	}
 	return true
-}
-
-// HashKey returns a KeyFunc that counts a request under the hash of f's key (see
-// ratemonitor.HashedKey; secret empty or nil: ratemonitor.DefaultKeySecret; the secret is
-// copied). f's errors and empty keys are passed on as they are, so they are still answered
-// 500. nil f gives a KeyFunc that always fails.
-func HashKey(f KeyFunc, secret []byte) KeyFunc {
-	secret = append([]byte(nil), secret...)
-	return func(r *http.Request) (string, error) {
-		if f == nil {
-			return "", errors.New("ratemonitor: middleware: HashKey(nil): no key function to hash")
-		}
-		key, err := f(r)
-		if err != nil || key == "" {
-			return key, err
-		}
-		return credential.Hash(secret, key), nil
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/credential"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -68,7 +69,7 @@ func TestKeyFromPeerHeaderOrProxy(t *testing.T) {
 		{"credential header fallback", []Option{WithKeyHeader("authorization")}, "192.0.2.1:1", nil, "ip:192.0.2.1"},
 		{"credential like an ip", []Option{WithKeyHeader("Authorization")}, "192.0.2.1:1", map[string]string{"Authorization": "192.0.2.9"}, "key:hmac:2a0c39aed74c9823de2ec06671ab2d0d"},
 		{"secret hashes any header", []Option{WithKeyHeader("Xero-Tenant-Id"), WithKeySecret([]byte("fleet-secret"))}, "192.0.2.1:1", map[string]string{"Xero-Tenant-Id": "t1"}, "key:hmac:d57236b52ca0457077a0e59b053e815f"},
-		{"hashed key func", []Option{WithKeyFunc(HashKey(func(*http.Request) (string, error) { return "t1", nil }, []byte("fleet-secret")))}, "192.0.2.1:1", nil, "hmac:d57236b52ca0457077a0e59b053e815f"},
+		{"hashed key func", []Option{WithKeyFunc(func(*http.Request) (string, error) { return credential.Hash([]byte("fleet-secret"), "t1"), nil })}, "192.0.2.1:1", nil, "hmac:d57236b52ca0457077a0e59b053e815f"},
 		{"xff ignored without trusted proxies", nil, "10.0.0.5:1", map[string]string{xff: "203.0.113.7"}, "ip:10.0.0.5"},
 		{"xff via trusted proxy", []Option{WithTrustedProxies(xff, "10.0.0.0/8")}, "10.0.0.5:1", map[string]string{xff: "203.0.113.7"}, "ip:203.0.113.7"},
 		{"xff spoofed leftmost", []Option{WithTrustedProxies(xff, "10.0.0.0/8")}, "10.0.0.5:1", map[string]string{xff: "198.51.100.66, 203.0.113.7"}, "ip:203.0.113.7"},
@@ -138,7 +139,7 @@ func TestNoKeyAnswers500(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got = nil
 			w := serve(c.l.Wrap(next), "/x", c.remote, nil)
-			wantProblem(t, w, Problem{Type: "about:blank", Title: "Internal Server Error", Status: 500,
+			wantProblem(t, w, problemDetails{Type: "about:blank", Title: "Internal Server Error", Status: 500,
 				Detail: "The server cannot tell which rate limit this request counts against.", Instance: "/x"})
 			if len(got) != 1 || !errors.Is(got[0], ErrNoKey) {
 				t.Errorf("error handler got %v, want one error wrapping ErrNoKey", got)

@@ -50,7 +50,7 @@ func TestFixedWindowRefusalFieldsAndProblem(t *testing.T) {
 	// clock at 1001.25 s, window [1000, 1010): 8.75 s, rounded up
 	wantHeader(t, w, map[string]string{"Retry-After": "9", "RateLimit-Policy": policy,
 		"RateLimit": `"3-per-10s";r=0;t=9`})
-	wantProblem(t, w, Problem{Type: "about:blank", Title: "Too Many Requests", Status: 429,
+	wantProblem(t, w, problemDetails{Type: "about:blank", Title: "Too Many Requests", Status: 429,
 		Detail: `Rate limit "3-per-10s" (3 per 10s) is used up; retry after 9 s.`, Instance: "/things"})
 
 	// 8.749 s later it is still refused, with Retry-After 1; at the window's end, admitted.
@@ -124,7 +124,7 @@ func TestTwoRulesRefusalNamesFullRule(t *testing.T) {
 	w := serve(h, "/a", peer, map[string]string{"X-Request-Id": "7"})
 	wantHeader(t, w, map[string]string{"Retry-After": "10", "RateLimit-Policy": policy,
 		"RateLimit": `"3-per-10s";r=0;t=10, "4-per-60s";r=1;t=60`})
-	wantProblem(t, w, Problem{Type: "https://example.com/problems/rate-limit", Title: "Too Many Requests",
+	wantProblem(t, w, problemDetails{Type: "https://example.com/problems/rate-limit", Title: "Too Many Requests",
 		Status: 429, Detail: `Rate limit "3-per-10s" (3 per 10s) is used up; retry after 10 s.`, Instance: "urn:req:7"})
 
 	clk.Advance(10 * time.Second) // 1011.25: the 10 s rule is free again
@@ -134,7 +134,7 @@ func TestTwoRulesRefusalNamesFullRule(t *testing.T) {
 	w = serve(h, "/b", peer, nil)
 	wantHeader(t, w, map[string]string{"Retry-After": "50",
 		"RateLimit": `"3-per-10s";r=2;t=10, "4-per-60s";r=0;t=60`})
-	wantProblem(t, w, Problem{Type: "https://example.com/problems/rate-limit", Title: "Too Many Requests",
+	wantProblem(t, w, problemDetails{Type: "https://example.com/problems/rate-limit", Title: "Too Many Requests",
 		Status: 429, Detail: `Rate limit "4-per-60s" (4 per 60s) is used up; retry after 50 s.`, Instance: "urn:req:"})
 	if n := next.Calls.Load(); n != 4 {
 		t.Errorf("next called %d times, want 4", n)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
-	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -18,8 +18,8 @@ import (
 // found is no decision; a closed store is the store's event, not the middleware's.
 func TestObserverOneEventPerDecision(t *testing.T) {
 	m, _ := newStore(t)
-	rec := &observe.Recorder{}
-	storeRec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
+	storeRec := &observetest.Recorder{}
 	s := must(fixedwindow.New(strategy.Rule{Limit: 3, Window: 10 * time.Second}))
 	l, err := New(m, s, WithObserver(rec), WithKeyFunc(func(r *http.Request) (string, error) {
 		return r.Header.Get("X-Key"), nil

@@ -71,7 +71,7 @@ func WithKeyHeader(name string) Option {
 // (see ratemonitor.HashedKey): a secret shared by the servers that share the store stops a
 // dictionary attack on hashed keys, which the public default secret does not. New fails when
 // secret is empty (a secret meant to come from configuration that is missing) or WithKeyHeader
-// is not given; for WithKeyFunc, wrap the function in HashKey instead.
+// is not given; a KeyFunc hashes its keys itself (ratemonitor.HashedKey).
 func WithKeySecret(secret []byte) Option {
 	return func(c *config) { c.keySecret, c.keySecretSet = append([]byte(nil), secret...), true }
 }

@@ -9,9 +9,9 @@ import (
 // problemContentType is the media type of problem details (RFC 9457 §3).
 const problemContentType = "application/problem+json"
 
-// Problem is the problem details object (RFC 9457 §3.1) the middleware writes as the body of
-// its 429, 500 and 503 answers.
-type Problem struct {
+// problemDetails is the problem details object (RFC 9457 §3.1) the middleware writes as the
+// body of its 429, 500 and 503 answers.
+type problemDetails struct {
 	// Type is a URI reference that identifies the problem type; "about:blank" means the
 	// problem is no more than its status code.
 	Type string `json:"type"`
@@ -26,9 +26,9 @@ type Problem struct {
 }
 
 // writeProblem writes p as the response, with Retry-After when retry ≥ 0 (whole seconds).
-func writeProblem(w http.ResponseWriter, p Problem, retry int64) {
+func writeProblem(w http.ResponseWriter, p problemDetails, retry int64) {
 	body, err := json.Marshal(p)
-	if err != nil { // a Problem has only strings and an int: cannot happen
+	if err != nil { // only strings and an int: cannot happen
 		http.Error(w, p.Title, p.Status)
 		return
 	}
@@ -44,8 +44,8 @@ func writeProblem(w http.ResponseWriter, p Problem, retry int64) {
 }
 
 // problem returns the problem details for status and r, with the type "about:blank".
-func (l *Limiter) problem(r *http.Request, status int, detail string) Problem {
-	return Problem{
+func (l *Limiter) problem(r *http.Request, status int, detail string) problemDetails {
+	return problemDetails{
 		Type:     "about:blank",
 		Title:    http.StatusText(status),
 		Status:   status,

@@ -29,15 +29,10 @@ func FromContext(ctx context.Context) (Admission, bool) {
 // error wraps ErrNoKey when there is none.
 func (l *Limiter) Key(r *http.Request) (string, error) { return l.keys.key(r) }
 
-// HeaderKey returns the key a request is counted under when its key header (WithKeyHeader)
-// has the value v and is not hashed: "key:" + v. Keys from addresses start with "ip:", so a
-// header value can never take an address's allocation. For a header that is hashed (a
-// credential header, or WithKeySecret), use Limiter.HeaderKey.
-func HeaderKey(v string) string { return prefixKey + v }
-
 // HeaderKey returns the key a request is counted under by l when its key header
 // (WithKeyHeader) has the value v: "key:" + v, or "key:" + the hash of v when l hashes the
-// header's values (a credential header, or WithKeySecret).
+// header's values (a credential header, or WithKeySecret). Keys from addresses start with "ip:",
+// so a header value can never take an address's allocation.
 func (l *Limiter) HeaderKey(v string) string {
 	if l.keys.hash {
 		return prefixKey + credential.Hash(l.keys.secret, v)

@@ -14,11 +14,8 @@
 package observe
 
 import (
-	"context"
-	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -130,48 +127,6 @@ type RuleUsage struct {
 	Limit int    // the rule's effective limit (Limit − Headroom)
 }
 
-// StoreFailed sends o a StoreError event for err, unless o or err is nil or the error is the
-// caller's (ctx ended, or err wraps context.Canceled). It returns err, so a store can write
-// `return observe.StoreFailed(ctx, o, "memory", "record", key, err)`.
-func StoreFailed(ctx context.Context, o Observer, store, op, key string, err error) error {
-	if o == nil || err == nil {
-		return err
-	}
-	if (ctx != nil && ctx.Err() != nil) || errors.Is(err, context.Canceled) {
-		return err
-	}
-	o.Observe(Event{Kind: StoreError, Store: store, Op: op, Key: key, Err: err})
-	return err
-}
-
-// Recorder is an Observer that keeps every event, in the order received: for tests and
-// debugging. Its zero value is ready to use; it is safe for concurrent use.
-type Recorder struct {
-	mu     sync.Mutex
-	events []Event
-}
-
-// Observe implements Observer.
-func (r *Recorder) Observe(e Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-}
-
-// Events returns a copy of the events so far.
-func (r *Recorder) Events() []Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Event(nil), r.events...)
-}
-
-// Reset forgets the events so far.
-func (r *Recorder) Reset() {
-	r.mu.Lock()
-	r.events = nil
-	r.mu.Unlock()
-}
-
 // String formats e on one line with the fields its kind sets, for logs and test tables:
 // "refused key=k n=1 wait=10s".
 func (e Event) String() string {
@@ -200,14 +155,4 @@ func (e Event) String() string {
 		b.WriteString(" err=" + e.Err.Error())
 	}
 	return b.String()
-}
-
-// Strings returns the events so far, each formatted by Event.String.
-func (r *Recorder) Strings() []string {
-	evs := r.Events()
-	out := make([]string, len(evs))
-	for i, e := range evs {
-		out[i] = e.String()
-	}
-	return out
 }

@@ -37,7 +37,7 @@ const (
 )
 
 // githubSecondaryWait bounds how long RoundTrip waits for a 403's body to say whether it is a
-// secondary rate limit (headers.GitHubSecondaryWithin): GitHub's error documents are small and
+// secondary rate limit (headerparse.GitHubSecondaryWithin): GitHub's error documents are small and
 // come with the header; a body slower than this is not waited for.
 const githubSecondaryWait = 100 * time.Millisecond
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/internal/bodypeek"
+	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 )
 
 // githubReader reads GitHub's X-RateLimit-* fields for one resource, knowing the request (so
@@ -23,14 +25,14 @@ type githubReader struct {
 // ReadCost reads the header (and, for GraphQL, body gives it, the body; see githubBodyReader).
 func (g githubReader) ReadCost(resp *http.Response, now time.Time) cost.Report {
 	rep := cost.Report{Cost: cost.Unknown}
-	if headers.GitHubSecondaryWithin(resp, githubSecondaryWait) {
+	if headerparse.GitHubSecondaryWithin(resp, githubSecondaryWait) {
 		// GitHub: "wait for at least one minute before retrying"; the fallback pause is that.
 		rep.Signals = append(rep.Signals, headers.Signal{Window: time.Hour, Remaining: 0, Limit: headers.Unknown, Reset: time.Minute})
 	}
 	if r := strings.TrimSpace(resp.Header.Get("X-RateLimit-Resource")); r != "" && !strings.EqualFold(r, g.resource) {
 		return rep // another resource's limit (search: 30 a minute)
 	}
-	x := headers.ParseXRateLimit(resp.Header, now, headers.ResetEpoch)
+	x := headerparse.ParseXRateLimit(resp.Header, now, headerparse.ResetEpoch)
 	if x.Remaining == headers.Unknown {
 		return rep
 	}
@@ -73,7 +75,7 @@ func (g githubBodyReader) ReadCost(resp *http.Response, now time.Time) cost.Repo
 	if !cost.Wants(resp) {
 		return rep
 	}
-	b, whole := cost.PeekBody(resp, cost.MaxBody)
+	b, whole := bodypeek.Peek(resp, cost.MaxBody)
 	if !whole {
 		return rep
 	}

@@ -22,7 +22,7 @@ import (
 func TestRetryOnlyRateLimit403(t *testing.T) {
 	tr := newTransport(t, ratemonitor.WithRules(strategy.Rule{Limit: 5000, Window: time.Hour}))
 	check := CheckRetry(tr, retryablehttp.DefaultRetryPolicy)
-	backoff := Backoff(tr, Exponential)
+	backoff := Backoff(tr, exponential)
 	resp := func(kv ...string) *http.Response {
 		h := http.Header{}
 		for i := 0; i+1 < len(kv); i += 2 {

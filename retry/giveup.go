@@ -11,8 +11,8 @@ import (
 	"github.com/ratemonitor/ratemonitor/internal/credential"
 )
 
-// GiveUp is a retryablehttp.ErrorHandler, the one NewClient sets: it ends the retries as
-// retryablehttp does by default (the response body drained and closed, no response, an error
+// giveUp is the retryablehttp.ErrorHandler NewClient sets: it ends the retries as retryablehttp
+// does by default (the response body drained and closed, no response, an error
 // "<method> <url> giving up after <n> attempt(s): <last error>"), except that URLs in the
 // message have every query parameter's value, every query part without "=" and the whole
 // user info replaced by "xxxxx", since APIs take tokens in the query (access_token=, key=, a
@@ -20,7 +20,7 @@ import (
 // path (Telegram's /bot<token>/) is kept. The last error is kept for
 // errors.Is and errors.As; when it is a *url.Error (as http.Client returns), it is a copy
 // whose URL is redacted the same way.
-func GiveUp(resp *http.Response, err error, attempts int) (*http.Response, error) {
+func giveUp(resp *http.Response, err error, attempts int) (*http.Response, error) {
 	what := ""
 	if resp != nil {
 		if resp.Request != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestGiveUpRedactsUserInfoCredential: GiveUp's error, from a response or from a url.Error, does
+// TestGiveUpRedactsUserInfoCredential: giveUp's error, from a response or from a url.Error, does
 // not show a credential in the URL's user name. Stripe documents its secret key as the Basic
 // user name (curl -u sk_test_...:), and GitHub and GitLab accept a token as the URL's user name;
 // net/http sends the URL's user info as Basic credentials, so the user name is redacted too, not
@@ -24,13 +24,13 @@ func TestGiveUpRedactsUserInfoCredential(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp := &http.Response{StatusCode: 503, Body: http.NoBody, Request: &http.Request{Method: "GET", URL: u}}
-		_, gerr := GiveUp(resp, errors.New("503"), 3)
+		_, gerr := giveUp(resp, errors.New("503"), 3)
 		if strings.Contains(gerr.Error(), key) {
-			t.Errorf("GiveUp for %s: %q shows the credential", u.Host, gerr)
+			t.Errorf("giveUp for %s: %q shows the credential", u.Host, gerr)
 		}
-		_, gerr = GiveUp(nil, &url.Error{Op: "Get", URL: raw, Err: errors.New("connection refused")}, 3)
+		_, gerr = giveUp(nil, &url.Error{Op: "Get", URL: raw, Err: errors.New("connection refused")}, 3)
 		if strings.Contains(gerr.Error(), key) {
-			t.Errorf("GiveUp (url.Error) for %s: %q shows the credential", u.Host, gerr)
+			t.Errorf("giveUp (url.Error) for %s: %q shows the credential", u.Host, gerr)
 		}
 	}
 }
@@ -41,8 +41,8 @@ func TestGiveUpRedactsBareQuery(t *testing.T) {
 	const tok = "ghp_rev2BareQueryToken"
 	u, _ := url.Parse("https://hooks.example.com/in?" + tok)
 	resp := &http.Response{StatusCode: 503, Body: http.NoBody, Request: &http.Request{Method: "POST", URL: u}}
-	_, err := GiveUp(resp, errors.New("503"), 2)
+	_, err := giveUp(resp, errors.New("503"), 2)
 	if strings.Contains(err.Error(), tok) {
-		t.Errorf("GiveUp: %q shows the bare query", err)
+		t.Errorf("giveUp: %q shows the bare query", err)
 	}
 }

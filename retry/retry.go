@@ -25,42 +25,44 @@ import (
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/credential"
+	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 )
 
 // NewClient returns a retryablehttp client with retryablehttp's defaults (4 retries, waits of
 // 1 s to 30 s, DefaultRetryPolicy: connection errors, 429 and 5xx other than 501) except:
-// HTTPClient sends through t, Backoff is Backoff(t, Exponential), CheckRetry is CheckRetry(t,
-// retryablehttp.DefaultRetryPolicy), ErrorHandler is GiveUp (whose errors show no query values),
-// and Logger is nil (quiet; set one to see each retry, but retryablehttp logs URLs with their
-// queries).
+// HTTPClient sends through t, Backoff is Backoff(t, retryablehttp.DefaultBackoff without its
+// reading of Retry-After), CheckRetry is CheckRetry(t, retryablehttp.DefaultRetryPolicy),
+// ErrorHandler is retryablehttp's default with the URLs in its error redacted (no query values,
+// no user info), and Logger is nil (quiet; set one to see each retry, but retryablehttp logs
+// URLs with their queries).
 // Fields may be changed before the first request, as with any retryablehttp.Client; wrap
 // replacements with Backoff and CheckRetry to keep the monitor's waits.
 func NewClient(t *ratemonitor.Transport) *retryablehttp.Client {
 	c := retryablehttp.NewClient()
 	c.HTTPClient = &http.Client{Transport: t}
 	c.Logger = nil
-	c.Backoff = Backoff(t, Exponential)
+	c.Backoff = Backoff(t, exponential)
 	c.CheckRetry = CheckRetry(t, retryablehttp.DefaultRetryPolicy)
-	c.ErrorHandler = GiveUp
+	c.ErrorHandler = giveUp
 	return c
 }
 
-// Exponential is retryablehttp.DefaultBackoff without its reading of Retry-After: min × 2^attempt,
+// exponential is retryablehttp.DefaultBackoff without its reading of Retry-After: min × 2^attempt,
 // capped at max. Backoff reads Retry-After itself, measured from the response's Date (when
-// plausible, see headers.ParseRetryAfter) and capped.
-func Exponential(minWait, maxWait time.Duration, attempt int, _ *http.Response) time.Duration {
+// plausible, as headers.RetryAfter does) and capped.
+func exponential(minWait, maxWait time.Duration, attempt int, _ *http.Response) time.Duration {
 	return retryablehttp.DefaultBackoff(minWait, maxWait, attempt, nil)
 }
 
 // Backoff returns a retryablehttp.Backoff that waits the longest of base's answer, resp's
 // Retry-After (capped at t.MaxPause()), and t's WaitTime for one request on resp's request's
 // key. base should not read Retry-After itself (retryablehttp.DefaultBackoff does, uncapped and
-// against the local clock): pass Exponential. Without a response (a connection error) it is
-// base's answer: the Transport still paces the next attempt when it was made WithPacing. The
-// wait is capped at the time left before the request context's deadline, at which
-// retryablehttp gives up with the context's error (CheckRetry gives up sooner, when it can
-// tell); without a deadline it is as long as the monitor says, which for a full day rule can be
-// hours. After a redirect, resp is the last hop's, and so is the key.
+// against the local clock): NewClient's base is DefaultBackoff given no response. Without a
+// response (a connection error) it is base's answer: the Transport still paces the next
+// attempt when it was made WithPacing. The wait is capped at the time left before the request
+// context's deadline, at which retryablehttp gives up with the context's error (CheckRetry gives
+// up sooner, when it can tell); without a deadline it is as long as the monitor says, which for
+// a full day rule can be hours. After a redirect, resp is the last hop's, and so is the key.
 func Backoff(t *ratemonitor.Transport, base retryablehttp.Backoff) retryablehttp.Backoff {
 	return func(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
 		d := base(minWait, maxWait, attempt, resp)
@@ -137,7 +139,7 @@ func floor(t *ratemonitor.Transport, resp *http.Response, now time.Time) time.Du
 	}
 	if headers.Refused(resp.StatusCode, resp.Header) {
 		// A limit used up (X-RateLimit-Remaining: 0) frees at its X-RateLimit-Reset.
-		if x := headers.ParseXRateLimit(resp.Header, now, headers.ResetAuto); x.Remaining == 0 && x.Reset > 0 {
+		if x := headerparse.ParseXRateLimit(resp.Header, now, headerparse.ResetAuto); x.Remaining == 0 && x.Reset > 0 {
 			d = max(d, min(x.Reset, t.MaxPause()))
 		}
 	}

@@ -73,8 +73,8 @@ func TestRetryAfterCappedAndDated(t *testing.T) {
 	if got := Backoff(tr, zero)(0, 0, 1, resp); got != 2*time.Second {
 		t.Errorf("a date 1 s after a Date an hour ahead, MaxPause 2s: %v, want 2s", got)
 	}
-	if got := Exponential(time.Second, 30*time.Second, 2, resp); got != 4*time.Second {
-		t.Errorf("Exponential ignores Retry-After: %v, want 4s", got)
+	if got := exponential(time.Second, 30*time.Second, 2, resp); got != 4*time.Second {
+		t.Errorf("exponential ignores Retry-After: %v, want 4s", got)
 	}
 }
 

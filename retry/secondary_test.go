@@ -27,7 +27,7 @@ func forbidden(body string) *http.Response {
 func TestRetrySecondaryLimitMessage403(t *testing.T) {
 	tr := newTransport(t, ratemonitor.WithRules(strategy.Rule{Limit: 5000, Window: time.Hour}))
 	check := CheckRetry(tr, retryablehttp.DefaultRetryPolicy)
-	backoff := Backoff(tr, Exponential)
+	backoff := Backoff(tr, exponential)
 	const msg = `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`
 	sec := forbidden(msg)
 	if retry, err := check(context.Background(), sec, nil); !retry || err != nil {

@@ -73,7 +73,7 @@ func (d *restartable) startOnce() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := CreateTable(ctx, dynalitetest.NewClient(d.endpoint), "ratelimits"); err != nil {
+	if err := CreateTable(ctx, dynalite.NewClient(d.endpoint), "ratelimits"); err != nil {
 		return fmt.Errorf("create table: %w", err)
 	}
 	return nil
@@ -128,7 +128,7 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Target{
 		Name: "dynamodb",
 		Open: func(t testing.TB, clk clock.Clock) conformance.Store {
-			c := dynalitetest.NewClient(d.endpoint)
+			c := dynalite.NewClient(d.endpoint)
 			return newStore(t, c, Options{Clock: clk})
 		},
 		Slow:  12,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/internal/dynalite"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
@@ -24,7 +24,7 @@ import (
 // each strategy; admitted exact, ErrContended records nothing, stats consistent.
 func TestContentionAdmitsExactlyLimit(t *testing.T) {
 	srv, c1 := server(t)
-	c2 := dynalitetest.NewClient(srv.Endpoint)
+	c2 := dynalite.NewClient(srv.Endpoint)
 	clk := clock.NewManual(t0.Add(7 * time.Second))
 	ctx := context.Background()
 	cases := []struct {
@@ -69,7 +69,7 @@ func TestContentionAdmitsExactlyLimit(t *testing.T) {
 // used to stay in the fallback and fail with ErrContended).
 func TestFixedWindowBoundaryNeverContends(t *testing.T) {
 	srv, c1 := server(t)
-	c2 := dynalitetest.NewClient(srv.Endpoint)
+	c2 := dynalite.NewClient(srv.Endpoint)
 	clk := clock.NewManual(t0)
 	ctx := context.Background()
 	s := must(fixedwindow.New(strategy.Rule{Limit: 1_000_000, Window: time.Minute}))

@@ -78,6 +78,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/bucket"
 	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
+	"github.com/ratemonitor/ratemonitor/internal/realclock"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
+	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -131,7 +134,7 @@ type Options struct {
 	// duration in [0, RetryBackoff·2^(k−1)), at most 100 ms, on the wall clock (not Clock);
 	// 2 ms when zero.
 	RetryBackoff time.Duration
-	// Clock is where instants come from; clock.Wall() when nil. Every process sharing the
+	// Clock is where instants come from; the host's wall clock when nil. Every process sharing the
 	// table should read the same wall time: within engine.StepTolerance (1 s), beyond which
 	// a clock behind a key's latest instant is taken for a step back and the key is rebased
 	// on it (see engine.Rebase). Tests pass a clock they can step.
@@ -214,7 +217,7 @@ func New(client *dynamodb.Client, opts Options) (*Store, error) {
 		opts.RetryBackoff = defaultRetryBackoff
 	}
 	if opts.Clock == nil {
-		opts.Clock = clock.Wall()
+		opts.Clock = realclock.Wall{}
 	}
 	return &Store{client: client, table: opts.Table, idle: opts.IdleTimeout, maxRetries: opts.MaxRetries,
 		backoff: opts.RetryBackoff, clock: opts.Clock, obs: opts.Observer}, nil
@@ -293,7 +296,7 @@ func (st *Store) check(s *engine.Strategy, n int) error {
 	if err := st.validate(s); err != nil {
 		return err
 	}
-	return cache.CheckCount(n)
+	return storecheck.Count(n)
 }
 
 // storeName is the DynamoDB store's name in observer events.
@@ -311,7 +314,7 @@ func (st *Store) closedErr(ctx context.Context, op, key string, err error) error
 // observeErr reports *err, if any, to the observer, if any.
 func (st *Store) observeErr(ctx context.Context, op, key string, err *error) {
 	if st.obs != nil && *err != nil {
-		observe.StoreFailed(ctx, st.obs, storeName, op, key, *err)
+		storeobs.Failed(ctx, st.obs, storeName, op, key, *err)
 	}
 }
 

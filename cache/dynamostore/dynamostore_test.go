@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/internal/dynalite"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -94,7 +95,7 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 	if err := newStore(t, c, Options{}).Check(ctx); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	down := dynalitetest.NewClient("http://127.0.0.1:1")
+	down := dynalite.NewClient("http://127.0.0.1:1")
 	_, err = newStore(t, down, Options{}).Admit(ctx, s, "k", 1)
 	if err == nil || !strings.Contains(err.Error(), "cannot reach DynamoDB: check the client's BaseEndpoint") {
 		t.Fatalf("unreachable: %v", err)

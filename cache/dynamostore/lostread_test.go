@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/internal/dynalite"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
@@ -112,7 +113,7 @@ func TestReadLostMidAnswerIsReadAgainOnce(t *testing.T) {
 	srv.CreateTable(CreateTable, "ratelimits")
 	proxy := newCutProxy(t, srv.Endpoint[len("http://"):])
 	clk := clock.NewManual(t0)
-	st := newStore(t, dynalitetest.NewClient("http://"+proxy.ln.Addr().String()), Options{Clock: clk})
+	st := newStore(t, dynalite.NewClient("http://"+proxy.ln.Addr().String()), Options{Clock: clk})
 	direct := newStore(t, srv.Client(), Options{Clock: clk})
 	s := must(rollingwindow.New(strategy.Rule{Limit: 10, Window: time.Minute}))
 	ctx := context.Background()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
-	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/tokenbucket"
 )
@@ -20,7 +20,7 @@ import (
 func TestObserverRetryAndStoreErrorEvents(t *testing.T) {
 	_, c := server(t)
 	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	st := newStore(t, c, Options{Clock: clk, MaxRetries: 2, Observer: rec})
 	other := newStore(t, c, Options{Clock: clk})
 	s := must(tokenbucket.New(strategy.Rule{Limit: 10, Window: 10 * time.Second}))

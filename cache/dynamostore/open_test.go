@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ratemonitor/ratemonitor/cache/dynamostore/dynalitetest"
+	"github.com/ratemonitor/ratemonitor/cache/dynamostore/internal/dynalite"
 )
 
 // TestOpenOrCreateRaceAllSucceed: four processes starting at once on a table that does not exist
@@ -15,7 +15,7 @@ func TestOpenOrCreateRaceAllSucceed(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
-		c := dynalitetest.NewClient(srv.Endpoint)
+		c := dynalite.NewClient(srv.Endpoint)
 		wg.Go(func() {
 			st, err := OpenOrCreate(context.Background(), c, Options{Table: "fresh"})
 			if err == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -68,7 +69,7 @@ func TestCallerDeadlinesNeverDegradeTransport(t *testing.T) {
 		t.Run("deadlines up to "+longest.String(), func(t *testing.T) {
 			srv := redistest.Start(t)
 			st := newStore(t, srv.Client(), Options{})
-			var rec observe.Recorder
+			var rec observetest.Recorder
 			tr, err := ratemonitor.New(upstream.Client().Transport,
 				ratemonitor.WithRules(strategy.Rule{Limit: 1_000_000, Window: time.Minute}),
 				ratemonitor.WithStore(st), ratemonitor.WithPacing(), ratemonitor.WithObserver(&rec))

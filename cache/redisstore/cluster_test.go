@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/internal/redisfleet"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest/conformance"
 )
@@ -22,7 +22,7 @@ func TestClusterKeepsEveryPromise(t *testing.T) {
 		conformance.Run(t, clusterTarget(nil, strings.Split(w, ",")))
 		return
 	}
-	cl := redistest.StartCluster(t)
+	cl := redisfleet.StartCluster(t)
 	t.Run("conformance", func(t *testing.T) { conformance.Run(t, clusterTarget(cl, cl.Addrs())) })
 	t.Run("lostreply", func(t *testing.T) { clusterLostReply(t, cl) })
 	t.Run("inflight", func(t *testing.T) { clusterInFlight(t, cl) })
@@ -48,7 +48,7 @@ func openCluster(t testing.TB, addrs []string, clk clock.Clock) *Store {
 
 // clusterTarget is the suite's target on the cluster: its faults are CLIENT PAUSE of every
 // master at once and SCRIPT FLUSH on every master (a restart is a failover, tested apart).
-func clusterTarget(cl *redistest.Cluster, addrs []string) conformance.Target {
+func clusterTarget(cl *redisfleet.Cluster, addrs []string) conformance.Target {
 	each := func(t testing.TB, do func(c *redis.Client) error) {
 		var wg sync.WaitGroup
 		for _, m := range cl.Masters() {
@@ -86,7 +86,7 @@ func clusterTarget(cl *redistest.Cluster, addrs []string) conformance.Target {
 
 // keysPerMaster returns, for each master of cl, a logical key (prefix-<i>) whose Redis keys
 // it serves, under st.
-func keysPerMaster(t *testing.T, cl *redistest.Cluster, st *Store, prefix string) map[string]string {
+func keysPerMaster(t *testing.T, cl *redisfleet.Cluster, st *Store, prefix string) map[string]string {
 	t.Helper()
 	s := lostReplyStrategy(t)
 	masters := cl.Masters()
@@ -107,7 +107,7 @@ func keysPerMaster(t *testing.T, cl *redistest.Cluster, st *Store, prefix string
 // clusterLostReply: a Record whose reply is lost after the script ran fails, naming the
 // master, and counts once, on a key of each master, through a Cluster client with go-redis's
 // defaults (MaxRedirects 3, which go-redis also spends on EOF: issue 14, defect 1).
-func clusterLostReply(t *testing.T, cl *redistest.Cluster) {
+func clusterLostReply(t *testing.T, cl *redisfleet.Cluster) {
 	e := &replyEater{}
 	c := cl.ClusterClient(func(o *redis.ClusterOptions) { o.Dialer = e.dial })
 	st, err := New(c, Options{Timeout: 2 * time.Second, CheckInterval: -1}) // no monitor: its heartbeat is a script too
@@ -123,7 +123,7 @@ func clusterLostReply(t *testing.T, cl *redistest.Cluster) {
 // (CLIENT PAUSE 600 ms) while an operation on it is in flight, an operation on another master
 // succeeds at once, and a second one on the paused master gives up waiting for its turn, with
 // an error naming that master (issue 14, defect 6).
-func clusterInFlight(t *testing.T, cl *redistest.Cluster) {
+func clusterInFlight(t *testing.T, cl *redisfleet.Cluster) {
 	c := cl.ClusterClient(nil)
 	st, err := New(c, Options{Timeout: 3 * time.Second, MaxInFlight: 1})
 	if err != nil {

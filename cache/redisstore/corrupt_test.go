@@ -10,6 +10,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -92,7 +93,7 @@ func TestUnreadableKeyStartsAfreshReported(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := &observe.Recorder{}
+		rec := &observetest.Recorder{}
 		clk := clock.NewManual(t0.Add(-time.Second))
 		st := newStore(t, c, Options{Clock: clk, Observer: rec})
 		// valid values of this strategy, to cut short or relabel: two seconds recorded, so

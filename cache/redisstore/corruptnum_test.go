@@ -12,6 +12,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -97,7 +98,7 @@ func TestCorruptNumbersStartAfreshReported(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := &observe.Recorder{}
+			rec := &observetest.Recorder{}
 			clk := clock.NewManual(t0)
 			st := newStore(t, c, Options{Clock: clk, Observer: rec})
 			key := tc.name

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/internal/redisfleet"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
@@ -171,7 +171,7 @@ func steady(t *testing.T, sm *stream, keys []string, healthy time.Time, took tim
 // recoverBound of the cluster's healthy instant (its replica promoted, every node agreeing),
 // and no failure on any key from recoverWithin after it on (steady).
 func TestClusterFailoverCallersRecover(t *testing.T) {
-	cl := redistest.StartCluster(t)
+	cl := redisfleet.StartCluster(t)
 	// Runs after c.Close: go-redis's pool keeps dialing a dead node in a goroutine of its own
 	// that sleeps 1 s between dials and sees the pool closed only when it wakes
 	// (internal/pool/pool.go tryDial); goleak would report it.

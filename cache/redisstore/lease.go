@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 )
 
 //go:embed lease.lua
@@ -101,7 +102,7 @@ func (st *Store) leaseSent(ctx context.Context, op, key string, code int, id str
 // and buries its id so that a script that runs only after the release takes nothing;
 // Close stops those releases, leaving such a lease to its expiry.
 func (st *Store) AcquireLease(ctx context.Context, key string, limit int, ttl time.Duration) (cache.Lease, error) {
-	if err := cache.CheckLease(limit, ttl); err != nil {
+	if err := storecheck.Lease(limit, ttl); err != nil {
 		return cache.Lease{}, err
 	}
 	id := st.leaseID()
@@ -120,7 +121,7 @@ func (st *Store) AcquireLease(ctx context.Context, key string, limit int, ttl ti
 
 // RenewLease implements cache.Leaser: one round trip. Errors are AcquireLease's.
 func (st *Store) RenewLease(ctx context.Context, key, id string, ttl time.Duration) (bool, error) {
-	if err := cache.CheckLease(1, ttl); err != nil {
+	if err := storecheck.Lease(1, ttl); err != nil {
 		return false, err
 	}
 	if id == "" {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/internal/redisfleet"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest/leasetest"
@@ -64,7 +65,7 @@ func TestAbandonedLeaseFreesAfterTTL(t *testing.T) {
 
 // clusterLeases: on a Cluster, each key's leases live in its hash tag, the slot of its
 // rate-limit state, and the Leaser cases pass.
-func clusterLeases(t *testing.T, cl *redistest.Cluster) {
+func clusterLeases(t *testing.T, cl *redisfleet.Cluster) {
 	clk := clock.NewManual(t0)
 	st := openCluster(t, cl.Addrs(), clk)
 	s := mustStrategy(t, strategy.Rule{Limit: 5, Window: time.Minute})

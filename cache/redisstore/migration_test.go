@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/internal/redisfleet"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -29,7 +29,7 @@ const (
 // the keys moved with the slot still MIGRATING so that the source answers ASK, then the
 // target owns it so that the source answers MOVED), each stage held 1.5 s. No operation may
 // fail, and each key's count is exactly the Records and granted Reserves.
-func clusterMigration(t *testing.T, cl *redistest.Cluster) {
+func clusterMigration(t *testing.T, cl *redisfleet.Cluster) {
 	c := cl.ClusterClient(nil)
 	st, err := New(c, Options{Timeout: migrationTimeout})
 	if err != nil {

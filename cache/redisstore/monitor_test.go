@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -29,7 +30,7 @@ func info(t *testing.T, c *redis.Client, section, k string) string {
 }
 
 // lostEvents returns rec's StateLost events of reason.
-func lostEvents(rec *observe.Recorder, reason string) []observe.Event {
+func lostEvents(rec *observetest.Recorder, reason string) []observe.Event {
 	var out []observe.Event
 	for _, e := range rec.Events() {
 		if e.Kind == observe.StateLost && e.Op == reason {
@@ -58,7 +59,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestEvictionReported(t *testing.T) {
 	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
 	c := srv.Client()
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	const interval = 200 * time.Millisecond
 	st := newStore(t, c, Options{AllowEviction: true, CheckInterval: interval, Observer: rec})
 	defer st.Close()
@@ -138,7 +139,7 @@ func TestRestartReported(t *testing.T) {
 		}
 		srv := redistest.StartWith(t, args...)
 		c := srv.Client()
-		rec := &observe.Recorder{}
+		rec := &observetest.Recorder{}
 		const interval = minCheckInterval
 		st := newStore(t, c, Options{CheckInterval: interval, Observer: rec})
 		waitFor(t, "first check", func() bool { return st.Processes() == 1 })

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -17,7 +18,7 @@ import (
 // failed operation; a context the caller cancelled is none.
 func TestStoreErrorsObservedOncePerFailure(t *testing.T) {
 	srv := redistest.Start(t)
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	st := newStore(t, srv.Client(), Options{Observer: rec, Timeout: time.Second})
 	s := mustStrategy(t, strategy.Rule{Limit: 60, Window: time.Minute})
 	ctx := context.Background()

@@ -55,6 +55,8 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
+	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -304,7 +306,7 @@ func (st *Store) failed(ctx context.Context, op, key string, err error) error {
 	if st.opts.Observer == nil {
 		return err
 	}
-	return observe.StoreFailed(ctx, st.opts.Observer, "redis", op, key, err)
+	return storeobs.Failed(ctx, st.opts.Observer, "redis", op, key, err)
 }
 
 // Admit implements cache.Admitter: one round trip, which decides, records and returns every
@@ -401,12 +403,12 @@ func wholeMicros(s *engine.Strategy) error {
 }
 
 // ruleArgs appends per rule its slot (1-based) and effective limit, refusing limits above
-// cache.MaxCount, and makes the plan: the doubles, the value prefix and the key's suffix.
+// storecheck.MaxCount, and makes the plan: the doubles, the value prefix and the key's suffix.
 func ruleArgs(s *engine.Strategy, k kind, script *redis.Script, magic string, args []float64) (*plan, error) {
 	rules := s.Rules()
 	for i, r := range rules {
-		if r.EffectiveLimit() > cache.MaxCount {
-			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: limit above %d", r, cache.MaxCount)
+		if r.EffectiveLimit() > storecheck.MaxCount {
+			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: limit above %d", r, storecheck.MaxCount)
 		}
 		args = append(args, float64(s.SlotOf(i)+1), float64(r.EffectiveLimit()))
 	}
@@ -459,8 +461,8 @@ func (st *Store) bucketPlan(s *engine.Strategy) (*plan, error) {
 	for j := range s.Slots() {
 		r := s.SlotRule(j)
 		capacity, w := int64(r.Limit), int64(r.EffectiveWindow())
-		if capacity > cache.MaxCount {
-			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: a token bucket's capacity must not exceed %d", r, cache.MaxCount)
+		if capacity > storecheck.MaxCount {
+			return nil, fmt.Errorf("ratemonitor: redis store: rule %s: a token bucket's capacity must not exceed %d", r, storecheck.MaxCount)
 		}
 		// The debt cap of bucket.Bucket (what refills in strategy.MaxWindow, at most
 		// 2^63 − 1 token·ns), as whole tokens q, then µs r and ns s beyond them.
@@ -507,12 +509,12 @@ func (st *Store) explain(parent context.Context, op, key, addr string, took time
 }
 
 // Record implements cache.Store: one round trip. Errors: cache.ErrInvalidCount for n outside
-// 1..cache.MaxCount; a strategy the store cannot hold (Describe); cache.ErrClosed after Close;
+// 1..2^31; a strategy the store cannot hold (Describe); cache.ErrClosed after Close;
 // and the call's own failure, which wraps context.DeadlineExceeded when the store's Timeout
 // passed, the caller's context error when that ended first (a call the caller's deadline ends
 // returns once ctx.Err says so), and otherwise the client's error (connection refused, say).
 func (st *Store) Record(ctx context.Context, s *engine.Strategy, key string, n int) error {
-	if err := cache.CheckCount(n); err != nil {
+	if err := storecheck.Count(n); err != nil {
 		return err
 	}
 	_, err := st.run(ctx, s, key, "record", int64(n), time.Time{})
@@ -529,7 +531,7 @@ func (st *Store) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 			return engine.Result{}, err
 		}
 	}
-	if err := cache.CheckCount(n); err != nil {
+	if err := storecheck.Count(n); err != nil {
 		return engine.Result{}, err
 	}
 	r, err := st.run(ctx, s, key, "reserve", int64(n), time.Time{})
@@ -549,7 +551,7 @@ func (st *Store) Reserve(ctx context.Context, s *engine.Strategy, key string, n 
 
 // Release implements cache.Store: one round trip. Errors are Record's.
 func (st *Store) Release(ctx context.Context, s *engine.Strategy, key string, at time.Time, n int) error {
-	if err := cache.CheckCount(n); err != nil {
+	if err := storecheck.Count(n); err != nil {
 		return err
 	}
 	_, err := st.run(ctx, s, key, "release", int64(n), at)
@@ -651,7 +653,7 @@ func (st *Store) Close() error {
 // them), and names its data in Namespace: "redis <address> db <n> prefix <prefix>", a Cluster
 // by its addresses, a client of another kind by its pointer. Its Validate accepts a strategy
 // under the rolling window, the fixed window or the token bucket whose rules have
-// whole-microsecond effective windows and limits up to cache.MaxCount; under the rolling
+// whole-microsecond effective windows and limits up to 2^31; under the rolling
 // window, whole-microsecond granularities and at most MaxBuckets buckets per rule; under the
 // token bucket, a debt cap whose whole tokens stay below 2^53.
 //

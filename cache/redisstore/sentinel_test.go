@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/internal/redisfleet"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/storetest/conformance"
 )
@@ -27,7 +27,7 @@ func TestSentinelKeepsEveryPromise(t *testing.T) {
 		conformance.Run(t, sentinelTarget(nil, strings.Split(w, ",")))
 		return
 	}
-	ss := redistest.StartSentinel(t)
+	ss := redisfleet.StartSentinel(t)
 	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) }) // see TestClusterFailoverCallersRecover
 	t.Run("conformance", func(t *testing.T) { conformance.Run(t, sentinelTarget(ss, ss.SentinelAddrs())) })
 	t.Run("lostreply", func(t *testing.T) {
@@ -47,7 +47,7 @@ func TestSentinelKeepsEveryPromise(t *testing.T) {
 // openSentinel returns a store over a new FailoverClient of the sentinels at addrs (closed
 // when t ends), with the suite's timeouts.
 func openSentinel(t testing.TB, addrs []string, clk clock.Clock) *Store {
-	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.MasterName, SentinelAddrs: addrs,
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redisfleet.MasterName, SentinelAddrs: addrs,
 		MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1})
 	t.Cleanup(func() { c.Close() })
 	timeout := conformanceTimeout
@@ -64,7 +64,7 @@ func openSentinel(t testing.TB, addrs []string, clk clock.Clock) *Store {
 // sentinelTarget is the suite's target on the Sentinel set: SCRIPT FLUSH of the master (a
 // restart is a failover, tested apart; CLIENT PAUSE of the one master is the single node's
 // case, which TestConformance runs, and is left out to keep the package's run short).
-func sentinelTarget(ss *redistest.Sentinel, addrs []string) conformance.Target {
+func sentinelTarget(ss *redisfleet.Sentinel, addrs []string) conformance.Target {
 	master := func(t testing.TB, do func(c *redis.Client) error) {
 		c := redis.NewClient(&redis.Options{Addr: ss.Master()})
 		defer c.Close()
@@ -92,8 +92,8 @@ func sentinelTarget(ss *redistest.Sentinel, addrs []string) conformance.Target {
 // sentinelErrors bounds the failures a SENTINEL FAILOVER may cause on a key.
 const sentinelErrors = 3
 
-func sentinelFailover(t *testing.T, ss *redistest.Sentinel) {
-	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.MasterName, SentinelAddrs: ss.SentinelAddrs(),
+func sentinelFailover(t *testing.T, ss *redisfleet.Sentinel) {
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redisfleet.MasterName, SentinelAddrs: ss.SentinelAddrs(),
 		MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	st, err := New(c, Options{Timeout: failoverTimeout})

@@ -15,6 +15,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
@@ -138,7 +139,7 @@ func TestCorruptSmoothedSlotStartsAfresh(t *testing.T) {
 		{"an-oldest", 7, d(us)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &observe.Recorder{}
+			rec := &observetest.Recorder{}
 			clk := clock.NewManual(t0)
 			st := newStore(t, c, Options{Clock: clk, Observer: rec})
 			key := "smooth-corrupt-" + tc.name

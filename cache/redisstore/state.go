@@ -46,7 +46,7 @@ func statePrefix(magic string, s *engine.Strategy) (string, error) {
 // argv packs an operation's one script argument (state.lua): op, n, the clock override (µs,
 // −1 for Redis TIME), at (µs), the step tolerance, the slot and rule counts, the count of
 // doubles that follow, the plan's doubles, extra's, then the prefix. Every figure is an integer
-// below 2^53 (instants and durations in µs, counts up to cache.MaxCount), so exact as a double.
+// below 2^53 (instants and durations in µs, counts up to 2^31), so exact as a double.
 func (pl *plan) argv(op string, n, clock, at int64, extra []float64) string {
 	b := make([]byte, 0, 8*(8+len(pl.nums)+len(extra))+len(pl.pre))
 	d := func(x float64) { b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x)) }

@@ -18,6 +18,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
 	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -133,7 +134,7 @@ func TestTokenBucketExactness(t *testing.T) {
 					case 0: // from 1 µs to ~a year, in odd steps
 						clk.Advance(time.Duration(rapid.Int64Range(1, 1<<45).Draw(rt, "µs")) * time.Microsecond)
 					case 1:
-						n := rapid.IntRange(1, cache.MaxCount).Draw(rt, "record")
+						n := rapid.IntRange(1, storecheck.MaxCount).Draw(rt, "record")
 						for range rapid.IntRange(1, 50).Draw(rt, "times") {
 							if err := errors.Join(mem.Record(ctx, s, key, n), red.Record(ctx, s, key, n)); err != nil {
 								rt.Fatal(err)
@@ -156,7 +157,7 @@ func TestTokenBucketExactness(t *testing.T) {
 							}
 						}
 					case 3:
-						n := rapid.IntRange(1, cache.MaxCount).Draw(rt, "release")
+						n := rapid.IntRange(1, storecheck.MaxCount).Draw(rt, "release")
 						if err := errors.Join(mem.Release(ctx, s, key, clk.Now(), n), red.Release(ctx, s, key, clk.Now(), n)); err != nil {
 							rt.Fatal(err)
 						}
@@ -316,7 +317,7 @@ func TestValidateRefusesWhatScriptsCannotHold(t *testing.T) {
 	if err := st.validate(oddS); err == nil || !strings.Contains(err.Error(), "whole microseconds") {
 		t.Errorf("a window in ns: %v", err)
 	}
-	wide, _ := tokenbucket.New(strategy.Rule{Limit: cache.MaxCount + 1, Window: time.Second})
+	wide, _ := tokenbucket.New(strategy.Rule{Limit: storecheck.MaxCount + 1, Window: time.Second})
 	if err := st.validate(wide); err == nil {
 		t.Error("capacity above MaxCount accepted")
 	}
@@ -358,7 +359,7 @@ func TestTokenBucketCapExactToNanosecond(t *testing.T) {
 	red := newStore(t, client, Options{Clock: clk})
 	s, _ := tokenbucket.New(strategy.Rule{Limit: 1000, Window: 24 * time.Hour})
 	for range 3 {
-		if err := errors.Join(mem.Record(ctx, s, "cap", cache.MaxCount), red.Record(ctx, s, "cap", cache.MaxCount)); err != nil {
+		if err := errors.Join(mem.Record(ctx, s, "cap", storecheck.MaxCount), red.Record(ctx, s, "cap", storecheck.MaxCount)); err != nil {
 			t.Fatal(err)
 		}
 	}

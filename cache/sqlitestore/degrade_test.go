@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
@@ -37,7 +38,7 @@ func TestDegradePacesLocallyOnLockedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	base := &countingBase{}
 	tr, err := ratemonitor.New(base, ratemonitor.WithRules(strategy.Rule{Limit: 20, Window: time.Second}), ratemonitor.WithStore(st),
 		ratemonitor.WithPacing(), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),

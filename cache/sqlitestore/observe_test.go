@@ -8,14 +8,14 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/fixedwindow"
-	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // TestObserverOneStoreErrorPerClosedOp: each operation on a closed SQLite store is one StoreError
 // event; a bad count or burst (the caller's error) is none.
 func TestObserverOneStoreErrorPerClosedOp(t *testing.T) {
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	st, _ := open(t, Options{Observer: rec})
 	s := must(fixedwindow.New(strategy.Rule{Limit: 5, Window: time.Minute}))
 	ctx := context.Background()

@@ -30,6 +30,9 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
 	"github.com/ratemonitor/ratemonitor/internal/fixedcount"
+	"github.com/ratemonitor/ratemonitor/internal/realclock"
+	"github.com/ratemonitor/ratemonitor/internal/storecheck"
+	"github.com/ratemonitor/ratemonitor/internal/storeobs"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -46,7 +49,7 @@ const (
 
 // Options configures Open. The zero value gives the defaults.
 type Options struct {
-	// Clock is where instants come from; clock.Wall() when nil, the host's wall clock, which
+	// Clock is where instants come from; the host's wall clock (time.Now) when nil, which
 	// every process sharing the file reads alike. (A process's monotonic clock, clock.Real(),
 	// is anchored at its start, so two processes' clocks could differ by any wall-clock step
 	// between their starts.)
@@ -99,7 +102,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("ratemonitor: sqlite store: want a file path, got %q", path)
 	}
 	if opts.Clock == nil {
-		opts.Clock = clock.Wall()
+		opts.Clock = realclock.Wall{}
 	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = defaultBusyTimeout
@@ -197,7 +200,7 @@ func (st *Store) check(s *engine.Strategy, n int) error {
 	if err := st.validate(s); err != nil {
 		return err
 	}
-	return cache.CheckCount(n)
+	return storecheck.Count(n)
 }
 
 // Record implements cache.Store.
@@ -332,7 +335,7 @@ func (st *Store) closedErr(ctx context.Context, op, key string, err error) error
 // observeErr reports *err, if any, to the observer, if any.
 func (st *Store) observeErr(ctx context.Context, op, key string, err *error) {
 	if st.obs != nil && *err != nil {
-		observe.StoreFailed(ctx, st.obs, "sqlite", op, key, *err)
+		storeobs.Failed(ctx, st.obs, "sqlite", op, key, *err)
 	}
 }
 

@@ -4,12 +4,11 @@ import (
 	"os"
 
 	"github.com/ratemonitor/ratemonitor/internal/credential"
-	"github.com/ratemonitor/ratemonitor/middleware"
 )
 
 // headerStoreKey returns the store key the middleware counts a request under when its key
 // header, name (may be empty: not said), has the value v, as middleware.Limiter.HeaderKey
-// does: "key:" + the hash of v (credential.Hash, HMAC-SHA-256) when name is a credential
+// documents it: "key:" + the hash of v (credential.Hash, HMAC-SHA-256) when name is a credential
 // header (credential.IsHeader) or the secret is given, "key:" + v otherwise. The secret comes
 // from the environment variable secretEnv, never the command line (which other users see in
 // the process list); the variable must be set and not empty, as WithKeySecret refuses an
@@ -24,7 +23,7 @@ func headerStoreKey(v, name, secretEnv string) (string, error) {
 		secret = []byte(s)
 	}
 	if secret == nil && !credential.IsHeader(name) {
-		return middleware.HeaderKey(v), nil
+		return "key:" + v, nil
 	}
-	return middleware.HeaderKey(credential.Hash(secret, v)), nil
+	return "key:" + credential.Hash(secret, v), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -48,7 +49,7 @@ func TestDegradeMasterChangeReportsBothMasters(t *testing.T) {
 	clk := clock.NewManual(t0)
 	st := newMasterStore(t, clk)
 	st.master.Store("127.0.0.1:1")
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	s, err := rollingwindow.New(strategy.Rule{Limit: 20, Window: time.Minute})
 	if err != nil {
 		t.Fatal(err)

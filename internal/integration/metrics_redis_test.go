@@ -18,6 +18,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/metrics"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
@@ -60,7 +61,7 @@ func TestDegradeCloseEndsGauge(t *testing.T) {
 	}
 	defer st.Close()
 	m, reg := newMetrics(t)
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	tr, err := ratemonitor.New(okBase{}, ratemonitor.WithRules(strategy.Rule{Limit: 20, Window: time.Minute}), ratemonitor.WithStore(st),
 		ratemonitor.WithPacing(), ratemonitor.WithDegraded(ratemonitor.DegradedConfig{NoHoldBack: true}),
 		ratemonitor.WithLogger(slog.New(slog.DiscardHandler)), ratemonitor.WithObserver(tee{m, rec}))
@@ -118,7 +119,7 @@ func help(t *testing.T, reg *prometheus.Registry, name string) string {
 func TestEvictionCounted(t *testing.T) {
 	srv := redistest.StartWith(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
 	c := srv.Client()
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	m, reg := newMetrics(t)
 	const interval = 200 * time.Millisecond
 	st, err := redisstore.New(c, redisstore.Options{AllowEviction: true, CheckInterval: interval, Observer: tee{rec, m}})

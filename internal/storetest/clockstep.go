@@ -17,7 +17,7 @@ import (
 
 // SteppedClock is a wall clock that can be stepped either way, for tests: Now is Base's
 // instant plus the steps so far; Sleep is Base's (a step does not move a sleeper, as the
-// monotonic timers under clock.Wall are not moved by a step of the system clock).
+// monotonic timers under the wall clock are not moved by a step of the system clock).
 type SteppedClock struct {
 	Base *clock.Manual
 	off  atomic.Int64 // ns

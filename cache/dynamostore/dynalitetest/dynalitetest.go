@@ -12,16 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ratemonitor/ratemonitor/cache/dynamostore/internal/dynalite"
 )
 
-// EnvRequire names the environment variable that, set to 1 (as in CI), turns a missing
+// envRequire names the environment variable that, set to 1 (as in CI), turns a missing
 // dynalite into a test failure instead of a skip.
-const EnvRequire = "RATEMONITOR_REQUIRE_DYNAMODB"
+const envRequire = "RATEMONITOR_REQUIRE_DYNAMODB"
 
 // Server is a dynalite process owned by one test.
 type Server struct {
@@ -36,14 +34,14 @@ type Server struct {
 // when the test ends. It looks for dynalite's npm bin script at $RATEMONITOR_DYNALITE, then on
 // PATH, then at /opt/dynalite/node_modules/.bin/dynalite (`npm install --prefix /opt/dynalite
 // dynalite@4.0.0`), and runs it under node when node is on PATH. Without dynalite the test is
-// skipped, or fails when RATEMONITOR_REQUIRE_DYNAMODB=1 (EnvRequire).
+// skipped, or fails when RATEMONITOR_REQUIRE_DYNAMODB=1.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := dynalite.Find()
 	if bin == "" {
 		msg := fmt.Sprintf("dynalite not found ($%s, PATH, %s); install it with `%s` (Node.js ≥ 18) to run the DynamoDB tests",
 			dynalite.EnvBinary, strings.Join(dynalite.KnownPaths, ", "), dynalite.Install)
-		if os.Getenv(EnvRequire) == "1" {
+		if os.Getenv(envRequire) == "1" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
@@ -110,17 +108,7 @@ func (s *Server) Stop() {
 // us-east-1, BaseEndpoint set to the server, and the SDK's own retries off (attempts = 1) so
 // that a test sees every error.
 func (s *Server) Client() *dynamodb.Client {
-	return NewClient(s.Endpoint)
-}
-
-// NewClient returns a client for endpoint, set as Client sets it.
-func NewClient(endpoint string) *dynamodb.Client {
-	return dynamodb.New(dynamodb.Options{
-		Region:           "us-east-1",
-		Credentials:      credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
-		BaseEndpoint:     aws.String(endpoint),
-		RetryMaxAttempts: 1,
-	})
+	return dynalite.NewClient(s.Endpoint)
 }
 
 // CreateTable creates a table named name with the layout the DynamoDB store wants (partition

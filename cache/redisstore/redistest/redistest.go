@@ -1,5 +1,5 @@
 // Package redistest starts a real redis-server for tests, on a free loopback port, with no
-// persistence; and Redis Clusters and Sentinel sets (StartCluster, StartSentinel).
+// persistence.
 //
 // Importing it silences go-redis's logger (redis.SetLogger, a global of the test binary) for
 // every test of the importing package: the tests stop, kill and pause servers on purpose, and
@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/internal/redisfleet"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,7 +34,7 @@ func (silent) Printf(context.Context, string, ...any) {}
 type Server struct {
 	Addr string
 	t    testing.TB
-	p    proc
+	p    redisfleet.Proc
 	port string
 	args []string // extra redis-server arguments (StartWith)
 }
@@ -49,13 +50,13 @@ func Start(t testing.TB) *Server {
 // "--maxmemory-policy", "allkeys-lru"; Restart keeps them.
 func StartWith(t testing.TB, args ...string) *Server {
 	t.Helper()
-	needRedis(t)
+	redisfleet.NeedRedis(t)
 	// A port found free can be taken by another test package's server before ours binds it:
 	// ours then exits while the port answers for the other. So the server is ready only when
-	// the one answering is ours (proc.start), and a lost port is tried again.
+	// the one answering is ours (redisfleet.Proc.Start), and a lost port is tried again.
 	var last error
 	for range 5 {
-		ports, err := freePorts(1)
+		ports, err := redisfleet.FreePorts(1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,12 +73,12 @@ func StartWith(t testing.TB, args ...string) *Server {
 }
 
 func (s *Server) start() error {
-	s.p = proc{addr: s.Addr}
-	return s.p.start(append([]string{"--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, s.args...)...)
+	s.p = redisfleet.Proc{Addr: s.Addr}
+	return s.p.Start(append([]string{"--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, s.args...)...)
 }
 
 // Stop kills the server and waits for it to exit. It is safe to call twice.
-func (s *Server) Stop() { s.p.kill() }
+func (s *Server) Stop() { s.p.Kill() }
 
 // Restart starts the server again on the same port, empty.
 func (s *Server) Restart() {

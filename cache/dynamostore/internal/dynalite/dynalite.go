@@ -10,6 +10,10 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 // EnvBinary names the environment variable that may give dynalite's path: its npm bin script
@@ -92,4 +96,15 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// NewClient returns a DynamoDB client for endpoint: static dummy credentials, region us-east-1,
+// and the SDK's own retries off (attempts = 1) so that a test sees every error.
+func NewClient(endpoint string) *dynamodb.Client {
+	return dynamodb.New(dynamodb.Options{
+		Region:           "us-east-1",
+		Credentials:      credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
+		BaseEndpoint:     aws.String(endpoint),
+		RetryMaxAttempts: 1,
+	})
 }

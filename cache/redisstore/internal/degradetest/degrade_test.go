@@ -17,6 +17,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -48,7 +49,7 @@ func TestOutageHandledAsPolicySays(t *testing.T) {
 		{name: "paced, fail open", opts: []ratemonitor.Option{ratemonitor.WithPacing(), ratemonitor.WithStoreErrorPolicy(ratemonitor.SendUncounted)}, sent: 1},
 		{name: "paced, fail closed", opts: []ratemonitor.Option{ratemonitor.WithPacing(), ratemonitor.WithStoreErrorPolicy(ratemonitor.SendNothing)}, storeErr: true},
 	} {
-		rec := &observe.Recorder{}
+		rec := &observetest.Recorder{}
 		base := &okBase{}
 		var handled atomic.Int64
 		tr := newTransport(t, base, append([]ratemonitor.Option{ratemonitor.WithRules(minute), ratemonitor.WithStore(st),
@@ -92,7 +93,7 @@ func TestDegradedShareHoldBackAndCarryOver(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	rule := strategy.Rule{Limit: 20, Window: time.Minute}
 	s := rolling(t, rule)
 	tr := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(fleetStore{st, 4}), ratemonitor.WithClock(clk),
@@ -217,9 +218,9 @@ func TestFleetOutageNeverOverLimit(t *testing.T) {
 	up := &okBase{}
 	log := &outageLog{byProc: make([][]span, 4)}
 	var trs []*ratemonitor.Transport
-	var recs []*observe.Recorder
+	var recs []*observetest.Recorder
 	for i := range 4 {
-		rec := &observe.Recorder{}
+		rec := &observetest.Recorder{}
 		// A 5 s timeout: on a loaded machine a short one runs out now and then with Redis up,
 		// which is an outage of its own (a second degraded/recovered pair). The outage here is
 		// a stopped server, refused at once, whatever the timeout.
@@ -307,10 +308,10 @@ func TestDegradedFleetSharesTheLimit(t *testing.T) {
 	rule := strategy.Rule{Limit: 20, Window: time.Second}
 	s := rolling(t, rule)
 	var trs []*ratemonitor.Transport
-	var recs []*observe.Recorder
+	var recs []*observetest.Recorder
 	var sts []*redisstore.Store
 	for range 4 {
-		rec := &observe.Recorder{}
+		rec := &observetest.Recorder{}
 		st := newRedisStoreWith(t, srv, redisstore.Options{Clock: clk})
 		tr := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(fleetStore{st, 4}), ratemonitor.WithClock(clk),
 			ratemonitor.WithPacing(), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard))
@@ -382,7 +383,7 @@ func TestDegradedPacesTheWholeLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	rule := strategy.Rule{Limit: 20, Window: time.Second}
 	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	tr := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(newRedisStore(t, srv)), ratemonitor.WithClock(clk),
 		ratemonitor.WithPacing(), ratemonitor.WithLogger(discard), ratemonitor.WithObserver(rec))
 	other := newRedisStore(t, srv) // for SendUncounted, below: made while Redis answers
@@ -411,7 +412,7 @@ func TestDegradedPacesTheWholeLimit(t *testing.T) {
 	reserve("the next second", 21, 20, time.Second)
 
 	base := &clockBase{clk: clk}
-	rec = &observe.Recorder{}
+	rec = &observetest.Recorder{}
 	uncounted := newTransport(t, base, ratemonitor.WithRules(rule), ratemonitor.WithStore(other), ratemonitor.WithClock(clk),
 		ratemonitor.WithPacing(), ratemonitor.WithStoreErrorPolicy(ratemonitor.SendUncounted), ratemonitor.WithLogger(discard), ratemonitor.WithObserver(rec))
 	for range 50 {
@@ -440,7 +441,7 @@ func TestOutageKeepsWithinLimitAndSending(t *testing.T) {
 	rule := strategy.Rule{Limit: 20, Window: time.Second}
 	for i, opts := range [][]ratemonitor.Option{nil, {ratemonitor.WithStoreErrorPolicy(ratemonitor.SendUncounted)}} {
 		base := &okBase{}
-		rec := &observe.Recorder{}
+		rec := &observetest.Recorder{}
 		tr := newTransport(t, base, append([]ratemonitor.Option{ratemonitor.WithRules(rule), ratemonitor.WithStore(newRedisStore(t, srv)),
 			ratemonitor.WithPacing(), ratemonitor.WithLogger(discard), ratemonitor.WithObserver(rec)}, opts...)...)
 		srv.Stop()
@@ -546,7 +547,7 @@ func TestClosedStoreIsNotAnOutage(t *testing.T) {
 	srv := redistest.Start(t)
 	st := newRedisStore(t, srv)
 	st.Close()
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	base := &okBase{}
 	tr := newTransport(t, base, ratemonitor.WithRules(minute), ratemonitor.WithStore(st), ratemonitor.WithPacing(),
 		ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard))
@@ -608,12 +609,12 @@ func TestSettlingHoldsShareUntilFleetReturns(t *testing.T) {
 	rule := strategy.Rule{Limit: 20, Window: time.Minute}
 	s := rolling(t, rule)
 	st := newRedisStore(t, srv)
-	recA, recB := &observe.Recorder{}, &observe.Recorder{}
+	recA, recB := &observetest.Recorder{}, &observetest.Recorder{}
 	a := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(fleetStore{st, 2}), ratemonitor.WithClock(clk),
 		ratemonitor.WithPacing(), ratemonitor.WithObserver(recA), ratemonitor.WithLogger(discard))
 	b := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(fleetStore{newRedisStore(t, srv), 2}), ratemonitor.WithClock(clk),
 		ratemonitor.WithPacing(), ratemonitor.WithObserver(recB), ratemonitor.WithLogger(discard))
-	grants := func(tr *ratemonitor.Transport, rec *observe.Recorder, n int) int {
+	grants := func(tr *ratemonitor.Transport, rec *observetest.Recorder, n int) int {
 		got := 0
 		for range n {
 			if reserveOnce(t, tr, rec, clk, "k").allowed {
@@ -656,7 +657,7 @@ func TestSettlingHoldsShareUntilFleetReturns(t *testing.T) {
 func TestBlipCostsOneProbeInterval(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	base := &clockBase{clk: clk}
 	tr := newTransport(t, base, ratemonitor.WithRules(strategy.Rule{Limit: 20, Window: time.Minute}), ratemonitor.WithStore(newRedisStore(t, srv)),
 		ratemonitor.WithClock(clk), ratemonitor.WithPacing(), ratemonitor.WithObserver(rec), ratemonitor.WithLogger(discard))
@@ -695,7 +696,7 @@ func TestCancelAfterReturnKeepsCarriedSlots(t *testing.T) {
 	st := newRedisStore(t, srv)
 	rule := strategy.Rule{Limit: 20, Window: time.Minute}
 	const probe = 20 * time.Millisecond
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	tr := newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(st), ratemonitor.WithPacing(),
 		ratemonitor.WithDegraded(ratemonitor.DegradedConfig{NoHoldBack: true, ProbeInterval: probe}), ratemonitor.WithObserver(rec),
 		ratemonitor.WithLogger(discard))
@@ -789,7 +790,7 @@ func TestGrantDuringCarryIsCarried(t *testing.T) {
 			t.Errorf("reserve during the carry: %v", err)
 		}
 	}}
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	tr = newTransport(t, nil, ratemonitor.WithRules(rule), ratemonitor.WithStore(hs), ratemonitor.WithClock(clk),
 		ratemonitor.WithPacing(), ratemonitor.WithDegraded(ratemonitor.DegradedConfig{NoHoldBack: true}), ratemonitor.WithObserver(rec),
 		ratemonitor.WithLogger(discard))

@@ -16,7 +16,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
-	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
+	"github.com/ratemonitor/ratemonitor/cache/redisstore/internal/redisfleet"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -474,7 +474,7 @@ func atIf(ok bool, at, ref time.Time) string {
 
 // fleetKey returns a tenant name whose Redis keys (fleetRule's strategy) lie on the master
 // ok accepts.
-func fleetKey(t *testing.T, cl *redistest.Cluster, st *redisstore.Store, s *engine.Strategy, prefix string, ok func(master string) bool) (key, master string) {
+func fleetKey(t *testing.T, cl *redisfleet.Cluster, st *redisstore.Store, s *engine.Strategy, prefix string, ok func(master string) bool) (key, master string) {
 	t.Helper()
 	for i := range 1000 {
 		key = prefix + "-" + strconv.Itoa(i)
@@ -491,7 +491,7 @@ func fleetKey(t *testing.T, cl *redistest.Cluster, st *redisstore.Store, s *engi
 // master is the new one's replica) a kill -9 of the first key's master, another one.
 func TestFleetFailoverClusterNeverOverLimit(t *testing.T) {
 	t.Parallel() // with TestFleetFailoverSentinelNeverOverLimit: servers of their own, mostly asleep
-	cl := redistest.StartCluster(t)
+	cl := redisfleet.StartCluster(t)
 	// Runs last: go-redis's pools redial a dead node in a goroutine that sleeps 1 s between
 	// dials and sees its pool closed only when it wakes (internal/pool/pool.go tryDial).
 	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) })
@@ -532,7 +532,7 @@ func TestFleetFailoverSentinelNeverOverLimit(t *testing.T) {
 	t.Parallel()
 	t.Cleanup(func() { time.Sleep(1100 * time.Millisecond) }) // as in TestFleetFailoverClusterNeverOverLimit
 	t.Run("SENTINEL FAILOVER", func(t *testing.T) {
-		sn := redistest.StartSentinel(t)
+		sn := redisfleet.StartSentinel(t)
 		fleetFault(t, func() redis.UniversalClient { return sn.FailoverClient(nil) }, []string{"sentinel-graceful"}, "SENTINEL FAILOVER", true, func() time.Time {
 			from, to, at := sn.SentinelFailover()
 			t.Logf("SENTINEL FAILOVER %s → %s", from, to)
@@ -540,7 +540,7 @@ func TestFleetFailoverSentinelNeverOverLimit(t *testing.T) {
 		})
 	})
 	t.Run("kill -9", func(t *testing.T) {
-		sn := redistest.StartSentinel(t)
+		sn := redisfleet.StartSentinel(t)
 		fleetFault(t, func() redis.UniversalClient { return sn.FailoverClient(nil) }, []string{"sentinel-kill"}, "kill -9", false, func() time.Time {
 			from, to, at := sn.KillMaster()
 			t.Logf("kill -9 %s; promoted %s", from, to)

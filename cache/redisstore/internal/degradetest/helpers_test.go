@@ -19,6 +19,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/rollingwindow"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -132,7 +133,7 @@ type answer struct {
 // this returns), and nothing is recorded for it. Reserve asks the store once more, after it
 // joins the key's queue, before it sleeps: at the same instant of clk that second ask finds
 // what the first did and changes nothing.
-func reserveOnce(t *testing.T, tr *ratemonitor.Transport, rec *observe.Recorder, clk *clock.Manual, key string) answer {
+func reserveOnce(t *testing.T, tr *ratemonitor.Transport, rec *observetest.Recorder, clk *clock.Manual, key string) answer {
 	t.Helper()
 	from := len(rec.Events())
 	sleepers := clk.Sleepers()

@@ -16,6 +16,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cache/redisstore"
 	"github.com/ratemonitor/ratemonitor/cache/redisstore/redistest"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/observetest"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
@@ -40,7 +41,7 @@ func (m movedStore) SentinelMaster() string { return m.master.Load().(string) }
 func TestNewMasterGrantUnusedUntilHoldBack(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	master := &atomic.Value{}
 	master.Store("127.0.0.1:1")
 	st := newRedisStore(t, srv)
@@ -135,7 +136,7 @@ func (h heldStore) Reserve(ctx context.Context, s *engine.Strategy, key string, 
 func TestNewMasterFencesReserveInFlight(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	master := &atomic.Value{}
 	master.Store("127.0.0.1:1")
 	st := newRedisStore(t, srv)
@@ -205,16 +206,16 @@ func TestNewMasterFencesReserveInFlight(t *testing.T) {
 // sent), and so is the next call.
 func TestProbeMeetingNewMasterReturns(t *testing.T) {
 	ctx := context.Background()
-	type call func(t *testing.T, tr *ratemonitor.Transport, rec *observe.Recorder, clk *clock.Manual) (served bool, what string)
-	reserve := func(t *testing.T, tr *ratemonitor.Transport, rec *observe.Recorder, clk *clock.Manual) (bool, string) {
+	type call func(t *testing.T, tr *ratemonitor.Transport, rec *observetest.Recorder, clk *clock.Manual) (served bool, what string)
+	reserve := func(t *testing.T, tr *ratemonitor.Transport, rec *observetest.Recorder, clk *clock.Manual) (bool, string) {
 		got := reserveOnce(t, tr, rec, clk, "k")
 		return got.allowed, fmt.Sprintf("%+v", got)
 	}
-	send := func(t *testing.T, tr *ratemonitor.Transport, rec *observe.Recorder, clk *clock.Manual) (bool, string) {
+	send := func(t *testing.T, tr *ratemonitor.Transport, rec *observetest.Recorder, clk *clock.Manual) (bool, string) {
 		err := doKey(tr, ctx, "k")
 		return err == nil, fmt.Sprint(err)
 	}
-	peek := func(t *testing.T, tr *ratemonitor.Transport, rec *observe.Recorder, clk *clock.Manual) (bool, string) {
+	peek := func(t *testing.T, tr *ratemonitor.Transport, rec *observetest.Recorder, clk *clock.Manual) (bool, string) {
 		wait, err := tr.WaitTime(ctx, "k", 1)
 		return err == nil && wait == 0, fmt.Sprintf("wait %v, %v", wait, err)
 	}
@@ -326,11 +327,11 @@ func TestNewMasterWhileSettlingFenced(t *testing.T) {
 // the Sentinel master the test stores in master (first "127.0.0.1:1"), on a manual clock at
 // t0, its events recorded; wrap, when not nil, wraps the store the Transport uses; opts are
 // added (WithPacing, a policy).
-func newMoved(t *testing.T, base http.RoundTripper, wrap func(movedStore) cache.Store, opts ...ratemonitor.Option) (*redistest.Server, *clock.Manual, *observe.Recorder, *atomic.Value, *ratemonitor.Transport) {
+func newMoved(t *testing.T, base http.RoundTripper, wrap func(movedStore) cache.Store, opts ...ratemonitor.Option) (*redistest.Server, *clock.Manual, *observetest.Recorder, *atomic.Value, *ratemonitor.Transport) {
 	t.Helper()
 	srv := redistest.Start(t)
 	clk := clock.NewManual(t0)
-	rec := &observe.Recorder{}
+	rec := &observetest.Recorder{}
 	master := &atomic.Value{}
 	master.Store("127.0.0.1:1")
 	var st cache.Store = movedStore{newRedisStore(t, srv), master}

@@ -1,4 +1,4 @@
-package redistest
+package redisfleet
 
 import (
 	"context"
@@ -21,8 +21,8 @@ const MasterName = "ratemonitor"
 type Sentinel struct {
 	t         testing.TB
 	mu        sync.Mutex
-	servers   []*proc // the master and the replica, in start order (roles change)
-	sentinels []*proc
+	servers   []*Proc // the master and the replica, in start order (roles change)
+	sentinels []*Proc
 }
 
 // StartSentinel starts the master, a replica of it and three sentinels (`redis-server FILE
@@ -32,7 +32,7 @@ type Sentinel struct {
 // another package's server are tried again, up to 5 times.
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
-	needRedis(t)
+	NeedRedis(t)
 	var last error
 	for range 5 {
 		s := &Sentinel{t: t}
@@ -47,24 +47,24 @@ func StartSentinel(t testing.TB) *Sentinel {
 }
 
 func (s *Sentinel) start(dir string) error {
-	ports, err := freePorts(5)
+	ports, err := FreePorts(5)
 	if err != nil {
 		return err
 	}
 	for i := range 2 {
-		p := &proc{addr: "127.0.0.1:" + strconv.Itoa(ports[i])}
+		p := &Proc{Addr: "127.0.0.1:" + strconv.Itoa(ports[i])}
 		s.servers = append(s.servers, p)
 		args := []string{"--port", strconv.Itoa(ports[i]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 			"--dir", dir, "--repl-diskless-sync-delay", "0"}
 		if i == 1 {
 			args = append(args, "--replicaof", "127.0.0.1", strconv.Itoa(ports[0]))
 		}
-		if err := p.start(args...); err != nil {
+		if err := p.Start(args...); err != nil {
 			return err
 		}
 	}
 	for i := range 3 {
-		p := &proc{addr: "127.0.0.1:" + strconv.Itoa(ports[2+i])}
+		p := &Proc{Addr: "127.0.0.1:" + strconv.Itoa(ports[2+i])}
 		s.sentinels = append(s.sentinels, p)
 		// Each sentinel rewrites its own file (what it learnt), so one file each.
 		file := filepath.Join(dir, "sentinel"+strconv.Itoa(i)+".conf")
@@ -76,7 +76,7 @@ func (s *Sentinel) start(dir string) error {
 		if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
 			return err
 		}
-		if err := p.start(file, "--sentinel"); err != nil {
+		if err := p.Start(file, "--sentinel"); err != nil {
 			return err
 		}
 	}
@@ -95,7 +95,7 @@ func (s *Sentinel) ready() bool {
 		return false
 	}
 	for _, p := range s.sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
+		sc := redis.NewSentinelClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 		m, err := sc.Master(context.Background(), MasterName).Result()
 		sc.Close()
 		if err != nil || m["num-slaves"] != "1" || m["num-other-sentinels"] != "2" {
@@ -109,7 +109,7 @@ func (s *Sentinel) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range append(s.sentinels, s.servers...) {
-		p.kill()
+		p.Kill()
 	}
 }
 
@@ -117,7 +117,7 @@ func (s *Sentinel) stop() {
 func (s *Sentinel) SentinelAddrs() []string {
 	var addrs []string
 	for _, p := range s.sentinels {
-		addrs = append(addrs, p.addr)
+		addrs = append(addrs, p.Addr)
 	}
 	return addrs
 }
@@ -140,7 +140,7 @@ func (s *Sentinel) FailoverClient(edit func(*redis.FailoverOptions)) *redis.Clie
 func (s *Sentinel) Master() string {
 	s.t.Helper()
 	for _, p := range s.sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
+		sc := redis.NewSentinelClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 		a, err := sc.GetMasterAddrByName(context.Background(), MasterName).Result()
 		sc.Close()
 		if err == nil && len(a) == 2 {
@@ -155,7 +155,7 @@ func (s *Sentinel) Master() string {
 func (s *Sentinel) promoted(old string) bool {
 	var addr string
 	for _, p := range s.sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
+		sc := redis.NewSentinelClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 		a, err := sc.GetMasterAddrByName(context.Background(), MasterName).Result()
 		sc.Close()
 		if err != nil || len(a) != 2 || a[0]+":"+a[1] == old || addr != "" && a[0]+":"+a[1] != addr {
@@ -175,10 +175,10 @@ func (s *Sentinel) promoted(old string) bool {
 func (s *Sentinel) SentinelFailover() (from, to string, at time.Time) {
 	s.t.Helper()
 	from = s.Master()
-	sc := redis.NewSentinelClient(&redis.Options{Addr: s.sentinels[0].addr, MaxRetries: -1})
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.sentinels[0].Addr, MaxRetries: -1})
 	defer sc.Close()
 	if err := sc.Failover(context.Background(), MasterName).Err(); err != nil {
-		s.t.Fatalf("SENTINEL FAILOVER on %s: %v", s.sentinels[0].addr, err)
+		s.t.Fatalf("SENTINEL FAILOVER on %s: %v", s.sentinels[0].Addr, err)
 	}
 	to, at = s.waitPromoted(from)
 	return from, to, at
@@ -201,8 +201,8 @@ func (s *Sentinel) KillMaster() (from, to string, at time.Time) {
 	from = s.Master()
 	s.mu.Lock()
 	for _, p := range s.servers {
-		if p.addr == from {
-			p.kill()
+		if p.Addr == from {
+			p.Kill()
 		}
 	}
 	s.mu.Unlock()

@@ -1,4 +1,4 @@
-package redistest
+package redisfleet
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 type Cluster struct {
 	t     testing.TB
 	mu    sync.Mutex
-	nodes []*proc // the six, in creation order: masters first (redis-cli's choice)
+	nodes []*Proc // the six, in creation order: masters first (redis-cli's choice)
 }
 
 // clusterNodeTimeout is cluster-node-timeout: how long a master may be silent before its
@@ -36,7 +36,7 @@ const clusterNodeTimeout = 2000 * time.Millisecond
 // Skipped (or failed, with RATEMONITOR_REQUIRE_REDIS=1) without redis-server and redis-cli.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
-	needRedis(t, "redis-cli")
+	NeedRedis(t, "redis-cli")
 	var last error
 	for range 5 {
 		c := &Cluster{t: t}
@@ -51,20 +51,20 @@ func StartCluster(t testing.TB) *Cluster {
 }
 
 func (c *Cluster) start(dir string) error {
-	ports, err := freePorts(12) // a client port and a cluster bus port per node
+	ports, err := FreePorts(12) // a client port and a cluster bus port per node
 	if err != nil {
 		return err
 	}
 	addrs := make([]string, 6)
 	for i := range 6 {
-		p := &proc{addr: "127.0.0.1:" + strconv.Itoa(ports[i])}
-		addrs[i] = p.addr
+		p := &Proc{Addr: "127.0.0.1:" + strconv.Itoa(ports[i])}
+		addrs[i] = p.Addr
 		nodeDir := filepath.Join(dir, strconv.Itoa(i))
 		if err := mkdir(nodeDir); err != nil {
 			return err
 		}
 		c.nodes = append(c.nodes, p)
-		if err := p.start("--port", strconv.Itoa(ports[i]), "--bind", "127.0.0.1",
+		if err := p.Start("--port", strconv.Itoa(ports[i]), "--bind", "127.0.0.1",
 			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(ports[6+i]),
 			"--cluster-config-file", filepath.Join(nodeDir, "nodes.conf"),
 			"--cluster-node-timeout", strconv.Itoa(int(clusterNodeTimeout.Milliseconds())),
@@ -131,15 +131,15 @@ func (c *Cluster) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.nodes {
-		p.kill()
+		p.Kill()
 	}
 }
 
 // live returns the nodes not killed.
-func (c *Cluster) live() []*proc {
+func (c *Cluster) live() []*Proc {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var ps []*proc
+	var ps []*Proc
 	for _, p := range c.nodes {
 		if p.alive() {
 			ps = append(ps, p)
@@ -154,7 +154,7 @@ func (c *Cluster) Addrs() []string {
 	defer c.mu.Unlock()
 	addrs := make([]string, len(c.nodes))
 	for i, p := range c.nodes {
-		addrs[i] = p.addr
+		addrs[i] = p.Addr
 	}
 	return addrs
 }
@@ -175,7 +175,7 @@ func (c *Cluster) ClusterClient(edit func(*redis.ClusterOptions)) *redis.Cluster
 // slotMap is one node's view: slot → master address.
 type slotMap map[int]string
 
-func (c *Cluster) slots(p *proc) (slotMap, error) {
+func (c *Cluster) slots(p *Proc) (slotMap, error) {
 	rc := p.client()
 	defer rc.Close()
 	ranges, err := rc.ClusterSlots(context.Background()).Result()
@@ -213,7 +213,7 @@ func (c *Cluster) healthy() bool {
 		if first == nil {
 			first = m
 			for _, addr := range m {
-				if !slices.ContainsFunc(live, func(q *proc) bool { return q.addr == addr }) {
+				if !slices.ContainsFunc(live, func(q *Proc) bool { return q.Addr == addr }) {
 					return false
 				}
 			}
@@ -292,8 +292,8 @@ func (c *Cluster) KillMaster(slot int) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.nodes {
-		if p.addr == addr {
-			p.kill()
+		if p.Addr == addr {
+			p.Kill()
 		}
 	}
 	return addr
@@ -327,7 +327,7 @@ func (c *Cluster) replicaOf(addr string) (string, error) {
 		}
 		for _, line := range strings.Split(nodes, "\n") {
 			if f := strings.Fields(line); len(f) > 3 && strings.Contains(f[2], "myself") && f[3] == id {
-				return p.addr, nil
+				return p.Addr, nil
 			}
 		}
 	}

@@ -1,4 +1,8 @@
-package redistest
+// Package redisfleet starts the Redis deployments of several servers for the Redis store's tests:
+// a Cluster of 3 masters and 3 replicas (StartCluster) and a Sentinel set (StartSentinel), and
+// the redis-server process (Proc) that redistest's Server runs. Its users import redistest too,
+// which silences go-redis's logger.
+package redisfleet
 
 import (
 	"context"
@@ -15,9 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// needRedis skips the test without redis-server and redis-cli on PATH, or fails it when
+// NeedRedis skips the test without redis-server and redis-cli on PATH, or fails it when
 // RATEMONITOR_REQUIRE_REDIS=1 (as in CI).
-func needRedis(t testing.TB, tools ...string) {
+func NeedRedis(t testing.TB, tools ...string) {
 	t.Helper()
 	for _, tool := range append([]string{"redis-server"}, tools...) {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -30,10 +34,10 @@ func needRedis(t testing.TB, tools ...string) {
 	}
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago (all listeners are
+// FreePorts returns n distinct loopback ports that were free a moment ago (all listeners are
 // held until every port is chosen, so they differ). Another process may still take one before
-// a server binds it: callers check that the server answering is theirs (see proc.start).
-func freePorts(n int) ([]int, error) {
+// a server binds it: callers check that the server answering is theirs (see Proc.Start).
+func FreePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range ls {
@@ -52,17 +56,17 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// proc is one redis-server (or sentinel) process.
-type proc struct {
-	addr string
+// Proc is one redis-server (or sentinel) process.
+type Proc struct {
+	Addr string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 }
 
-// start runs redis-server with args and waits until addr answers with this process's id
+// Start runs redis-server with args and waits until addr answers with this process's id
 // (INFO server's process_id): a port lost to another package's server is an error, which the
 // caller answers by trying other ports.
-func (p *proc) start(args ...string) error {
+func (p *Proc) Start(args ...string) error {
 	p.cmd = exec.Command("redis-server", args...)
 	if err := p.cmd.Start(); err != nil {
 		p.cmd = nil
@@ -73,19 +77,19 @@ func (p *proc) start(args ...string) error {
 		cmd.Wait()
 		close(done)
 	}(p.cmd, p.done)
-	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialerRetries: 1})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
 	want := "process_id:" + strconv.Itoa(p.cmd.Process.Pid) + "\r\n"
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		select {
 		case <-p.done: // a port of its own taken (the cluster bus port, say)
-			return fmt.Errorf("redis-server for %s exited at start: %s", p.addr, p.cmd.ProcessState)
+			return fmt.Errorf("redis-server for %s exited at start: %s", p.Addr, p.cmd.ProcessState)
 		default:
 		}
 		// A plain dial first: go-redis logs every refused dial.
-		if conn, err := net.DialTimeout("tcp", p.addr, time.Second); err != nil {
+		if conn, err := net.DialTimeout("tcp", p.Addr, time.Second); err != nil {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("redis-server on %s did not answer within 10 s: %w", p.addr, err)
+				return fmt.Errorf("redis-server on %s did not answer within 10 s: %w", p.Addr, err)
 			}
 			continue
 		} else {
@@ -95,17 +99,17 @@ func (p *proc) start(args ...string) error {
 			if strings.Contains(info, want) {
 				return nil
 			}
-			return fmt.Errorf("redis-server on %s: another server answers there", p.addr)
+			return fmt.Errorf("redis-server on %s: another server answers there", p.Addr)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on %s did not answer within 10 s", p.addr)
+			return fmt.Errorf("redis-server on %s did not answer within 10 s", p.Addr)
 		}
 	}
 }
 
-// kill sends SIGKILL (kill -9: no shutdown, no last words to peers) and waits for the exit.
+// Kill sends SIGKILL (kill -9: no shutdown, no last words to peers) and waits for the exit.
 // It is safe to call twice.
-func (p *proc) kill() {
+func (p *Proc) Kill() {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return
 	}
@@ -114,11 +118,11 @@ func (p *proc) kill() {
 	p.cmd = nil
 }
 
-func (p *proc) alive() bool { return p.cmd != nil }
+func (p *Proc) alive() bool { return p.cmd != nil }
 
 // client returns a plain client for admin commands (no retries), which the caller closes.
-func (p *proc) client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialerRetries: 1, ReadTimeout: 2 * time.Second})
+func (p *Proc) client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialerRetries: 1, ReadTimeout: 2 * time.Second})
 }
 
 // field returns the value of name in an INFO-style reply ("name:value" lines), or "".
