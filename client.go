@@ -129,12 +129,15 @@ type pacing struct {
 	reserves atomic.Bool
 }
 
-// costing is what a request costs: WithCost's function, WithCostReport's reader, and whether
-// every request costs 1 everywhere (no WithCost, no Meter.Cost).
+// costing is what a request costs: WithCost's function, WithCostReport's reader, whether
+// every request costs 1 everywhere (no WithCost, no Meter.Cost), and the charges on the meters
+// when they are the same for every request.
 type costing struct {
 	fn     func(*http.Request) int
 	report cost.Reader
 	unit   bool
+	// fixed are every request's charges on the meters when they never vary (meterLimits).
+	fixed []meterCharge
 }
 
 // sharing is how the store is shared: whether New made it (Close closes it), whether it
@@ -374,8 +377,13 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	}
 	t.share.contends = traits.Contends
 	t.costs.unit = t.costs.fn == nil
+	fixed := !t.pace.on
 	for _, m := range t.meters {
 		t.costs.unit = t.costs.unit && m.cost == nil
+		fixed = fixed && m.key != ""
+	}
+	if fixed && t.costs.unit && len(t.meters) > 0 {
+		t.costs.fixed = t.freshLimits("").meters
 	}
 	if err := t.startDegrader(); err != nil {
 		return nil, err

@@ -38,10 +38,21 @@ func (t *Transport) allLimits(key string) limits {
 }
 
 // meterLimits is allLimits with meters: a charge of 1 on each. Never inlined, so that
-// allLimits is.
+// allLimits is. In monitoring mode, when every meter has an app key and every request costs 1,
+// the charges are the same for every request and nothing writes them (only pacing, a cost and a
+// mark from further out do: uncounted copies before it changes them), so they are made once,
+// in New (costing.fixed), and a request allocates nothing for them.
 //
 //go:noinline
 func (t *Transport) meterLimits(key string) limits {
+	if t.costs.fixed != nil {
+		return limits{strat: t.strat, meters: t.costs.fixed}
+	}
+	return t.freshLimits(key)
+}
+
+// freshLimits is allLimits with charges of its own, which the caller may change.
+func (t *Transport) freshLimits(key string) limits {
 	mc := make([]meterCharge, len(t.meters))
 	for i, m := range t.meters {
 		mc[i] = meterCharge{m: m, strat: m.strat, key: m.keyFor(key), n: 1}
@@ -151,7 +162,7 @@ func (t *Transport) uncounted(m *countMark, key string) (limits, counters, *coun
 		return lim, nil, nil
 	}
 	lim.strat = t.strat.Without(func(id string) bool { return m.counted.has(key, id) })
-	left := lim.meters[:0]
+	left := make([]meterCharge, 0, len(lim.meters)) // lim.meters may be costing.fixed
 	for _, c := range lim.meters {
 		if c.strat = c.strat.Without(func(id string) bool { return m.counted.has(c.key, id) }); c.strat != nil {
 			left = append(left, c)

@@ -44,7 +44,7 @@ func (t *Transport) Reserve(ctx context.Context, key string, n int) (*Reservatio
 	if err := t.strat.CheckBurst(n); err != nil {
 		return nil, err
 	}
-	lim := t.allLimits(key)
+	lim := t.freshLimits(key) // its charges are changed below
 	if err := lim.checkKeys(key); err != nil {
 		return nil, err
 	}

@@ -31,6 +31,8 @@ func TestRoundTripAllocatesNothingOnTheCommonPath(t *testing.T) {
 		// nothing is kept.
 		{"monitor/sync", []Option{WithSync(SyncConfig{})}},
 		{"paced/sync", []Option{WithPacing(), WithSync(SyncConfig{})}},
+		// Xero's app meter: its charge is the same for every request (costing.fixed).
+		{"monitor/app meter", []Option{WithAppRules("xero-app", strategy.Rule{Limit: 1 << 30, Window: time.Minute})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := noop{resp: &http.Response{StatusCode: 200}}
