@@ -61,8 +61,14 @@ func xeroThreeMeters(ctx context.Context) error {
 		return err
 	}
 	defer tr.Close()
-	tenant, err := tr.AllocationUsed(ctx, "tenant-1")            // the tenant's minute and day
-	app, err := tr.Meter("app").AllocationUsed(ctx, "tenant-1")  // the app's minute
+	tenant, err := tr.AllocationUsed(ctx, "tenant-1") // the tenant's minute and day
+	if err != nil {
+		return err
+	}
+	app, err := tr.Meter("app").AllocationUsed(ctx, "tenant-1") // the app's minute
+	if err != nil {
+		return err
+	}
 	wait, err := tr.Meter("app").WaitSeconds(ctx, "tenant-1", 1) // seconds until the app has room
 	_, _, _ = tenant, app, wait
 	return err

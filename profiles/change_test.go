@@ -32,11 +32,18 @@ func TestProfileChangedByTheUser(t *testing.T) {
 			p.Rules[0].Limit = 1000
 			points, _ := p.Meter("points")
 			points.Rules[0].Limit /= 10
-			p.Meters = []ratemonitor.Meter{points}
+			if p.Meters[0].Rules[0].Limit != profiles.GitHubMinutePoints {
+				t.Errorf("changing the copy Meter returned changed the profile: %v", p.Meters[0].Rules)
+			}
+			p.SetMeter(points)
 		}, "", "[1000/1h0m0s (margin 1s)]", 90},
+		{"the points meter alone", func(p *profiles.Profile) {
+			points, _ := p.Meter("points")
+			p.Meters = []ratemonitor.Meter{points}
+		}, "", "[5000/1h0m0s (margin 1s)]", 900},
 		{"the points meter dropped", func(p *profiles.Profile) { p.Meters = nil }, "", "[5000/1h0m0s (margin 1s)]", 0},
-		{"a second meter added", func(p *profiles.Profile) {
-			p.Meters = append(p.Meters, ratemonitor.Meter{Name: "search", Rules: []strategy.Rule{{Limit: 30, Window: time.Minute}}})
+		{"a meter added", func(p *profiles.Profile) {
+			p.SetMeter(ratemonitor.Meter{Name: "search", Rules: []strategy.Rule{{Limit: 30, Window: time.Minute}}})
 		}, "", "[5000/1h0m0s (margin 1s)]", 900},
 		{"a meter of a name taken", func(p *profiles.Profile) {
 			p.Meters = append(p.Meters, p.Meters[0])

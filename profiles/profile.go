@@ -90,14 +90,28 @@ func (p Profile) Options() []ratemonitor.Option {
 	return opts
 }
 
-// Meter returns the profile's meter named name, and false when it has none.
+// Meter returns a copy of the profile's meter named name (its Rules too: changing it changes
+// nothing in p until SetMeter), and false when it has none.
 func (p Profile) Meter(name string) (ratemonitor.Meter, bool) {
 	for _, m := range p.Meters {
 		if m.Name == name {
+			m.Rules = slices.Clone(m.Rules)
 			return m, true
 		}
 	}
 	return ratemonitor.Meter{}, false
+}
+
+// SetMeter puts m in the profile in place of its meter of m's name, or adds it after the
+// others when it has none.
+func (p *Profile) SetMeter(m ratemonitor.Meter) {
+	for i := range p.Meters {
+		if p.Meters[i].Name == m.Name {
+			p.Meters[i] = m
+			return
+		}
+	}
+	p.Meters = append(p.Meters, m)
 }
 
 // failed is a profile whose arguments are wrong: New fails with the error.
