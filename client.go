@@ -371,7 +371,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 				scope = "app key " + m.key
 			}
 			if err := sh.Claim(scope, m.strat); err != nil {
-				return nil, optionErr(m.option(), err)
+				return nil, optionErr(m.opt, err)
 			}
 		}
 	}
@@ -404,7 +404,7 @@ func (t *Transport) validateRules(v func(*engine.Strategy) error) error {
 	}
 	for _, m := range t.meters {
 		if err := v(m.strat); err != nil {
-			return optionErr(m.option(), fmt.Errorf("the store cannot hold the meter's rules: %w", err))
+			return optionErr(m.opt, fmt.Errorf("the store cannot hold the meter's rules: %w", err))
 		}
 	}
 	return nil

@@ -88,6 +88,8 @@ func (t *Transport) requestCost(req *http.Request, key string, lim limits) (int,
 			return 0, lim, fmt.Errorf("ratemonitor: WithCost: not sent: request cost %d on key %q: %w", n, key, err)
 		}
 	}
+	// Filtered in place: lim.meters is this request's own (costing.fixed, shared by every
+	// request, is set only when every cost is 1, and then requestCost is not called).
 	left := lim.meters[:0]
 	for _, c := range lim.meters {
 		c.n = n

@@ -51,9 +51,6 @@ type meter struct {
 	opt   string // the option that set it, for errors: WithMeter("points"), WithAppRules
 }
 
-// option names the option that set m, for New's errors.
-func (m *meter) option() string { return m.opt }
-
 // keyFor returns the meter's key for a request key.
 func (m *meter) keyFor(key string) string {
 	if m.key != "" {
