@@ -493,7 +493,7 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 		// on: this attempt took it. Its charge can be corrected up here (outerCharge).
 		return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0, true, nil), key, t.outerCharge(om, key))
 	}
-	if len(lim.meters) > 0 {
+	if len(lim.meters) > 0 && t.costs.fixed == nil { // fixed: app keys, never ""
 		if err := lim.checkKeys(key); err != nil {
 			if req.Body != nil {
 				req.Body.Close()
@@ -514,7 +514,10 @@ func (t *Transport) roundTrip(base http.RoundTripper, req *http.Request, key str
 			return t.sendMarked(base, req, t.marked(base, req, key, outer, true, 0, false, nil), key, nil)
 		}
 	}
-	ch := charge{n: n, lim: lim, gen: t.gen()}
+	// Set field by field: a composite literal here is built aside and copied in, and the copy's
+	// wide loads of the narrow stores just made stall (store forwarding): a few ns a request.
+	var ch charge
+	ch.n, ch.lim, ch.gen = n, lim, t.gen()
 	switch {
 	case t.pace.on:
 		// With no strat (the key counted further out) only the meters are reserved.
@@ -569,7 +572,8 @@ func (t *Transport) record(ctx context.Context, key string, n int, lim limits) e
 
 func (t *Transport) recordAll(ctx context.Context, key string, n int, lim limits) error {
 	var first error
-	for _, c := range lim.meters {
+	for i := range lim.meters {
+		c := &lim.meters[i] // not a copy: a request's path copies nothing it need not
 		if err := t.recordOn(ctx, c.strat, c.key, c.n); err != nil {
 			if first == nil {
 				first = &StoreError{Key: c.key, Err: err}

@@ -155,17 +155,28 @@ func (t *Transport) acquireSlots(ctx context.Context, key string, n int, keepOnS
 	if err := ctx.Err(); err != nil {
 		return at, local, err
 	}
-	a := slotAsk{key: key, n: n, keepOnStoreError: keepOnStoreError, wantLocal: wantLocal, lim: lim}
 	// Nobody waits on this key: try at once, without queueing. Not over a store that contends:
 	// callers arriving together would race for the key's item there, so every caller takes the
 	// key's turn. Not with meters either: there a reserve holds the key's slot for a moment
 	// while it asks the meters, and a caller arriving together, refused by that slot, would be
-	// told to wait a whole window for it.
-	if !t.share.contends && len(lim.meters) == 0 && t.queued(key) == 0 {
-		if wait, err := t.reserveOnce(ctx, &a); err != nil || wait == 0 {
-			return a.at, a.local, err
+	// told to wait a whole window for it. (reserveOnce's key part, without a slotAsk: this is
+	// the paced RoundTrip's common path.)
+	if !t.share.contends && len(lim.meters) == 0 && lim.strat != nil && t.queued(key) == 0 {
+		if wantLocal {
+			local = t.clock.Now()
+		}
+		res, err := t.reserveKey(ctx, lim, key, n, keepOnStoreError)
+		switch {
+		case err != nil:
+			return at, local, err
+		case res.Allowed:
+			return res.At, local, nil
+		}
+		if err := deadlineCheck(ctx, key, "", n, res.Wait); err != nil {
+			return at, local, err
 		}
 	}
+	a := slotAsk{key: key, n: n, keepOnStoreError: keepOnStoreError, wantLocal: wantLocal, lim: lim}
 	// MaxOvertakes across the key's queue and the meters': only the queues read it, so a
 	// request served at once above needs none (a context and its value, two allocations).
 	ctx = withPasses(ctx)
@@ -270,23 +281,10 @@ func (t *Transport) reserveOnce(ctx context.Context, a *slotAsk) (time.Duration,
 		a.local = t.clock.Now()
 	}
 	gen := t.gen() // before the reserve: a switch since then keeps the slots (releaseIn)
-	res, err := engine.Result{Allowed: true}, error(nil)
-	if lim.strat != nil { // nil: counted on the key further out (stacked), only meters left
-		res, err = t.reserveOn(ctx, lim.strat, a.key, a.n)
-		if err == nil && t.obs != nil { // checked here too: reserved is not inlined
-			t.reserved(a.key, a.n, res)
-		}
-	}
 	a.refusedBy = keyTurn
+	res, err := t.reserveKey(ctx, lim, a.key, a.n, a.keepOnStoreError)
 	if err != nil {
-		if ctx.Err() != nil {
-			return 0, gaveUp(ctx, err) // the caller gave up: not the store's failure
-		}
-		if a.keepOnStoreError {
-			// The request goes anyway (SendUncounted): the meters still count it.
-			t.recordMeters(ctx, lim.meters)
-		}
-		return 0, &StoreError{Key: a.key, Err: err}
+		return 0, err
 	}
 	switch {
 	case len(lim.meters) == 0 && res.Allowed:
@@ -298,6 +296,30 @@ func (t *Transport) reserveOnce(ctx context.Context, a *slotAsk) (time.Duration,
 		return t.reserveMeters(ctx, a, res, gen)
 	}
 	return t.waitAll(ctx, a.key, a.n, res.Wait, "", lim.meters)
+}
+
+// reserveKey asks the store once for n on key under lim.strat (granted at once when lim.strat
+// is nil: counted on the key further out, only meters left). A store error comes back as a
+// *StoreError, or as the context's error when it has ended; under keepOnStoreError the meters
+// still record the request, which is sent anyway (SendUncounted).
+func (t *Transport) reserveKey(ctx context.Context, lim limits, key string, n int, keepOnStoreError bool) (engine.Result, error) {
+	if lim.strat == nil {
+		return engine.Result{Allowed: true}, nil
+	}
+	res, err := t.reserveOn(ctx, lim.strat, key, n)
+	if err == nil {
+		if t.obs != nil { // checked here too: reserved is not inlined
+			t.reserved(key, n, res)
+		}
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return res, gaveUp(ctx, err) // the caller gave up: not the store's failure
+	}
+	if keepOnStoreError {
+		t.recordMeters(ctx, lim.meters)
+	}
+	return res, &StoreError{Key: key, Err: err}
 }
 
 // reserveMeters is reserveOnce once the key granted res: it reserves each meter's charge in

@@ -22,13 +22,23 @@ import (
 // monitoring mode), so that they do not fight over the key among themselves. Over the others
 // (memory, Redis, SQLite) the helpers cost one error check per call, and take no turn.
 
-// reserveOn is t.store.Reserve, retrying contention within ctx.
+// reserveOn is t.store.Reserve, retrying contention within ctx. Small enough to inline: an
+// engine.Result is too wide to stay in registers, and each function it passes through on the
+// paced path copies it through the stack.
 func (t *Transport) reserveOn(ctx context.Context, s *engine.Strategy, key string, n int) (engine.Result, error) {
 	res, err := t.ops.Reserve(ctx, s, key, n)
-	if err != nil && errors.Is(err, cache.ErrContended) {
-		res, err = contend.Retry(ctx, err, func() (engine.Result, error) { return t.ops.Reserve(ctx, s, key, n) })
+	if err != nil {
+		return t.reserveRetry(ctx, s, key, n, res, err)
 	}
-	return res, err
+	return res, nil
+}
+
+// reserveRetry is reserveOn once the store returned err: tried again while it is contention.
+func (t *Transport) reserveRetry(ctx context.Context, s *engine.Strategy, key string, n int, res engine.Result, err error) (engine.Result, error) {
+	if !errors.Is(err, cache.ErrContended) {
+		return res, err
+	}
+	return contend.Retry(ctx, err, func() (engine.Result, error) { return t.ops.Reserve(ctx, s, key, n) })
 }
 
 // recordOn is t.store.Record, retrying contention within ctx.
