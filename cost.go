@@ -135,14 +135,17 @@ func (t *Transport) costed(req *http.Request, key string, resp *http.Response, c
 	if !ok {
 		rep := t.costs.report.ReadCost(resp, t.headerNow(t.clock.Now()))
 		t.corrected(req, key, ch, rep.Cost)
+		t.meterReports(req, key, ch, rep.Meters)
 		return rep
 	}
 	rep := br.ReadHead(resp, t.headerNow(t.clock.Now()))
 	t.corrected(req, key, ch, rep.Cost)
+	t.meterReports(req, key, ch, rep.Meters)
 	if rep.Cost == cost.Unknown && cost.Wants(resp) && (ch != nil || t.sync != nil) {
 		cost.Watch(resp, func(b cost.Body) {
 			body := br.ReadBody(resp, b, t.headerNow(t.clock.Now()))
 			t.corrected(req, key, ch, body.Cost)
+			t.meterReports(req, key, ch, body.Meters)
 			if t.sync != nil && (len(body.Signals) > 0 || body.Pause > 0) {
 				t.learnSignals(req, key, body)
 			}

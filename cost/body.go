@@ -43,8 +43,9 @@ type BodyReader interface {
 
 // Wants reports whether resp may carry a cost in its body worth watching: not for a HEAD
 // request, a 1xx (a 101's body is the upgraded connection), 204 or 304, a body that is an
-// io.Writer (an upgraded connection), a Content-Type that is not JSON (an absent one may be),
-// or a Content-Encoding other than gzip or identity.
+// io.Writer (an upgraded connection), a Content-Type that is neither JSON (an absent one may
+// be) nor a stream of server-sent events (text/event-stream, whose last events may carry the
+// cost, as LLM APIs send usage), or a Content-Encoding other than gzip or identity.
 func Wants(resp *http.Response) bool {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return false
@@ -63,7 +64,7 @@ func Wants(resp *http.Response) bool {
 	default:
 		return false
 	}
-	return isJSON(resp)
+	return isJSON(resp) || isEventStream(resp)
 }
 
 // Watch replaces resp.Body with one that yields the same bytes and, when the caller has read

@@ -41,6 +41,12 @@ type Report struct {
 	// throttled answer that says when it would, such as Shopify's THROTTLED); 0 when it does
 	// not say. With ratemonitor.WithSync, the key is paused that long.
 	Pause time.Duration
+	// Meters is what the response says about the request's charges on other meters
+	// (ratemonitor.Meter), by meter name: a Cost there corrects the request's charge on that
+	// meter as Cost corrects its own (a meter that did not charge the request is charged it),
+	// its Signals are about that meter's rules (by window, App ignored), and its Pause pauses
+	// the meter's key. Their own Meters are not read. nil when it says nothing of them.
+	Meters map[string]Report
 }
 
 // Reader reads a response's cost. now is the instant the response arrived, for figures that
@@ -90,7 +96,7 @@ func (d Declared) ReadBody(resp *http.Response, body Body, now time.Time) Report
 // calls ReadHead and ReadBody, so as not to wait for the body.
 func (d Declared) ReadCost(resp *http.Response, now time.Time) Report {
 	rep := d.ReadHead(resp, now)
-	if d.body == nil || !Wants(resp) {
+	if d.body == nil || !Wants(resp) || isEventStream(resp) { // a stream would be waited out
 		return rep
 	}
 	gz := isGzip(resp)
@@ -128,6 +134,13 @@ func isJSON(resp *http.Response) bool {
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// isEventStream reports whether resp says its body is a stream of server-sent events
+// (text/event-stream, HTML Living Standard, "Server-sent events").
+func isEventStream(resp *http.Response) bool {
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return err == nil && mt == "text/event-stream"
 }
 
 // points rounds a number of points the upstream wrote as a JSON number up to a whole count,
