@@ -161,7 +161,7 @@ func TestLLMEstimates(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, "http://llm.test/", strings.NewReader(s))
 		return req
 	}
-	prompt := strings.Repeat("word ", 200) // 1000 characters
+	prompt := strings.Repeat("word ", 200)                                                    // 1000 characters
 	small := `{"model":"m","max_tokens":2048,"messages":[{"role":"user","content":"Hello"}]}` // 80 characters
 	large := `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"` + prompt + `"}]}`
 	completion := `{"model":"m","max_completion_tokens":4000,"messages":[]}`

@@ -25,7 +25,7 @@ import (
 // a minute, far below 500 requests); Anthropic's input tokens bind (about 40 requests a
 // minute, using about 40 000 of the 80 000 output tokens).
 const (
-	openAIRPM, openAITPM                      = 500, 200_000
+	openAIRPM, openAITPM                       = 500, 200_000
 	anthropicRPM, anthropicITPM, anthropicOTPM = 1000, 400_000, 80_000
 	llmRun                                     = 3 * time.Minute
 	llmGoroutines                              = 20

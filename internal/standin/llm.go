@@ -47,7 +47,10 @@ func (b *minuteBucket) wait(now time.Time, n int) time.Duration {
 }
 
 // remaining is the whole tokens in the minuteBucket, at least 0.
-func (b *minuteBucket) remaining(now time.Time) int { b.fill(now); return max(0, int(math.Floor(b.level))) }
+func (b *minuteBucket) remaining(now time.Time) int {
+	b.fill(now)
+	return max(0, int(math.Floor(b.level)))
+}
 
 // full is how long until the minuteBucket is full again.
 func (b *minuteBucket) full(now time.Time) time.Duration { return b.wait(now, int(b.limit)) }
