@@ -131,7 +131,11 @@ func (a *Anthropic) fields(w http.ResponseWriter, b *[3]minuteBucket, now time.T
 		}
 		h.Set("anthropic-ratelimit-"+name+"-limit", strconv.Itoa(a.limits[i]))
 		h.Set("anthropic-ratelimit-"+name+"-remaining", strconv.Itoa(rem))
-		h.Set("anthropic-ratelimit-"+name+"-reset", now.Add(b[i].full(now)).UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
+		reset := now.Add(b[i].full(now)).UTC()
+		if up := reset.Truncate(time.Second); !up.Equal(reset) {
+			reset = up.Add(time.Second) // whole seconds, never early
+		}
+		h.Set("anthropic-ratelimit-"+name+"-reset", reset.Format(time.RFC3339))
 	}
 	set("requests", 0, false)
 	set("input-tokens", 1, true)
