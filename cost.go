@@ -46,7 +46,8 @@ func WithCost(f func(*http.Request) int) Option {
 // rule's Limit − Headroom, which goes to the error handler and the logger, as store errors do.
 // A cost.BodyReader corrects the charge once the caller has read the body to its end, or closed
 // it after one whole JSON value. With WithSync, the points the reader says remain update the
-// rules. New fails when a cost.Declared reader names a window no rule has. r must be safe for
+// rules. A report's Meters correct the request's charge on each meter it names, and their
+// figures update those meters (LLM tokens: docs/llm.md). New fails when a cost.Declared reader names a window no rule has. r must be safe for
 // concurrent use. See docs/cost.md#charge-then-correct and
 // docs/cost.md#reading-the-cost-from-the-body.
 func WithCostReport(r cost.Reader) Option {

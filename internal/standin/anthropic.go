@@ -9,21 +9,25 @@ import (
 )
 
 // Anthropic stands in for the Claude Messages endpoint, as Anthropic's "Rate limits" page
-// describes its limits (https://platform.claude.com/docs/en/api/rate-limits):
+// describes its limits (https://platform.claude.com/docs/en/api/rate-limits; its translations
+// at https://docs.anthropic.com/<language>/api/rate-limits):
 //
 //   - requests per minute (RPM), input tokens per minute (ITPM) and output tokens per minute
-//     (OTPM), apart, "applied separately for each model": here per model, for one API key;
-//   - each kept with "the token minuteBucket algorithm": capacity "continuously replenished up to
-//     your maximum limit, rather than being reset at fixed intervals";
+//     (OTPM), apart, applied separately for each model: here per model, for one API key;
+//   - each kept as a token bucket, its capacity replenished continuously up to the limit rather
+//     than reset at fixed intervals;
 //   - input tokens estimated at the start of a request (here the body's characters / 4,
 //     rounded up) and corrected to its usage when done; output tokens counted as they are
 //     produced, max_tokens not counted (here charged when the answer is done, its service time
-//     over), so that a request is refused while the output minuteBucket is empty;
-//   - a refusal is a 429 rate_limit_error with "a retry-after header indicating how long to
-//     wait" (seconds), and the anthropic-ratelimit-{requests,input-tokens,output-tokens,tokens}-
-//     {limit,remaining,reset} fields on every answer: tokens remaining "rounded to the nearest
-//     thousand", each reset the instant the limit is "fully replenished", in RFC 3339; the
-//     tokens-* fields are those of the most restrictive token limit.
+//     over), so that a request is refused while the output bucket is empty. (Earlier versions
+//     of the page, still in some translations, estimated the output from max_tokens at the
+//     start and corrected it at the end; profiles.Anthropic charges 1 before the send, which a
+//     user may raise to an expected answer, so that it paces under either reading.)
+//   - a refusal is a 429 rate_limit_error with a retry-after header in seconds, and the
+//     anthropic-ratelimit-{requests,input-tokens,output-tokens,tokens}-{limit,remaining,reset}
+//     fields on every answer: tokens remaining rounded to the nearest thousand, each reset the
+//     instant the limit is fully replenished, in RFC 3339; the tokens-* fields are those of the
+//     most restrictive token limit.
 //
 // Answers carry usage (Messages API reference, https://platform.claude.com/docs/en/api/messages):
 // a JSON message, or with "stream": true the events message_start (usage.input_tokens),

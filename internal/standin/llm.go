@@ -31,12 +31,12 @@ func (b *minuteBucket) fill(now time.Time) {
 	}
 }
 
-// has reports whether n tokens are in the minuteBucket at now.
+// has reports whether n tokens are in the bucket at now.
 func (b *minuteBucket) has(now time.Time, n int) bool { b.fill(now); return b.level >= float64(n) }
 
 func (b *minuteBucket) take(now time.Time, n int) { b.fill(now); b.level -= float64(n) }
 
-// wait is how long until n tokens are in the minuteBucket (n at most its limit).
+// wait is how long until n tokens are in the bucket (n at most its limit).
 func (b *minuteBucket) wait(now time.Time, n int) time.Duration {
 	b.fill(now)
 	short := float64(n) - b.level

@@ -13,8 +13,7 @@ import (
 // describes its limits (https://platform.openai.com/docs/guides/rate-limits):
 //
 //   - requests per minute (RPM) and tokens per minute (TPM), input and output together, per
-//     organization and project, for each model apart ("Rate limits vary by the model being
-//     used"): here per model, for one API key;
+//     organization and project, for each model apart: here per model, for one API key;
 //   - a request counts on TPM, at admission, "the maximum of max_tokens and the estimated
 //     number of tokens based on the character count of your request" ("Error mitigation": the
 //     estimate here is the body's characters / 4, rounded up); when its answer is done the
