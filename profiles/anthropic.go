@@ -24,6 +24,10 @@ const (
 	anthropicOutput   = "Anthropic-Ratelimit-Output-Tokens-"
 )
 
+// anthropicRounding is the most Anthropic's remaining tokens may lie below the true figure:
+// they are "rounded to the nearest thousand" (the rate-limits page's "Response headers").
+const anthropicRounding = 499
+
 // Anthropic paces a Claude API (Messages) client on the limits of the user's tier for one
 // model: rpm requests a minute (the request's own rule), itpm input tokens a minute (meter
 // "input") and otpm output tokens a minute (meter "output"), each with a 1 s margin. A request
@@ -119,6 +123,9 @@ func (anthropicReader) ReadHead(resp *http.Response, now time.Time) cost.Report 
 	}
 	for meter, prefix := range map[string]string{"input": anthropicInput, "output": anthropicOutput} {
 		if sig, ok := anthropicSignal(resp.Header, prefix, now); ok {
+			// "rounded to the nearest thousand": the most it can be, so that the rounding
+			// alone never raises our count nor pauses the meter (a reported 0 is 0 to 499)
+			sig.Remaining += anthropicRounding
 			if rep.Meters == nil {
 				rep.Meters = map[string]cost.Report{}
 			}

@@ -103,6 +103,9 @@ func TestOpenAIReaderReadsTheGuidesFields(t *testing.T) {
 	}
 }
 
+// TestAnthropicReaderReadsThePagesFields: the requests' fields as they are; the token fields'
+// remaining, rounded to the nearest thousand by Anthropic, taken as the most they can be (+499);
+// the RFC 3339 resets measured from now; the usage of a JSON answer and of a stream.
 func TestAnthropicReaderReadsThePagesFields(t *testing.T) {
 	br := bodyReader(t, profiles.Anthropic(50, 30_000, 8_000, nil))
 	resp := response(200, anthropicJSON,
@@ -119,8 +122,8 @@ func TestAnthropicReaderReadsThePagesFields(t *testing.T) {
 	want := cost.Report{Cost: cost.Unknown,
 		Signals: []headers.Signal{{Window: time.Minute, Remaining: 49, Limit: 50, Reset: time.Second}},
 		Meters: map[string]cost.Report{
-			"input":  {Cost: cost.Unknown, Signals: []headers.Signal{{Window: time.Minute, Remaining: 27_000, Limit: 30_000, Reset: 6 * time.Second}}},
-			"output": {Cost: cost.Unknown, Signals: []headers.Signal{{Window: time.Minute, Remaining: 7_000, Limit: 8_000, Reset: 7500 * time.Millisecond}}},
+			"input":  {Cost: cost.Unknown, Signals: []headers.Signal{{Window: time.Minute, Remaining: 27_499, Limit: 30_000, Reset: 6 * time.Second}}},
+			"output": {Cost: cost.Unknown, Signals: []headers.Signal{{Window: time.Minute, Remaining: 7_499, Limit: 8_000, Reset: 7500 * time.Millisecond}}},
 		}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ReadHead = %+v, want %+v", got, want)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,9 +74,18 @@ func (g llmGate) Release(ctx context.Context, s *engine.Strategy, key string, at
 	return g.grantGate.Release(ctx, s, key, at, n)
 }
 
-// llmTransport serves the stand-in in process, and holds the clock from an answer's end until
-// the caller has read it (its usage corrects the charges then: a clock that moved in between
-// would pace on counts the stand-in has already corrected).
+// busyKey is the context key of a request's busyMark.
+type busyKey struct{}
+
+// busyMark marks a request whose goroutine holds the clock (a count in the simulation's
+// pending) until the Transport has priced it: building a request and pricing it read a body of
+// up to 80 kB several times, real time in which virtual time must not pass.
+type busyMark struct{ released atomic.Bool }
+
+// llmTransport serves the stand-in in process. An answer holds the clock from its end (the
+// stand-in's service time over, or a refusal) until its goroutine has read it and priced its
+// next request: its usage corrects the charges when read, and a clock that moved in between
+// would pace on counts the stand-in has already corrected.
 type llmTransport struct {
 	h   http.Handler
 	sim *simulation
@@ -85,9 +93,11 @@ type llmTransport struct {
 
 func (rt llmTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := recorderTransport{rt.h}.RoundTrip(req)
-	rt.sim.store.mu.Lock()
-	rt.sim.store.pending++ // until the caller has read the body (runLLM)
-	rt.sim.store.mu.Unlock()
+	if err == nil && resp.StatusCode != http.StatusOK { // no service time: held from here
+		rt.sim.store.mu.Lock()
+		rt.sim.store.pending++
+		rt.sim.store.mu.Unlock()
+	}
 	return resp, err
 }
 
@@ -95,24 +105,41 @@ func (rt llmTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // against the stand-in newStandIn makes (on the simulation's clock, sleeping its service time
 // there, calling admitted once it has admitted or refused a request, whose grants numbered
 // grants) for llmRun of virtual time, reading each answer to its end.
-func runLLM(t *testing.T, profile []ratemonitor.Option, grants int,
+func runLLM(t *testing.T, profile profiles.Profile, grants int,
 	newStandIn func(now func() time.Time, sleep func(time.Duration), admitted func(*http.Request)) http.Handler,
 	mk func(i int) *http.Request) {
 	sim := newSimulation(t)
-	sleep := func(d time.Duration) { sim.clk.Sleep(context.Background(), d) }
-	admitted := func(r *http.Request) {
-		r.Context().Value(arrivedKey{}).(*atomic.Bool).Store(true)
+	hold := func(n int) {
 		sim.store.mu.Lock()
-		sim.store.pending -= grants
+		sim.store.pending += n
 		sim.store.mu.Unlock()
 	}
+	// the answer's end holds the clock (released when its goroutine has priced the next)
+	sleep := func(d time.Duration) { sim.clk.Sleep(context.Background(), d); hold(1) }
+	admitted := func(r *http.Request) {
+		r.Context().Value(arrivedKey{}).(*atomic.Bool).Store(true)
+		hold(-grants)
+	}
 	h := newStandIn(sim.clk.Now, sleep, admitted)
-	tr, err := ratemonitor.New(llmTransport{h, sim}, append(slices.Clone(profile),
+	// The last meter's Cost is the last thing the Transport computes before it reserves or
+	// waits: the request's goroutine lets the clock go from there.
+	last := profile.Meters[len(profile.Meters)-1]
+	price := last.Cost
+	last.Cost = func(req *http.Request) int {
+		n := price(req)
+		if m, _ := req.Context().Value(busyKey{}).(*busyMark); m != nil && m.released.CompareAndSwap(false, true) {
+			hold(-1)
+		}
+		return n
+	}
+	profile.SetMeter(last)
+	tr, err := ratemonitor.New(llmTransport{h, sim}, append(profile.Options(),
 		ratemonitor.WithClock(sim.clk), ratemonitor.WithStore(llmGate{sim.store}))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
+	hold(llmGoroutines) // each goroutine holds the clock while it builds its first request
 	defer sim.run()()
 	end := sim.clk.Now().Add(llmRun)
 	c := &http.Client{Transport: tr}
@@ -121,20 +148,20 @@ func runLLM(t *testing.T, profile []ratemonitor.Option, grants int,
 	errs := make(chan error, llmGoroutines)
 	for range llmGoroutines {
 		wg.Go(func() {
+			defer hold(-1) // the hold of the last answer read
 			for sim.clk.Now().Before(end) {
 				i := int(next.Add(1)) - 1
 				req := mk(i)
-				req = req.WithContext(context.WithValue(req.Context(), arrivedKey{}, new(atomic.Bool)))
+				ctx := context.WithValue(req.Context(), arrivedKey{}, new(atomic.Bool))
+				req = req.WithContext(context.WithValue(ctx, busyKey{}, new(busyMark)))
 				resp, err := c.Do(req)
 				if err != nil {
 					errs <- fmt.Errorf("request %d: %w", i, err)
+					hold(-1) // the loop's hold, released nowhere else
 					return
 				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				sim.store.mu.Lock()
-				sim.store.pending--
-				sim.store.mu.Unlock()
 			}
 		})
 	}
@@ -155,7 +182,7 @@ func TestOpenAIHoldsTokensAndRequests(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			var o *standin.OpenAI
-			runLLM(t, profiles.OpenAI(openAIRPM, openAITPM, nil).Options(), 2,
+			runLLM(t, profiles.OpenAI(openAIRPM, openAITPM, nil), 2,
 				func(now func() time.Time, sleep func(time.Duration), admitted func(*http.Request)) http.Handler {
 					o = standin.NewOpenAI(now, openAIRPM, openAITPM)
 					o.Sleep, o.Admitted = sleep, admitted
@@ -186,7 +213,7 @@ func TestAnthropicHoldsInputOutputAndRequests(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			var a *standin.Anthropic
-			runLLM(t, profiles.Anthropic(anthropicRPM, anthropicITPM, anthropicOTPM, nil).Options(), 3,
+			runLLM(t, profiles.Anthropic(anthropicRPM, anthropicITPM, anthropicOTPM, nil), 3,
 				func(now func() time.Time, sleep func(time.Duration), admitted func(*http.Request)) http.Handler {
 					a = standin.NewAnthropic(now, anthropicRPM, anthropicITPM, anthropicOTPM)
 					a.Sleep, a.Admitted = sleep, admitted
