@@ -77,7 +77,11 @@ func TestOpenAIReaderReadsTheGuidesFields(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ReadHead = %+v, want %+v", got, want)
 	}
-	// 12ms, as the example writes it
+	// ReadCost: the header's figures and a JSON body's usage at once
+	if rep := br.ReadCost(response(200, openAIJSON, "Content-Type", "application/json", "x-ratelimit-remaining-tokens", "149984"), t0); rep.Meters["tokens"].Cost != 21 || rep.Meters["tokens"].Signals[0].Remaining != 149_984 {
+		t.Errorf("ReadCost = %+v, want the tokens' cost 21 and remaining 149984", rep)
+	}
+	// a reset under a second: 12ms
 	if got := br.ReadHead(response(200, "", "x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "12ms"), t0); got.Signals[0].Reset != 12*time.Millisecond || got.Signals[0].Limit != headers.Unknown {
 		t.Errorf("reset 12ms: %+v", got.Signals)
 	}
