@@ -283,3 +283,68 @@ func TestLLMChargesCorrected(t *testing.T) {
 		})
 	}
 }
+
+// TestLLMRefusalsPause: a 429 pauses the key, all its meters with it: Anthropic's for its
+// retry-after (7 s), OpenAI's, which sends none, for the profile's fallback of a minute; and a
+// limit the answer says is used up (OpenAI's tokens: 0 left, reset in 6 s) pauses its meter
+// until its reset.
+func TestLLMRefusalsPause(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		profile    profiles.Profile
+		header     string
+		fields     []string
+		want       time.Duration
+		meter      string
+		meterPause time.Duration
+	}{
+		{"Anthropic", profiles.Anthropic(50, 30_000, 8_000, nil), "X-Api-Key", []string{"retry-after", "7",
+			"anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2027-01-15T08:00:07Z"}, 7 * time.Second, "", 0},
+		{"OpenAI", profiles.OpenAI(500, 30_000, nil), "Authorization", []string{"x-ratelimit-remaining-requests", "499",
+			"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "6s"}, time.Minute, "tokens", 6 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
+			clk := clock.NewManual(now)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				for i := 0; i+1 < len(c.fields); i += 2 {
+					w.Header().Set(c.fields[i], c.fields[i+1])
+				}
+				w.Header().Set("Date", now.Format(http.TimeFormat))
+				w.WriteHeader(http.StatusTooManyRequests)
+			}))
+			defer srv.Close()
+			tr, err := ratemonitor.New(srv.Client().Transport, append(c.profile.Options(), ratemonitor.WithClock(clk))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"model":"m","max_tokens":10,"messages":[]}`))
+			req.Header.Set(c.header, "secret")
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			st, err := tr.Status(context.Background(), tr.Key(req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.PausedUntil.Equal(now.Add(c.want)) {
+				t.Errorf("the key paused until %v, want %v", st.PausedUntil, now.Add(c.want))
+			}
+			found := c.meter == ""
+			for _, m := range st.Meters {
+				if m.Meter == c.meter {
+					found = true
+					if !m.PausedUntil.Equal(now.Add(c.meterPause)) {
+						t.Errorf("meter %q paused until %v, want %v", m.Meter, m.PausedUntil, now.Add(c.meterPause))
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no meter %q in the status", c.meter)
+			}
+		})
+	}
+}
