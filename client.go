@@ -324,7 +324,10 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		}
 	}
 	if t.strat == nil {
-		return nil, errors.New("ratemonitor: New: no rules: give WithRules or WithStrategy")
+		// No rules: learned from the upstream's answers (learn.go).
+		if err := t.startLearning(); err != nil {
+			return nil, err
+		}
 	}
 	if err := t.applySmoothing(); err != nil {
 		return nil, err
@@ -332,8 +335,11 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if err := t.resolvePolicy(); err != nil {
 		return nil, err
 	}
-	if err := t.checkReaders(); err != nil {
-		return nil, err
+	learning := t.strat == nil // no rules to check the readers and the store against
+	if !learning {
+		if err := t.checkReaders(); err != nil {
+			return nil, err
+		}
 	}
 	traits := traitsOf(t.store) // the zero Traits for the default memory store, made below
 	if err := t.validateRules(traits.Validate); err != nil {
@@ -360,7 +366,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	}
 	// Last, so that a New that fails claims nothing. A store New made itself is new: nothing
 	// can conflict there. A store without a Sharing is not checked.
-	if sh := traits.Sharing; sh != nil && !t.share.own {
+	if sh := traits.Sharing; sh != nil && !t.share.own && !learning {
 		if err := sh.Claim("", t.strat); err != nil {
 			return nil, optionErr("WithStore", err)
 		}
@@ -389,6 +395,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t.startInFlight()
+	t.startLearnedInFlight()
 	t.joinStore(traits.Sharing)
 	return t, nil
 }
@@ -396,8 +403,8 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 // validateRules refuses rules, the request's or a meter's, that the store cannot hold
 // (cache.Traits.Validate; nil: it holds every strategy).
 func (t *Transport) validateRules(v func(*engine.Strategy) error) error {
-	if v == nil {
-		return nil
+	if v == nil || t.strat == nil {
+		return nil // no rules: each learned meter is checked when learned
 	}
 	if err := v(t.strat); err != nil {
 		return optionErr("WithStore", err)
@@ -420,6 +427,9 @@ func (t *Transport) Close() error {
 	var err error
 	if t.inflight != nil {
 		t.inflight.close()
+	}
+	if l := t.learning(); l != nil && l.f != nil {
+		l.f.close()
 	}
 	if t.fail.deg != nil {
 		err = t.fail.deg.Close()
@@ -455,6 +465,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	if t.strat == nil {
+		if l := t.learning(); l != nil {
+			return t.roundTripLearned(base, req, l)
+		}
 		return base.RoundTrip(req)
 	}
 	key := t.Key(req)

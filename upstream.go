@@ -61,6 +61,9 @@ type SyncConfig struct {
 	// dateWarn rate-limits the warnings about an implausible Date (one per Transport: WithSync
 	// makes it). A pointer, so that SyncConfig stays a plain value to copy.
 	dateWarn *lograte.Limiter
+
+	// learn is what a Transport made without rules learns (learn.go); nil with rules.
+	learn *learner
 }
 
 // WithSync makes the Transport feed what the upstream says back into the store, for the

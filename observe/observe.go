@@ -93,11 +93,17 @@ const (
 	// long the Transport ran degraded. A Transport closed while degraded reports it too, with
 	// Err cache.ErrClosed (the store may still be down), so that each Degraded has one end.
 	Recovered
+	// LimitChanged: a Transport made without rules learned a limit from the upstream's
+	// answer, or was given one (Transport.SetMeter), or a limit it had changed. Key is the
+	// meter's key ("" for a meter set for every key); Op says how ("learned" or "set"); Rules
+	// holds the new rules (Used 0, Limit the quota), or one rule "inflight" whose Limit is the
+	// requests allowed in progress at once.
+	LimitChanged
 )
 
 var kindNames = [...]string{"", "recorded", "granted", "refused", "waited", "paused",
 	"too_many_requests", "store_error", "evicted_live", "retry", "admitted", "rejected", "skewed_date",
-	"state_lost", "degraded", "recovered"}
+	"state_lost", "degraded", "recovered", "limit_changed"}
 
 // String returns the kind's name in snake case ("recorded", "store_error", …).
 func (k Kind) String() string {
