@@ -309,9 +309,11 @@ func WithObserver(o observe.Observer) Option {
 }
 
 // New returns a Transport that records requests before passing them to base (nil means
-// http.DefaultTransport). WithRules or WithStrategy is required. A store that cannot hold the
-// rules (cache.Traits.Validate) refuses them here. Errors name the option at fault; no store is
-// left open when New fails.
+// http.DefaultTransport). Without WithRules or WithStrategy it learns its limits, per key, from
+// the upstream's answers (the IETF RateLimit fields, X-RateLimit-*; docs/learning.md), and
+// refuses the options that need rules known at New. A store that cannot hold the rules
+// (cache.Traits.Validate) refuses them here. Errors name the option at fault; no store is left
+// open when New fails.
 func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	t := &Transport{base: base, keyFunc: KeyByHost, clock: clock.Real(), logger: slog.Default()}
 	t.pace.queues.seed = maphash.MakeSeed()

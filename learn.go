@@ -380,3 +380,37 @@ func windowFor(d time.Duration) time.Duration {
 	}
 	return min((d+time.Second-1)/time.Second*time.Second, strategy.MaxWindow)
 }
+
+// learnedStatus is Status for a Transport made without rules: the status of each rate meter
+// key is charged on now (SetMeter's, then those it learned).
+func (t *Transport) learnedStatus(ctx context.Context, key string) (Status, error) {
+	l := t.learning()
+	l.mu.Lock()
+	ms := slices.Clone(l.set)
+	if lk := l.keys[key]; lk != nil {
+		for _, m := range lk.meters {
+			if !slices.ContainsFunc(l.set, func(s *liveMeter) bool { return s.name == m.name }) {
+				ms = append(ms, m)
+			}
+		}
+	}
+	l.mu.Unlock()
+	st := Status{Key: key}
+	for _, m := range ms {
+		if m.strat == nil {
+			continue // in-flight only: Transport.InFlight does not count these; the store's leases do
+		}
+		mk := m.keyFor(key)
+		if mk == "" {
+			return st, meterKeyErr(&m.meter, key)
+		}
+		ms, err := t.status(ctx, m.strat, mk)
+		ms.Meter = m.name
+		st.Meters = append(st.Meters, ms)
+		st.Wait = max(st.Wait, ms.Wait)
+		if err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}

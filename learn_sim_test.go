@@ -152,7 +152,7 @@ func (s *learnSim) run(parent context.Context) (ctx context.Context, stop func()
 
 // drive sends requests from goroutines until the clock reaches s.end; each request is made
 // by newReq.
-func (s *learnSim) drive(t *testing.T, tr *Transport, goroutines int, newReq func(ctx context.Context, i int) *http.Request) {
+func (s *learnSim) drive(t *testing.T, tr http.RoundTripper, goroutines int, newReq func(ctx context.Context, i int) *http.Request) {
 	ctx, stop := s.run(context.Background())
 	defer stop()
 	c := &http.Client{Transport: tr}

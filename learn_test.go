@@ -2,6 +2,7 @@ package ratemonitor
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -50,8 +51,17 @@ func TestLearnedIETFPolicies2Minutes(t *testing.T) {
 	if share < 95 || used > allowed {
 		t.Errorf("%d accepted, %.1f %% of the %d allowed: want at least 95 %% (and no more than allowed)", used, share, allowed)
 	}
-	if !strings.Contains(tr.learnedNames("api.example"), "ietf:burst ietf:minute") {
-		t.Errorf("learned %q, want the burst and minute policies", tr.learnedNames("api.example"))
+	st, err := tr.Status(context.Background(), "api.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range st.Meters {
+		got = append(got, fmt.Sprintf("%s %s %v", m.Meter, m.Key, m.Rules[0].Rule))
+	}
+	want := "[ietf:burst ietf:burst:api.example 10/1s ietf:minute ietf:minute:pk:YWNjdC0x 100/1m0s]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("Status: meters %v, want %v", got, want)
 	}
 }
 
@@ -67,4 +77,51 @@ func (t *Transport) learnedNames(key string) string {
 		}
 	}
 	return strings.Join(names, " ")
+}
+
+// TestLearnedLimitsSharedThroughTheStore: two Transports made without rules over one store, as
+// two processes would be, 10 goroutines each, against the stand-in of the 2-minute run. Each
+// learns the policies from its own first answer (learned limits live in the process), and the
+// meters it learns have the same keys and rules in both, so both count in the same counters:
+// no request either sends after its first answer is refused, and the two together use at least
+// 95 % of the 200 the minute policy allows.
+func TestLearnedLimitsSharedThroughTheStore(t *testing.T) {
+	sim := newLearnSim(t, 2*time.Minute)
+	api := standin.NewIETF(sim.clk.Now, ietfPolicies()...)
+	var trs [2]*Transport
+	for i := range trs {
+		tr, err := New(sim.base(api), WithStore(sim.store), WithPacing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		trs[i] = tr
+	}
+	both := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Header.Get("X-Process") == "b" {
+			return trs[1].RoundTrip(r)
+		}
+		return trs[0].RoundTrip(r)
+	})
+	sim.drive(t, both, 20, func(ctx context.Context, i int) *http.Request {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://api.example/items", nil)
+		if i/1_000_000%2 == 1 {
+			req.Header.Set("X-Process", "b")
+		}
+		return req
+	})
+	used := sim.accepted.Load()
+	t.Logf("2 min virtual, two Transports: %d accepted (%.1f %% of 200); refused: %d of the %d sent after a first answer was read, %d of the %d sent before",
+		used, float64(used)/2, sim.refusedAfter.Load(), sim.after.Load(), sim.refusedUnmetered.Load(), sim.unmetered.Load())
+	if sim.refusedAfter.Load() != 0 {
+		t.Errorf("%d refused after the first answer, want 0", sim.refusedAfter.Load())
+	}
+	if used < 190 || used > 200 {
+		t.Errorf("%d accepted, want at least 95 %% of 200", used)
+	}
+	for i, tr := range trs {
+		if got := tr.learnedNames("api.example"); got != "ietf:burst ietf:minute" {
+			t.Errorf("Transport %d learned %q", i, got)
+		}
+	}
 }
