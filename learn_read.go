@@ -123,8 +123,8 @@ func (t *Transport) ietfMeter(key string, p headers.Policy, cur []*liveMeter) (l
 	var rules []strategy.Rule
 	inflight := 0
 	switch {
-	case unit == unitConcurrent && p.Quota >= 1:
-		inflight = p.Quota
+	case unit == unitConcurrent && p.Quota >= 1 && t.sync.learn.f != nil:
+		inflight = p.Quota // slots are leases: kept only over a store that holds them
 	case unit == unitConcurrent, p.Quota < 1, p.Window <= 0, p.Window > strategy.MaxWindow:
 		return learned{}, false
 	default:
