@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
@@ -41,6 +42,9 @@ type learnedKey struct {
 	// requests, the meters did not, and their answers' remaining counts say how many it did.
 	unmetered int
 	settled   chan struct{} // closed when unmetered drops to 0; nil while nobody waits
+	// sent numbers the key's requests in the order they are sent, so that an answer to an
+	// earlier request, read after a later one's, does not undo the limits the later one stated.
+	sent atomic.Uint64
 }
 
 // Units of the IETF quota unit parameter qu (draft-ietf-httpapi-ratelimit-headers-11, section
@@ -60,6 +64,7 @@ type liveMeter struct {
 	rules     []strategy.Rule
 	inflight  int    // the requests allowed in progress at once (0: none kept)
 	partition string // the IETF pk it was learned under
+	seq       uint64 // the learnedKey.sent number of the request whose answer stated it
 }
 
 // same reports whether m keeps the same limits as o.

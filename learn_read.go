@@ -19,6 +19,7 @@ import (
 // sendLearned passes req to base and learns from the answer: the limits it states for key's
 // meters, their remaining counts, and the pauses it asks for.
 func (t *Transport) sendLearned(base http.RoundTripper, req *http.Request, key string, lk *learnedKey) (*http.Response, error) {
+	seq := lk.sent.Add(1)
 	resp, err := base.RoundTrip(req)
 	if err != nil || resp == nil {
 		return resp, err
@@ -26,7 +27,7 @@ func (t *Transport) sendLearned(base http.RoundTripper, req *http.Request, key s
 	if t.obs != nil && resp.StatusCode == http.StatusTooManyRequests {
 		t.obs.Observe(observe.Event{Kind: observe.TooManyRequests, Key: key})
 	}
-	t.learnFrom(req, key, lk, resp)
+	t.learnFrom(req, key, lk, resp, seq)
 	return resp, nil
 }
 
@@ -41,9 +42,11 @@ type learned struct {
 // learnFrom reads resp, the answer to req on key: each IETF policy (draft-ietf-httpapi-
 // ratelimit-headers-11) with a quota becomes a meter of key, or of its partition key (pk);
 // without them, X-RateLimit-Limit with a reset becomes one ("x-ratelimit"). A meter whose
-// limits changed is replaced, and reported. Then the remaining counts raise the meters' usage
-// and a used-up limit or a refusal pauses them, for every Transport over the store.
-func (t *Transport) learnFrom(req *http.Request, key string, lk *learnedKey, resp *http.Response) {
+// limits changed is replaced, and reported, unless a request sent after req stated the limits
+// it has (seq is req's number among the key's requests). Then the remaining counts raise the
+// meters' usage and a used-up limit or a refusal pauses them, for every Transport over the
+// store.
+func (t *Transport) learnFrom(req *http.Request, key string, lk *learnedKey, resp *http.Response, seq uint64) {
 	now := t.clock.Now()
 	hnow := t.headerNow(now)
 	l := t.sync.learn
@@ -68,10 +71,17 @@ func (t *Transport) learnFrom(req *http.Request, key string, lk *learnedKey, res
 	if len(got) > 0 {
 		l.mu.Lock()
 		ms := slices.Clone(lk.meters)
-		for _, g := range got {
+		for j := range got {
+			g := &got[j]
+			if !slices.Contains(cur, g.m) {
+				g.m.seq = seq // a meter made for this answer, seen by no one else yet
+			}
 			i := slices.IndexFunc(ms, func(o *liveMeter) bool { return o.name == g.m.name })
 			switch {
-			case i >= 0 && ms[i] == g.m:
+			case i >= 0 && (ms[i] == g.m || ms[i].key == g.m.key && ms[i].same(g.m)):
+				g.m = ms[i] // the same limits (an answer read at the same time stated them)
+			case i >= 0 && ms[i].seq > seq:
+				g.m = ms[i] // stated by the answer to a later request: req's is older news
 			case i >= 0:
 				ms[i] = g.m
 				changed = append(changed, g.m)

@@ -24,9 +24,9 @@ type learnSim struct {
 	// after counts the requests sent after the Transport read the first answer: those it
 	// charged on the meters it learned (a request sent while it knew none is charged nothing);
 	// refusedAfter those of them refused; unmetered and refusedUnmetered the others.
-	after, refusedAfter, accepted atomic.Int64
-	unmetered, refusedUnmetered   atomic.Int64
-	end                           time.Time // accepted counts the requests accepted before it
+	after, refusedAfter, accepted                  atomic.Int64
+	unmetered, refusedUnmetered, unmeteredAccepted atomic.Int64
+	end                                            time.Time // accepted counts the requests accepted before it
 }
 
 // learnGate is a memory store that counts the grants not yet answered; each request's own
@@ -97,6 +97,8 @@ func (s *learnSim) base(h http.Handler) http.RoundTripper {
 			s.unmetered.Add(1)
 			if refused {
 				s.refusedUnmetered.Add(1)
+			} else {
+				s.unmeteredAccepted.Add(1)
 			}
 		}
 		if resp.StatusCode == http.StatusOK && at.Before(s.end) {

@@ -82,9 +82,11 @@ func (t *Transport) learnedNames(key string) string {
 // TestLearnedLimitsSharedThroughTheStore: two Transports made without rules over one store, as
 // two processes would be, 10 goroutines each, against the stand-in of the 2-minute run. Each
 // learns the policies from its own first answer (learned limits live in the process), and the
-// meters it learns have the same keys and rules in both, so both count in the same counters:
-// no request either sends after its first answer is refused, and the two together use at least
-// 95 % of the 200 the minute policy allows.
+// meters it learns have the same keys and rules in both, so both count in the same counters.
+// A request one sends before its first answer is counted in no counter, and may take a place
+// the other, already pacing, counted on: so each such request accepted may cost one refusal of
+// the other's paced requests, and no more. The two together use at least 95 % of the 200 the
+// minute policy allows.
 func TestLearnedLimitsSharedThroughTheStore(t *testing.T) {
 	sim := newLearnSim(t, 2*time.Minute)
 	api := standin.NewIETF(sim.clk.Now, ietfPolicies()...)
@@ -111,10 +113,10 @@ func TestLearnedLimitsSharedThroughTheStore(t *testing.T) {
 		return req
 	})
 	used := sim.accepted.Load()
-	t.Logf("2 min virtual, two Transports: %d accepted (%.1f %% of 200); refused: %d of the %d sent after a first answer was read, %d of the %d sent before",
-		used, float64(used)/2, sim.refusedAfter.Load(), sim.after.Load(), sim.refusedUnmetered.Load(), sim.unmetered.Load())
-	if sim.refusedAfter.Load() != 0 {
-		t.Errorf("%d refused after the first answer, want 0", sim.refusedAfter.Load())
+	t.Logf("2 min virtual, two Transports: %d accepted (%.1f %% of 200); refused: %d of the %d sent after a first answer was read, %d of the %d sent before (%d accepted)",
+		used, float64(used)/2, sim.refusedAfter.Load(), sim.after.Load(), sim.refusedUnmetered.Load(), sim.unmetered.Load(), sim.unmeteredAccepted.Load())
+	if n, bound := sim.refusedAfter.Load(), sim.unmeteredAccepted.Load(); n > bound {
+		t.Errorf("%d refused after the first answer, more than the %d accepted uncounted before one", n, bound)
 	}
 	if used < 190 || used > 200 {
 		t.Errorf("%d accepted, want at least 95 %% of 200", used)
