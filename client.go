@@ -26,7 +26,8 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// ErrNotConfigured is returned by the methods of a Transport not made by New.
+// ErrNotConfigured is returned by the methods of a Transport not made by New, and by those that
+// need rules (AllocationUsed, WaitTime, Wait, Reserve, Meter) of one made without rules.
 var ErrNotConfigured = errors.New("ratemonitor: Transport has no rules; create it with ratemonitor.New")
 
 // StoreErrorPolicy says what RoundTrip does when the store fails to record a request.
