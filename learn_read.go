@@ -179,8 +179,10 @@ func (t *Transport) xrlMeter(key string, x headerparse.XRateLimit, cur []*liveMe
 func (t *Transport) keepLearned(req *http.Request, key string, now, hnow time.Time, resp *http.Response, got []learned) {
 	ra := headerparse.ParseRetryAfter(resp.Header, hnow)
 	retry, refused := retryPause(resp, ra)
+	// A refusal that gives no time at all pauses for the fallback what its fields do not.
+	fallback := retry
 	if refused && retry <= 0 {
-		retry = t.sync.Fallback
+		fallback = t.sync.Fallback
 	}
 	type update struct {
 		m  *liveMeter
@@ -201,7 +203,10 @@ func (t *Transport) keepLearned(req *http.Request, key string, now, hnow time.Ti
 				usedUp = true
 				u.Pause = max(g.reset, 0)
 				if refused {
-					u.Pause = max(u.Pause, retry)
+					u.Pause = max(u.Pause, retry) // Retry-After takes precedence (section 7)
+					if u.Pause <= 0 {
+						u.Pause = fallback
+					}
 				}
 			}
 		}
@@ -210,7 +215,7 @@ func (t *Transport) keepLearned(req *http.Request, key string, now, hnow time.Ti
 	if refused && !usedUp {
 		for i := range ups {
 			if ups[i].m.partition == "" {
-				ups[i].up.Pause = max(ups[i].up.Pause, retry)
+				ups[i].up.Pause = max(ups[i].up.Pause, fallback)
 			}
 		}
 	}

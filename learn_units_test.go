@@ -298,3 +298,64 @@ func TestSetMeterAtRunTime(t *testing.T) {
 		t.Error("SetMeter of a meter without limits: accepted")
 	}
 }
+
+// TestLearnedFromDraftB2Examples: the answers of draft-11's appendix B.2.2 and B.2.3, in turn.
+// The first states "dynamic";q=100;w=60 with r=9, t=50: the meter is 100 a minute, 91 of them
+// used (usage raised to q − r) until the window ends 50 s on. The second, a 429, states
+// q=15;w=20 with r=0, t=20: the meter becomes 15 per 20 s, reported, and is paused 20 s.
+func TestLearnedFromDraftB2Examples(t *testing.T) {
+	clk := clock.NewManual(t0)
+	mem, _ := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	defer mem.Close()
+	answers := []struct {
+		status         int
+		policy, limits string
+	}{
+		{200, `"dynamic";q=100;w=60`, `"dynamic";r=9;t=50`},
+		{429, `"dynamic";q=15;w=20`, `"dynamic";r=0;t=20`},
+	}
+	i := 0
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		a := answers[i]
+		i++
+		h := http.Header{}
+		h.Set("RateLimit-Policy", a.policy)
+		h.Set("RateLimit", a.limits)
+		return &http.Response{StatusCode: a.status, Header: h, Body: http.NoBody, Request: r}, nil
+	})
+	events := &limitEvents{}
+	tr, err := New(base, WithStore(mem), WithObserver(events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	get := func() {
+		req, _ := http.NewRequest(http.MethodGet, "https://api.example/items/123", nil)
+		if _, err := tr.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get()
+	st, err := tr.Status(context.Background(), "api.example")
+	if err != nil || len(st.Meters) != 1 {
+		t.Fatalf("after B.2.2: %+v, %v", st, err)
+	}
+	if u := st.Meters[0].Rules[0]; u.Rule != (strategy.Rule{Limit: 100, Window: time.Minute}) || u.Used != 91 || u.Reported != 9 {
+		t.Errorf("after B.2.2: %+v, want 100/1m0s with 91 used and 9 reported", u)
+	}
+	clk.Advance(10 * time.Second) // "the client waits 10 seconds"
+	get()                         // monitoring: charged 1 on 100/1m0s, then answered by B.2.3's 429
+	st, err = tr.Status(context.Background(), "api.example")
+	if err != nil || len(st.Meters) != 1 {
+		t.Fatalf("after B.2.3: %+v, %v", st, err)
+	}
+	m := st.Meters[0]
+	if m.Rules[0].Rule != (strategy.Rule{Limit: 15, Window: 20 * time.Second}) || !m.PausedUntil.Equal(clk.Now().Add(20*time.Second)) || m.Wait != 20*time.Second {
+		t.Errorf("after B.2.3: %+v, want 15/20s paused until 20 s on", m)
+	}
+	want := []string{"limit_changed op=learned key=ietf:dynamic:api.example 100/1m0s:0/100",
+		"limit_changed op=learned key=ietf:dynamic:api.example 15/20s:0/15"}
+	if got := events.list(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events\n got %q\nwant %q", got, want)
+	}
+}
