@@ -296,7 +296,8 @@ func WithLogger(l *slog.Logger) Option {
 // (pacing, Reserve), Waited for the total time a paced request, Reserve or Wait waited,
 // TooManyRequests for each 429 from the upstream, with WithSync, Paused when the upstream
 // pauses a key and, under StoreErrorPolicy Degrade, Degraded and Recovered when the shared store
-// goes and comes back. Store errors are the store's events: give o to the store too
+// goes and comes back, and, for a Transport made without rules, LimitChanged for each limit
+// learned, changed or set. Store errors are the store's events: give o to the store too
 // (cache.MemoryConfig.Observer and the other stores' Options.Observer); the memory store New
 // makes when WithStore is not given gets o. Without WithObserver nothing is built or called.
 func WithObserver(o observe.Observer) Option {

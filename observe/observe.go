@@ -121,9 +121,9 @@ type Event struct {
 	Wait  time.Duration // Refused, Waited, Rejected; SkewedDate's skew; Recovered's time degraded
 	Until time.Time     // Paused
 	Store string        // "memory", "redis", "sqlite", "dynamodb" (StoreError, EvictedLive, Retry, StateLost, Degraded, Recovered)
-	Op    string        // StoreError, Retry; StateLost's reason
+	Op    string        // StoreError, Retry; StateLost's reason; LimitChanged's source
 	Err   error         // StoreError, Degraded, Recovered at Close; StateLost's description
-	Rules []RuleUsage   // Admitted, Rejected: one per rule, in rule order
+	Rules []RuleUsage   // Admitted, Rejected: one per rule, in rule order; LimitChanged: the new rules
 }
 
 // RuleUsage is one rule's allocation after a decision.
