@@ -26,7 +26,8 @@ import (
 	"github.com/ratemonitor/ratemonitor/strategy/engine"
 )
 
-// ErrNotConfigured is returned by the methods of a Transport not made by New.
+// ErrNotConfigured is returned by the methods of a Transport not made by New, and by those that
+// need rules (AllocationUsed, WaitTime, Wait, Reserve, Meter) of one made without rules.
 var ErrNotConfigured = errors.New("ratemonitor: Transport has no rules; create it with ratemonitor.New")
 
 // StoreErrorPolicy says what RoundTrip does when the store fails to record a request.
@@ -295,7 +296,8 @@ func WithLogger(l *slog.Logger) Option {
 // (pacing, Reserve), Waited for the total time a paced request, Reserve or Wait waited,
 // TooManyRequests for each 429 from the upstream, with WithSync, Paused when the upstream
 // pauses a key and, under StoreErrorPolicy Degrade, Degraded and Recovered when the shared store
-// goes and comes back. Store errors are the store's events: give o to the store too
+// goes and comes back, and, for a Transport made without rules, LimitChanged for each limit
+// learned, changed or set. Store errors are the store's events: give o to the store too
 // (cache.MemoryConfig.Observer and the other stores' Options.Observer); the memory store New
 // makes when WithStore is not given gets o. Without WithObserver nothing is built or called.
 func WithObserver(o observe.Observer) Option {
@@ -309,9 +311,11 @@ func WithObserver(o observe.Observer) Option {
 }
 
 // New returns a Transport that records requests before passing them to base (nil means
-// http.DefaultTransport). WithRules or WithStrategy is required. A store that cannot hold the
-// rules (cache.Traits.Validate) refuses them here. Errors name the option at fault; no store is
-// left open when New fails.
+// http.DefaultTransport). Without WithRules or WithStrategy it learns its limits, per key, from
+// the upstream's answers (the IETF RateLimit fields, X-RateLimit-*; docs/learning.md), and
+// refuses the options that need rules known at New. A store that cannot hold the rules
+// (cache.Traits.Validate) refuses them here. Errors name the option at fault; no store is left
+// open when New fails.
 func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	t := &Transport{base: base, keyFunc: KeyByHost, clock: clock.Real(), logger: slog.Default()}
 	t.pace.queues.seed = maphash.MakeSeed()
@@ -324,7 +328,10 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		}
 	}
 	if t.strat == nil {
-		return nil, errors.New("ratemonitor: New: no rules: give WithRules or WithStrategy")
+		// No rules: learned from the upstream's answers (learn.go).
+		if err := t.startLearning(); err != nil {
+			return nil, err
+		}
 	}
 	if err := t.applySmoothing(); err != nil {
 		return nil, err
@@ -332,8 +339,11 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if err := t.resolvePolicy(); err != nil {
 		return nil, err
 	}
-	if err := t.checkReaders(); err != nil {
-		return nil, err
+	learning := t.strat == nil // no rules to check the readers and the store against
+	if !learning {
+		if err := t.checkReaders(); err != nil {
+			return nil, err
+		}
 	}
 	traits := traitsOf(t.store) // the zero Traits for the default memory store, made below
 	if err := t.validateRules(traits.Validate); err != nil {
@@ -360,7 +370,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	}
 	// Last, so that a New that fails claims nothing. A store New made itself is new: nothing
 	// can conflict there. A store without a Sharing is not checked.
-	if sh := traits.Sharing; sh != nil && !t.share.own {
+	if sh := traits.Sharing; sh != nil && !t.share.own && !learning {
 		if err := sh.Claim("", t.strat); err != nil {
 			return nil, optionErr("WithStore", err)
 		}
@@ -389,6 +399,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t.startInFlight()
+	t.startLearnedInFlight()
 	t.joinStore(traits.Sharing)
 	return t, nil
 }
@@ -396,8 +407,8 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 // validateRules refuses rules, the request's or a meter's, that the store cannot hold
 // (cache.Traits.Validate; nil: it holds every strategy).
 func (t *Transport) validateRules(v func(*engine.Strategy) error) error {
-	if v == nil {
-		return nil
+	if v == nil || t.strat == nil {
+		return nil // no rules: each learned meter is checked when learned
 	}
 	if err := v(t.strat); err != nil {
 		return optionErr("WithStore", err)
@@ -420,6 +431,9 @@ func (t *Transport) Close() error {
 	var err error
 	if t.inflight != nil {
 		t.inflight.close()
+	}
+	if l := t.learning(); l != nil && l.f != nil {
+		l.f.close()
 	}
 	if t.fail.deg != nil {
 		err = t.fail.deg.Close()
@@ -455,6 +469,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	if t.strat == nil {
+		if l := t.learning(); l != nil {
+			return t.roundTripLearned(base, req, l)
+		}
 		return base.RoundTrip(req)
 	}
 	key := t.Key(req)

@@ -21,7 +21,7 @@ import (
 // follow (TestNewErrorsNameTheOption: what the error says).
 func TestNewRefusesBadOptions(t *testing.T) {
 	cases := map[string][]Option{
-		"no rules":             nil,
+		"no rules, a meter":    {WithMeter(Meter{Name: "m", Rules: []strategy.Rule{minute}})},
 		"invalid rule":         {WithRules(strategy.Rule{Limit: 0, Window: time.Minute})},
 		"nil store":            {WithRules(minute), WithStore(nil)},
 		"nil key func":         {WithRules(minute), WithKeyFunc(nil)},
@@ -76,7 +76,7 @@ func TestNewRefusesNilsAndTakesTheStoresClock(t *testing.T) {
 
 // TestNewErrorsNameTheOption: every error New can return starts with "ratemonitor: " and the
 // option at fault, followed by ":" or "(" (New's doc promises it); "New" itself for a nil option
-// and for no rules at all. Each option with an input that can be wrong is here, each check of
+// and for options that need rules given without any. Each option with an input that can be wrong is here, each check of
 // New after the options too. (WithPacing, WithSmoothing's flag and WithErrorHandler take no
 // input that can be wrong: a nil handler is no handler.)
 func TestNewErrorsNameTheOption(t *testing.T) {
@@ -113,7 +113,8 @@ func TestNewErrorsNameTheOption(t *testing.T) {
 		is   error // also wrapped, when not nil
 	}{
 		{"New", []Option{WithRules(minute), nil}, nil},
-		{"New", []Option{WithKeyFunc(KeyByHost)}, nil},
+		{"New", []Option{WithKeyFunc(KeyByHost), WithInFlight(2)}, nil},
+		{"New", []Option{WithPacing(), WithStoreErrorPolicy(Degrade), WithStore(plainStore{mem()})}, nil},
 		{"WithRules", []Option{WithRules()}, nil},
 		{"WithRules", []Option{WithRules(strategy.Rule{Limit: 0, Window: time.Minute})}, strategy.ErrInvalidRule},
 		{"WithRules", []Option{WithRules(minute), WithRules(minute)}, nil},

@@ -61,6 +61,9 @@ type SyncConfig struct {
 	// dateWarn rate-limits the warnings about an implausible Date (one per Transport: WithSync
 	// makes it). A pointer, so that SyncConfig stays a plain value to copy.
 	dateWarn *lograte.Limiter
+
+	// learn is what a Transport made without rules learns (learn.go); nil with rules.
+	learn *learner
 }
 
 // WithSync makes the Transport feed what the upstream says back into the store, for the
@@ -361,9 +364,13 @@ type Status struct {
 }
 
 // Status returns key's usage, remaining and reported figures per rule, its pause, and the same
-// on each meter. It records nothing. Errors come from the store.
+// on each meter: for a Transport made without rules, on each meter it learned for key or was
+// given by SetMeter (no Rules of its own). It records nothing. Errors come from the store.
 func (t *Transport) Status(ctx context.Context, key string) (Status, error) {
 	if t.strat == nil {
+		if t.learning() != nil {
+			return t.learnedStatus(ctx, key) // learn.go
+		}
 		return Status{}, ErrNotConfigured
 	}
 	st, err := t.status(ctx, t.strat, key)

@@ -107,6 +107,17 @@ func TestSnippetsBuildTransports(t *testing.T) {
 	if err := syncAndRetry(context.Background()); err != nil {
 		t.Errorf("syncAndRetry: %v", err)
 	}
+	if err := learningClient(context.Background()); err != nil {
+		t.Errorf("learningClient: %v", err)
+	}
+	if tr, err := learningGitHub(); err != nil {
+		t.Errorf("learningGitHub: %v", err)
+	} else {
+		if err := learningSetMeter(tr); err != nil {
+			t.Errorf("learningSetMeter: %v", err)
+		}
+		tr.Close()
+	}
 	for name, f := range map[string]func() (interface{ Close() error }, error){
 		"newPacedXero":  func() (interface{ Close() error }, error) { tr, _, err := newPacedXero(); return tr, err },
 		"newXeroClient": func() (interface{ Close() error }, error) { tr, _, err := newXeroClient(); return tr, err },

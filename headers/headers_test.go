@@ -185,8 +185,8 @@ func TestParseIETFReadsPolicies(t *testing.T) {
 			"RateLimit-Policy", `other;q=5;pk=:cHsdsRa894==:`,
 			"RateLimit", `default;r=0;t=1`),
 			[]Policy{
-				{Name: "default", Quota: 10, Window: time.Second, Remaining: 0, Reset: time.Second},
-				{Name: "other", Quota: 5, Remaining: Unknown, Reset: Unknown},
+				{Name: "default", Quota: 10, Unit: "requests", Window: time.Second, Remaining: 0, Reset: time.Second},
+				{Name: "other", Quota: 5, Partition: "\x70\x7b\x1d\xb1\x16\xbc\xf7", Remaining: Unknown, Reset: Unknown},
 			}},
 		{"RateLimit alone", hdr("RateLimit", `"x";r=3`), []Policy{{Name: "x", Quota: Unknown, Remaining: 3, Reset: Unknown}}},
 		{"malformed policy field ignored", hdr("RateLimit-Policy", `"a";q=1;w=`, "RateLimit", `"a";r=0`),

@@ -12,8 +12,16 @@ import (
 type Policy struct {
 	// Name is the policy's name, the list member's value (a String or a Token).
 	Name string
-	// Quota is the policy's q parameter: requests allowed per window, or Unknown.
+	// Quota is the policy's q parameter: quota units allowed per window, or Unknown.
 	Quota int
+	// Unit is the policy's qu parameter (draft-11 section 3.1.2): "requests" (the registry
+	// spells it "request"), "content-bytes", "concurrent-requests" or another registered
+	// unit; "" when RateLimit-Policy gives none, which means requests.
+	Unit string
+	// Partition is the pk parameter's bytes (sections 3.1.4 and 4.1.3): RateLimit's when it
+	// gives one, else RateLimit-Policy's; "" when neither does. Quotas are kept per partition
+	// key, so requests that get the same one share the quota.
+	Partition string
 	// Window is the policy's w parameter in seconds as a duration; 0 when absent.
 	Window time.Duration
 	// Remaining is RateLimit's r parameter for the policy, or Unknown.
@@ -26,10 +34,11 @@ type Policy struct {
 // ParseIETF reads the RateLimit-Policy and RateLimit structured fields (RFC 9651 lists) of h
 // with github.com/dunglas/httpsfv and pairs their members by name, in RateLimit-Policy's order
 // followed by members only RateLimit names. A field that does not parse is ignored whole. A
-// member whose value is not a String or Token, or whose required parameter (q in
-// RateLimit-Policy, r in RateLimit) is not an integer from 0 to 2^31, is skipped; an optional
-// parameter (w, t) that is not such an integer is left out. Parameters other than q, w, r
-// and t (qu, pk) are ignored.
+// member whose value is not a String or Token, whose required parameter (q in
+// RateLimit-Policy, r in RateLimit) is not an integer from 0 to 2^31, or whose qu is not a
+// String or pk not a Byte Sequence, is skipped (malformed fields are ignored, draft-11 section
+// 7); an optional w or t that is not such an integer is left out. Other parameters are
+// comments and ignored.
 func ParseIETF(h http.Header) []Policy {
 	if len(h.Values(fieldPolicy)) == 0 && len(h.Values(fieldRateLimit)) == 0 {
 		return nil
@@ -47,22 +56,31 @@ func ParseIETF(h http.Header) []Policy {
 	}
 	members(h, fieldPolicy, func(name string, p *httpsfv.Params) {
 		q, ok := param(p, "q")
-		if !ok {
-			return // q is required
+		unit, uok := stringParam(p, "qu")
+		pk, pok := bytesParam(p, "pk")
+		if !ok || !uok || !pok {
+			return // q is required; qu and pk, when given, must be of their types
 		}
 		pol := get(name)
-		pol.Quota = int(q)
+		pol.Quota, pol.Unit = int(q), unit
+		if pk != "" {
+			pol.Partition = pk
+		}
 		if w, ok := param(p, "w"); ok {
 			pol.Window = time.Duration(w) * time.Second
 		}
 	})
 	members(h, fieldRateLimit, func(name string, p *httpsfv.Params) {
 		r, ok := param(p, "r")
-		if !ok {
-			return // r is required
+		pk, pok := bytesParam(p, "pk")
+		if !ok || !pok {
+			return // r is required; pk, when given, must be a Byte Sequence
 		}
 		pol := get(name)
 		pol.Remaining = int(r)
+		if pk != "" {
+			pol.Partition = pk // the request's own partition key
+		}
 		if t, ok := param(p, "t"); ok {
 			pol.Reset = time.Duration(t) * time.Second
 		}
@@ -106,6 +124,28 @@ func param(p *httpsfv.Params, name string) (int64, bool) {
 		return 0, false
 	}
 	return i, true
+}
+
+// stringParam returns a String parameter: "" and true when it is absent, false when it is of
+// another type.
+func stringParam(p *httpsfv.Params, name string) (string, bool) {
+	v, ok := p.Get(name)
+	if !ok {
+		return "", true
+	}
+	s, ok := v.(string)
+	return s, ok
+}
+
+// bytesParam returns a Byte Sequence parameter as a string of its bytes: "" and true when it
+// is absent, false when it is of another type.
+func bytesParam(p *httpsfv.Params, name string) (string, bool) {
+	v, ok := p.Get(name)
+	if !ok {
+		return "", true
+	}
+	b, ok := v.([]byte)
+	return string(b), ok
 }
 
 // IETFReader reads the IETF fields into a Report: each policy that gives both a window (w)

@@ -22,6 +22,7 @@
 //	store_state_lost_total{store,reason} counter detected losses of shared state (restart, eviction, corrupt)
 //	degraded{store}           gauge      Transports pacing locally now because their shared store is unreachable
 //	degraded_total{store}     counter    times the Transport entered degraded mode
+//	limit_changes_total{source} counter  limits learned from the upstream or set at run time (source "learned" or "set")
 //	wait_seconds              histogram  the waits the Transport's callers went through (> 0 only)
 //	usage_ratio{rule}         gauge      used / limit per rule after the middleware's latest decision
 //
@@ -70,6 +71,7 @@ type Observer struct {
 	pauses, skewedDates                  prometheus.Counter
 	storeErrors, retries, evicted        *prometheus.CounterVec
 	stateLost, degradedTotal             *prometheus.CounterVec
+	limitChanges                         *prometheus.CounterVec
 	degraded                             *prometheus.GaugeVec
 	wait                                 prometheus.Histogram
 	usage                                *prometheus.GaugeVec
@@ -117,6 +119,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		retries:       counter("store_retries_total", "Optimistic-lock retries after a conditional-check failure, by store and operation.", []string{"store", "op"}),
 		evicted:       counter("evicted_live_total", "Keys whose live state the store had to evict (their counts restart at zero).", []string{"store"}),
 		stateLost:     counter("store_state_lost_total", "Detected losses of shared state (the server restarted, evicted keys, or held an unreadable value), by store and reason.", []string{"store", "reason"}),
+		limitChanges:  counter("limit_changes_total", "Limits a Transport learned from the upstream or was given at run time, by source (learned, set).", []string{"source"}),
 		degradedTotal: counter("degraded_total", "Times the Transport entered degraded mode (local pacing while the shared store is unreachable).", []string{"store"}),
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "degraded",
 			Help: "Transports pacing on a local store now because their shared store is unreachable (0 when none)."}, []string{"store"}),
@@ -130,7 +133,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 			Help: "Used / limit per rule after the middleware's latest decision (per key with per-key labels)."}, with("rule")),
 	}
 	for _, c := range []prometheus.Collector{o.recorded, o.reserves, o.admitted, o.refused, o.tooMany,
-		o.storeErrors, o.retries, o.evicted, o.stateLost, o.degradedTotal, o.degraded, o.pauses, o.skewedDates, o.wait, o.usage} {
+		o.storeErrors, o.retries, o.evicted, o.stateLost, o.limitChanges, o.degradedTotal, o.degraded, o.pauses, o.skewedDates, o.wait, o.usage} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -195,6 +198,8 @@ func (o *Observer) Observe(e observe.Event) {
 		o.degraded.WithLabelValues(e.Store).Inc() // one per Transport: several may share the Observer
 	case observe.Recovered:
 		o.degraded.WithLabelValues(e.Store).Dec()
+	case observe.LimitChanged:
+		o.limitChanges.WithLabelValues(e.Op).Inc()
 	case observe.Admitted, observe.Rejected:
 		if e.Kind == observe.Admitted {
 			o.admitted.WithLabelValues(o.keyLabel(e.Key)...).Inc()

@@ -48,6 +48,9 @@ func TestEveryMetricExactAfterOneEventOfEachKind(t *testing.T) {
 		{Kind: observe.Admitted, Key: "a", N: 1, Rules: rules(30)},
 		{Kind: observe.Admitted, Key: "a", N: 1, Rules: rules(45)},
 		{Kind: observe.Rejected, Key: "b", N: 1, Wait: time.Second, Rules: rules(61)},
+		{Kind: observe.LimitChanged, Key: "ietf:burst:a", Op: "learned", Rules: []observe.RuleUsage{{Rule: "10/1s", Limit: 10}}},
+		{Kind: observe.LimitChanged, Key: "ietf:minute:a", Op: "learned", Rules: []observe.RuleUsage{{Rule: "100/1m0s", Limit: 100}}},
+		{Kind: observe.LimitChanged, Key: "", Op: "set", Rules: []observe.RuleUsage{{Rule: "5/1s", Limit: 5}}},
 	} {
 		o.Observe(e)
 	}
@@ -58,6 +61,10 @@ ratemonitor_admitted_total 2
 # HELP ratemonitor_evicted_live_total Keys whose live state the store had to evict (their counts restart at zero).
 # TYPE ratemonitor_evicted_live_total counter
 ratemonitor_evicted_live_total{store="memory"} 1
+# HELP ratemonitor_limit_changes_total Limits a Transport learned from the upstream or was given at run time, by source (learned, set).
+# TYPE ratemonitor_limit_changes_total counter
+ratemonitor_limit_changes_total{source="learned"} 2
+ratemonitor_limit_changes_total{source="set"} 1
 # HELP ratemonitor_recorded_total Requests the Transport recorded (monitoring mode).
 # TYPE ratemonitor_recorded_total counter
 ratemonitor_recorded_total 3
@@ -87,7 +94,7 @@ ratemonitor_upstream_skewed_dates_total 1
 # TYPE ratemonitor_usage_ratio gauge
 ratemonitor_usage_ratio{rule="60/1m0s"} 1.0166666666666666
 `
-	names := []string{"ratemonitor_admitted_total", "ratemonitor_evicted_live_total", "ratemonitor_recorded_total",
+	names := []string{"ratemonitor_admitted_total", "ratemonitor_evicted_live_total", "ratemonitor_limit_changes_total", "ratemonitor_recorded_total",
 		"ratemonitor_refused_total", "ratemonitor_reserves_total", "ratemonitor_store_errors_total",
 		"ratemonitor_store_retries_total", "ratemonitor_upstream_429_total", "ratemonitor_upstream_pauses_total",
 		"ratemonitor_upstream_skewed_dates_total", "ratemonitor_usage_ratio"}

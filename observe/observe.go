@@ -93,11 +93,17 @@ const (
 	// long the Transport ran degraded. A Transport closed while degraded reports it too, with
 	// Err cache.ErrClosed (the store may still be down), so that each Degraded has one end.
 	Recovered
+	// LimitChanged: a Transport made without rules learned a limit from the upstream's
+	// answer, or was given one (Transport.SetMeter), or a limit it had changed. Key is the
+	// meter's key ("" for a meter set for every key); Op says how ("learned" or "set"); Rules
+	// holds the new rules (Used 0, Limit the quota), or one rule "inflight" whose Limit is the
+	// requests allowed in progress at once.
+	LimitChanged
 )
 
 var kindNames = [...]string{"", "recorded", "granted", "refused", "waited", "paused",
 	"too_many_requests", "store_error", "evicted_live", "retry", "admitted", "rejected", "skewed_date",
-	"state_lost", "degraded", "recovered"}
+	"state_lost", "degraded", "recovered", "limit_changed"}
 
 // String returns the kind's name in snake case ("recorded", "store_error", …).
 func (k Kind) String() string {
@@ -115,9 +121,9 @@ type Event struct {
 	Wait  time.Duration // Refused, Waited, Rejected; SkewedDate's skew; Recovered's time degraded
 	Until time.Time     // Paused
 	Store string        // "memory", "redis", "sqlite", "dynamodb" (StoreError, EvictedLive, Retry, StateLost, Degraded, Recovered)
-	Op    string        // StoreError, Retry; StateLost's reason
+	Op    string        // StoreError, Retry; StateLost's reason; LimitChanged's source
 	Err   error         // StoreError, Degraded, Recovered at Close; StateLost's description
-	Rules []RuleUsage   // Admitted, Rejected: one per rule, in rule order
+	Rules []RuleUsage   // Admitted, Rejected: one per rule, in rule order; LimitChanged: the new rules
 }
 
 // RuleUsage is one rule's allocation after a decision.

@@ -1,0 +1,421 @@
+package ratemonitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/observe"
+	"github.com/ratemonitor/ratemonitor/rollingwindow"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// learner is what a Transport made without rules keeps: the meters it learned per request key
+// from the upstream's answers (learn_read.go), and those set at run time (SetMeter). Learned
+// meters live in this process: another process over the same store learns them from its own
+// answers, and then counts in the same counters (a learned meter's key and rules are the same
+// in every process that learns it from the same fields).
+type learner struct {
+	mu   sync.Mutex
+	keys map[string]*learnedKey // request key → what was learned for it
+	set  []*liveMeter           // SetMeter's, for every key, in the order set; replaced whole
+	// f holds the slots of the concurrent-requests meters; nil when the store holds no leases
+	// (cache.Leaser), and then such meters are not kept.
+	f *inflight
+	// full is set once a key had more policies than maxMeters, so that it is logged once.
+	full bool
+}
+
+// learnedKey is what a request key learned: its meters, and the requests sent while it had
+// none that are not answered yet.
+type learnedKey struct {
+	meters []*liveMeter // replaced whole (readers keep the slice they took), under learner.mu
+	// unmetered counts the key's requests sent with no meter and not yet answered. Once the
+	// key has meters, a request waits for these answers first: the upstream counted those
+	// requests, the meters did not, and their answers' remaining counts say how many it did.
+	unmetered int
+	settled   chan struct{} // closed when unmetered drops to 0; nil while nobody waits
+	// sent numbers the key's requests in the order they are sent, so that an answer to an
+	// earlier request, read after a later one's, does not undo the limits the later one stated.
+	sent atomic.Uint64
+}
+
+// Units of the IETF quota unit parameter qu (draft-ietf-httpapi-ratelimit-headers-11, section
+// 3.1.2; its registry, section 10.3, spells the first "request").
+const (
+	unitRequests   = "requests"
+	unitBytes      = "content-bytes"
+	unitConcurrent = "concurrent-requests"
+)
+
+// liveMeter is one meter of a Transport made without rules: learned for one key, or set for
+// every key.
+type liveMeter struct {
+	meter
+	source    string // "learned" or "set"
+	unit      string // unitRequests, unitBytes or unitConcurrent
+	rules     []strategy.Rule
+	inflight  int    // the requests allowed in progress at once (0: none kept)
+	partition string // the IETF pk it was learned under
+	seq       uint64 // the learnedKey.sent number of the request whose answer stated it
+}
+
+// same reports whether m keeps the same limits as o.
+func (m *liveMeter) same(o *liveMeter) bool {
+	return m.unit == o.unit && m.inflight == o.inflight && m.partition == o.partition && slices.Equal(m.rules, o.rules)
+}
+
+// learning returns the learner of a Transport made without rules, or nil.
+func (t *Transport) learning() *learner {
+	if t.strat != nil || t.sync == nil {
+		return nil
+	}
+	return t.sync.learn
+}
+
+// startLearning settles, in New, a Transport given no rules: it learns its meters from the
+// upstream's answers. What needs rules known before the first request is refused.
+func (t *Transport) startLearning() error {
+	switch {
+	case len(t.meters) > 0 || len(t.setup.inflight.meters) > 0:
+		return errors.New("ratemonitor: New: meters without rules: give WithRules too, or no meters and let the Transport learn them (Transport.SetMeter sets one at run time)")
+	case !t.setup.inflight.none() || t.setup.inflight.ttl != 0:
+		return errors.New("ratemonitor: New: WithInFlight or WithAppInFlight without rules: give WithRules too; without rules a concurrent-requests policy of the upstream becomes an in-flight meter")
+	case t.costs.fn != nil || t.costs.report != nil:
+		return errors.New("ratemonitor: New: WithCost or WithCostReport without rules: give WithRules too; without rules a content-bytes policy is charged the request's body size")
+	case t.pace.smooth:
+		return errors.New("ratemonitor: New: WithSmoothing without rules: give WithRules too")
+	case t.setup.degradedCfg != nil || (t.setup.policySet && t.fail.policy == Degrade):
+		return errors.New("ratemonitor: New: StoreErrorPolicy Degrade without rules: the degraded mode needs limits known at New; choose SendNothing or SendUncounted")
+	case t.sync != nil && t.sync.checked != nil && slices.Contains(t.sync.checked, true) && t.sync.xrlAt == 0:
+		return errors.New("ratemonitor: New: WithSync with Readers and no rules: without rules the Transport reads the IETF RateLimit fields and X-RateLimit-* itself; drop Readers, or give WithRules")
+	}
+	if !t.setup.policySet {
+		// A paced Transport's default, Degrade, needs known limits; an in-process store's
+		// Degrade is SendNothing anyway.
+		t.fail.policy, t.setup.policySet = SendUncounted, true
+		if t.pace.on {
+			t.fail.policy = SendNothing
+		}
+	}
+	if t.sync == nil {
+		if err := WithSync(SyncConfig{})(t); err != nil {
+			return err
+		}
+	}
+	t.sync.learn = &learner{keys: map[string]*learnedKey{}}
+	return nil
+}
+
+// startLearnedInFlight makes the slots of learned concurrent-requests meters, once the store is
+// known: leases in the store, as WithInFlight's.
+func (t *Transport) startLearnedInFlight() {
+	l := t.learning()
+	lz, ok := t.store.(cache.Leaser)
+	if l == nil || !ok {
+		return
+	}
+	f := &inflight{t: t, leaser: lz, cfg: inflightConfig{ttl: defaultLeaseTTL},
+		held: map[string]int{}, local: map[string]int{}, leases: map[*slot]struct{}{}, wakers: map[string]*waker{}}
+	if m, ok := t.clock.(*clock.Manual); ok && m.Auto {
+		f.noRenew = true
+	}
+	f.stopCtx, f.stop = context.WithCancel(context.Background())
+	l.f = f
+}
+
+// key returns key's learned state, made on first use.
+func (l *learner) key(key string) *learnedKey {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lk := l.keys[key]
+	if lk == nil {
+		lk = &learnedKey{}
+		l.keys[key] = lk
+	}
+	return lk
+}
+
+// meters returns the meters a request of lk waits on once no request of lk sent without a
+// meter is still unanswered: those set for every key, then lk's learned ones not named as a
+// set one. It returns none, and counts the request in lk.unmetered, when there are none.
+func (l *learner) meters(ctx context.Context, lk *learnedKey) ([]*liveMeter, error) {
+	for {
+		l.mu.Lock()
+		if len(lk.meters) == 0 && len(l.set) == 0 {
+			lk.unmetered++
+			l.mu.Unlock()
+			return nil, nil
+		}
+		if lk.unmetered == 0 {
+			ms := l.set
+			for _, m := range lk.meters {
+				if !slices.ContainsFunc(l.set, func(s *liveMeter) bool { return s.name == m.name }) {
+					ms = append(slices.Clip(ms), m)
+				}
+			}
+			l.mu.Unlock()
+			return ms, nil
+		}
+		if lk.settled == nil {
+			lk.settled = make(chan struct{})
+		}
+		ch := lk.settled
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// answered counts an unmetered request of lk as answered (after what it said was learned).
+func (l *learner) answered(lk *learnedKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lk.unmetered--; lk.unmetered == 0 && lk.settled != nil {
+		close(lk.settled)
+		lk.settled = nil
+	}
+}
+
+// roundTripLearned is RoundTrip for a Transport made without rules: the request is charged
+// on every meter its key has learned (or SetMeter set) and paced on them with WithPacing,
+// sent, and its answer read for the limits it states.
+func (t *Transport) roundTripLearned(base http.RoundTripper, req *http.Request, l *learner) (*http.Response, error) {
+	key := t.Key(req)
+	lk := l.key(key)
+	fail := func(err error) (*http.Response, error) {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	ms, err := l.meters(req.Context(), lk)
+	if err != nil {
+		return fail(err)
+	}
+	if len(ms) == 0 {
+		defer l.answered(lk)
+		return t.sendLearned(base, req, key, lk)
+	}
+	h := &held{f: l.f}
+	lim, err := t.learnedCharges(req, key, ms, h)
+	if err != nil {
+		h.release()
+		return fail(err)
+	}
+	if len(lim.meters) > 0 {
+		ctx := req.Context()
+		if t.pace.on {
+			_, _, err = t.acquire(ctx, key, 1, t.fail.policy == SendUncounted, false, lim)
+		} else if err = t.recordAll(ctx, key, 1, lim); err != nil && ctx.Err() != nil {
+			err = gaveUp(ctx, err)
+		}
+		if se, ok := errors.AsType[*StoreError](err); ok {
+			t.storeFailed(req, se.Key, se.Err)
+			if t.fail.policy == SendUncounted {
+				err = nil // sent anyway, uncounted
+			}
+		}
+		if err != nil {
+			h.release()
+			return fail(err)
+		}
+	}
+	resp, err := t.sendLearned(base, req, key, lk)
+	if err != nil || resp == nil {
+		h.release()
+		return resp, err
+	}
+	return h.attach(resp), nil
+}
+
+// learnedCharges returns req's charges on the rate meters of ms (a content-bytes meter's is
+// the request's body size), having taken a slot of each concurrent-requests meter into h. A
+// meter a request costs 0 on does not apply to it; a cost no window can ever hold is an error.
+func (t *Transport) learnedCharges(req *http.Request, key string, ms []*liveMeter, h *held) (limits, error) {
+	var lim limits
+	for _, m := range ms {
+		n := 1
+		if m.cost != nil {
+			var err error
+			if n, err = callCost("meter", m.name, m.cost, req); err != nil {
+				return lim, err
+			}
+			if n == 0 {
+				continue
+			}
+		}
+		mk := m.keyFor(key)
+		if mk == "" {
+			return lim, meterKeyErr(&m.meter, key)
+		}
+		if m.inflight > 0 && h.f != nil {
+			s, err := h.f.takeOne(req.Context(), mk, meterInflightQueue+m.name+"\x00"+mk, m.inflight, func() error { return nil })
+			if se, ok := errors.AsType[*StoreError](err); ok && t.fail.policy == SendUncounted {
+				t.storeFailed(req, se.Key, se.Err)
+				err = nil
+			}
+			if err != nil {
+				return lim, err
+			}
+			if s != nil {
+				h.slots = append(h.slots, s)
+			}
+		}
+		if m.strat == nil {
+			continue
+		}
+		if err := m.strat.CheckBurst(n); err != nil {
+			return lim, fmt.Errorf("ratemonitor: not sent: request cost %d on meter %q, key %q: %w", n, m.name, mk, err)
+		}
+		lim.meters = append(lim.meters, meterCharge{m: &m.meter, strat: m.strat, key: mk, n: n})
+	}
+	return lim, nil
+}
+
+// bodyBytes is a content-bytes meter's cost: the request's body size (ContentLength; a body
+// of unknown length is charged nothing, and the upstream's remaining count, when it sends
+// one, brings the meter up to what it counted).
+func bodyBytes(req *http.Request) int {
+	return int(min(max(req.ContentLength, 0), 1<<31))
+}
+
+// SetMeter adds m to a Transport made without rules, or replaces the meter of that name, at
+// run time: every request of every key is charged on it from then on, as WithMeter's are, and
+// a meter the Transport learned under that name (such as "ietf:burst", or "x-ratelimit")
+// is no longer applied. Each call is reported as an observe.LimitChanged event (Op "set").
+// Meters live in this process: give the same meter to every process that shares the store.
+// It fails for a Transport made with rules (give its meters to New), and as WithMeter fails
+// on m.
+func (t *Transport) SetMeter(m Meter) error {
+	l := t.learning()
+	if l == nil {
+		return errors.New("ratemonitor: SetMeter: the Transport has rules (or was not made by New): give its meters to New with WithMeter")
+	}
+	var staged Transport
+	if err := WithMeter(m)(&staged); err != nil {
+		return err
+	}
+	lm := &liveMeter{source: "set", unit: unitRequests, rules: slices.Clone(m.Rules), inflight: m.InFlight}
+	switch {
+	case len(staged.meters) > 0:
+		lm.meter = *staged.meters[0]
+	default:
+		lm.meter = *staged.setup.inflight.meters[0].meter
+	}
+	if m.InFlight > 0 && l.f == nil {
+		return fmt.Errorf("ratemonitor: SetMeter(%q): InFlight %d: the store (%T) holds no in-flight leases (cache.Leaser)", m.Name, m.InFlight, t.store)
+	}
+	l.mu.Lock()
+	set := slices.Clone(l.set)
+	if i := slices.IndexFunc(set, func(o *liveMeter) bool { return o.name == m.Name }); i >= 0 {
+		set[i] = lm
+	} else if len(set) == maxMeters {
+		l.mu.Unlock()
+		return fmt.Errorf("ratemonitor: SetMeter(%q): more than %d meters set: merge meters that count under the same key", m.Name, maxMeters)
+	} else {
+		set = append(set, lm)
+	}
+	l.set = set
+	l.mu.Unlock()
+	t.limitChanged(m.AppKey, lm)
+	return nil
+}
+
+// limitChanged reports m, new or changed, on key to the observer, if any.
+func (t *Transport) limitChanged(key string, m *liveMeter) {
+	if t.obs == nil {
+		return
+	}
+	rules := make([]observe.RuleUsage, 0, len(m.rules)+1)
+	for _, r := range m.rules {
+		rules = append(rules, observe.RuleUsage{Rule: r.String(), Limit: r.Limit - r.Headroom})
+	}
+	if m.inflight > 0 {
+		rules = append(rules, observe.RuleUsage{Rule: "inflight", Limit: m.inflight})
+	}
+	t.obs.Observe(observe.Event{Kind: observe.LimitChanged, Key: key, Op: m.source, Rules: rules})
+}
+
+// newLearned returns a learned meter named name on meter key mk, or nil when rules cannot make
+// a strategy (or the store cannot hold it).
+func (t *Transport) newLearned(name, mk, unit, partition string, rules []strategy.Rule, inflight int) *liveMeter {
+	m := &liveMeter{meter: meter{name: name, key: mk, opt: "learned meter " + name}, source: "learned",
+		unit: unit, rules: rules, inflight: inflight, partition: partition}
+	if unit == unitBytes {
+		m.cost = bodyBytes
+	}
+	if len(rules) > 0 {
+		s, err := rollingwindow.New(rules...)
+		if err != nil {
+			return nil
+		}
+		if v := traitsOf(t.store).Validate; v != nil && v(s) != nil {
+			return nil
+		}
+		m.strat = s
+	}
+	return m
+}
+
+// learnedWindows are the windows an X-RateLimit-* limit is taken to have, the smallest that
+// holds the longest reset seen: the fields do not say the window, and a reset read mid-window
+// is shorter than it. A window longer than the upstream's paces slower, never faster.
+var learnedWindows = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
+	15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute,
+	15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour}
+
+// windowFor returns the learned window for a reset of d: the smallest of learnedWindows that
+// holds it, or d rounded up to whole seconds beyond a day (at most strategy.MaxWindow).
+func windowFor(d time.Duration) time.Duration {
+	for _, w := range learnedWindows {
+		if d <= w {
+			return w
+		}
+	}
+	return min((d+time.Second-1)/time.Second*time.Second, strategy.MaxWindow)
+}
+
+// learnedStatus is Status for a Transport made without rules: the status of each rate meter
+// key is charged on now (SetMeter's, then those it learned).
+func (t *Transport) learnedStatus(ctx context.Context, key string) (Status, error) {
+	l := t.learning()
+	l.mu.Lock()
+	ms := slices.Clone(l.set)
+	if lk := l.keys[key]; lk != nil {
+		for _, m := range lk.meters {
+			if !slices.ContainsFunc(l.set, func(s *liveMeter) bool { return s.name == m.name }) {
+				ms = append(ms, m)
+			}
+		}
+	}
+	l.mu.Unlock()
+	st := Status{Key: key}
+	for _, m := range ms {
+		if m.strat == nil {
+			continue // in-flight only: Transport.InFlight does not count these; the store's leases do
+		}
+		mk := m.keyFor(key)
+		if mk == "" {
+			return st, meterKeyErr(&m.meter, key)
+		}
+		ms, err := t.status(ctx, m.strat, mk)
+		ms.Meter = m.name
+		st.Meters = append(st.Meters, ms)
+		st.Wait = max(st.Wait, ms.Wait)
+		if err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
