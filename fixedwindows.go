@@ -31,6 +31,9 @@ func checkFixed(cfg *SyncConfig) error {
 			probe = min(defaultProbe, cfg.MaxPause)
 		}
 		fixed[w] = probe
+		if cfg.nap == 0 || probe < cfg.nap {
+			cfg.nap = probe
+		}
 	}
 	cfg.Fixed = fixed
 	return nil
@@ -80,4 +83,15 @@ func (t *Transport) probeWait(s *engine.Strategy, reports []engine.Report) time.
 		}
 	}
 	return wait
+}
+
+// fixedNap bounds a sleep of a waiter for room (d) by the shortest probe interval of
+// SyncConfig.Fixed: a Sync may free a fixed rule early (its reset, a turned window), by this
+// process or another sharing the store, and a waiter told the rolling window's wait (up to a
+// day) must ask the store again to see it. Without fixed windows, a Sync only lengthens waits.
+func (t *Transport) fixedNap(d time.Duration) time.Duration {
+	if t.sync != nil && t.sync.nap > 0 {
+		return min(d, t.sync.nap)
+	}
+	return d
 }

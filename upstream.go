@@ -59,6 +59,9 @@ type SyncConfig struct {
 	// a rule's or a meter's: New fails otherwise.
 	Fixed map[time.Duration]time.Duration
 
+	// nap is the shortest probe interval of Fixed (0: none): see fixedNap.
+	nap time.Duration
+
 	// checked says, per reader, whether New checks its declared windows against the rules.
 	checked []bool
 	// xrlAt is 1 + the index of the reader XRateLimitWindow added (0: none), for errors.

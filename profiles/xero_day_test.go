@@ -43,7 +43,7 @@ func TestXeroDayResumesAtXerosReset(t *testing.T) {
 		}
 		mu.Unlock()
 	})
-	tr, err := ratemonitor.New(recorderTransport{sim.arrive(rec, func(*http.Request) int { return 2 })},
+	tr, err := ratemonitor.New(recorderTransport{rec},
 		append(profiles.Xero("xero-app:test").Options(),
 			ratemonitor.WithClock(sim.clk), ratemonitor.WithStore(sim.store), ratemonitor.WithInFlightLease(48*time.Hour))...)
 	if err != nil {
@@ -51,7 +51,10 @@ func TestXeroDayResumesAtXerosReset(t *testing.T) {
 	}
 	defer tr.Close()
 	defer sim.run()()
-	c := &http.Client{Transport: tr}
+	// A call's 2 grants (the tenant's and the app's) are spent once the Transport has learnt
+	// from its answer, not when the stand-in has answered: the clock must not jump between the
+	// two (say, to the rolling day's end), which real time would not do.
+	c := &http.Client{Transport: learnt{tr, sim}}
 	var wg sync.WaitGroup
 	var next sync.Mutex
 	sent := 0
@@ -128,4 +131,19 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// learnt is a Transport over tr whose calls spend their grants at sim once tr has returned: after
+// tr has learnt from the answer.
+type learnt struct {
+	tr  http.RoundTripper
+	sim *simulation
+}
+
+func (l learnt) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.tr.RoundTrip(req)
+	l.sim.store.mu.Lock()
+	l.sim.store.pending -= 2
+	l.sim.store.mu.Unlock()
+	return resp, err
 }
