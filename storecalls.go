@@ -138,6 +138,7 @@ func (t *Transport) releaseIn(ctx context.Context, gen uint64, s *engine.Strateg
 // caller told to wait out the hold-back (a whole window) asks again, and meets the shared
 // store, soon after it answers. Deadline checks use the whole wait.
 func (t *Transport) nap(d time.Duration) time.Duration {
+	d = t.fixedNap(d)
 	if t.fail.deg == nil {
 		return d
 	}

@@ -28,6 +28,9 @@ func (t *Transport) checkReaders() error {
 			}
 		}
 	}
+	if err := t.checkFixedWindows(); err != nil {
+		return err
+	}
 	if t.costs.report != nil {
 		if err := t.checkWindows("WithCostReport", t.costs.report); err != nil {
 			return err

@@ -52,6 +52,15 @@ type SyncConfig struct {
 	// Retry-After cannot stop a key for years. It does not shorten the reset that dates a raise
 	// (that stays the upstream's, up to strategy.MaxWindow).
 	MaxPause time.Duration
+	// Fixed names the windows the upstream counts in fixed windows of its own (Xero's day),
+	// each with how long to wait between probes while its reset is unknown (0: a minute). A
+	// figure with a reset frees the rule at that reset; a used-up one without lets one
+	// request through per probe interval; see docs/sync.md#fixed-windows. Each window must be
+	// a rule's or a meter's: New fails otherwise.
+	Fixed map[time.Duration]time.Duration
+
+	// nap is the shortest probe interval of Fixed (0: none): see fixedNap.
+	nap time.Duration
 
 	// checked says, per reader, whether New checks its declared windows against the rules.
 	checked []bool
@@ -116,6 +125,9 @@ func WithSync(given SyncConfig) Option {
 			if r == nil || isNilPointer(r) || isNilFunc(r) {
 				return fmt.Errorf("ratemonitor: WithSync: reader %d is nil", i)
 			}
+		}
+		if err := checkFixed(&cfg); err != nil {
+			return err
 		}
 		cfg.dateWarn = new(lograte.Limiter)
 		t.sync = &cfg
@@ -237,6 +249,10 @@ func (t *Transport) learn(req *http.Request, key string, resp *http.Response, ex
 	if refused && app && appReset <= 0 {
 		appReset = t.sync.Fallback
 	}
+	keyReset = max(keyReset, t.probeWait(t.strat, keyUp.Reports))
+	if am != nil {
+		appReset = max(appReset, t.probeWait(am.strat, appUp.Reports))
+	}
 	keyUp.Pause = min(max(0, keyReset), t.sync.MaxPause)
 	appUp.Pause = min(max(0, appReset), t.sync.MaxPause)
 	t.keep(req, key, now, keyUp, am, appUp)
@@ -319,6 +335,7 @@ func (t *Transport) addReport(reports []engine.Report, s *engine.Strategy, sig h
 		case sig.Reset > 0:
 			rep.Reset = min(sig.Reset, strategy.MaxWindow)
 		}
+		t.markFixed(&rep, r, sig)
 		for j := range reports {
 			if reports[j].Rule == i {
 				// Two readers may give figures for one rule: keep the higher usage.

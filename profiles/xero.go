@@ -13,7 +13,8 @@ import (
 // (organisation) 60 calls a minute, 5000 a day and 5 in progress at once; per app 10 000 calls a
 // minute across all tenants. Xero counts the day in "a fixed window which will reset at
 // different times for each tenant" (its page); the rules here are rolling windows, which never
-// allow more than a fixed window of the same length does in any span of that length.
+// allow more than a fixed window of the same length does in any span of that length, and the
+// day is marked fixed (SyncConfig.Fixed) so that a tenant resumes at the reset Xero reports.
 const (
 	xeroMinuteLimit    = 60
 	xeroDayLimit       = 5000
@@ -27,7 +28,8 @@ const (
 // "xero-app:<client id>") against the app's 10 000 a minute. The minute rules keep a 1 s
 // margin, the day rule 1 min (24m1s buckets, at most 61 a tenant on every store). It reads
 // X-MinLimit-Remaining, X-DayLimit-Remaining and X-AppMinLimit-Remaining, and a 429 pauses the
-// tenant or the app key (1 s without Retry-After). The store must hold leases (cache.Leaser:
+// tenant or the app key (1 s without Retry-After). Once the day is used up, one call a minute
+// asks Xero when it resets (the Retry-After of its day 429), and the tenant resumes then. The store must hold leases (cache.Leaser:
 // the memory and Redis stores). Source: Xero, "OAuth 2.0 API limits".
 // See docs/profiles.md#xero.
 func Xero(appKey string) Profile {
@@ -46,7 +48,12 @@ func Xero(appKey string) Profile {
 		// Fallback: Xero sends Retry-After with its minute and day 429s; the one without is
 		// the concurrent limit's (X-Rate-Limit-Problem: concurrent), where a slot frees as soon
 		// as a call in progress ends: a second, not the default minute.
-		Sync:   &ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour)}, Fallback: time.Second},
+		// Fixed: Xero's day is a fixed window that resets at an instant of the tenant's own,
+		// which only the Retry-After of a day 429 tells: once X-DayLimit-Remaining says 0, one
+		// call a minute asks, and the tenant resumes at the reset that call's 429 gives,
+		// rather than a day after its calls as the rolling day rule would hold it.
+		Sync: &ratemonitor.SyncConfig{Readers: []headers.Reader{headers.XeroReader(time.Minute, 24*time.Hour)}, Fallback: time.Second,
+			Fixed: map[time.Duration]time.Duration{24 * time.Hour: time.Minute}},
 		Pacing: true,
 	}
 }

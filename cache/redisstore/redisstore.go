@@ -627,12 +627,16 @@ func (st *Store) Sync(ctx context.Context, s *engine.Strategy, key string, u eng
 	}
 	// Pause in whole µs, rounded up so that it never ends early.
 	pause := int64((u.Pause + time.Microsecond - 1) / time.Microsecond)
-	extra := make([]float64, 0, 1+4*len(u.Reports))
+	extra := make([]float64, 0, 1+5*len(u.Reports))
 	extra = append(extra, float64(len(u.Reports)))
 	for _, r := range u.Reports {
 		// Resets in whole µs, rounded up: raised requests never stop counting early.
 		reset := int64((r.Reset + time.Microsecond - 1) / time.Microsecond)
-		extra = append(extra, float64(s.SlotOf(r.Rule)+1), float64(r.Remaining), float64(r.Used), float64(reset))
+		fixed := 0.0 // not fixed; else the rule's limit, which the script compares with
+		if r.Fixed {
+			fixed = float64(s.Rule(r.Rule).EffectiveLimit())
+		}
+		extra = append(extra, float64(s.SlotOf(r.Rule)+1), float64(r.Remaining), float64(r.Used), float64(reset), fixed)
 	}
 	_, err = st.run(ctx, s, key, "sync", pause, time.Time{}, extra...)
 	return err

@@ -8,7 +8,8 @@
 -- ARGV[1], the only argument (state.lua): op, n (for sync: the pause, µs), clock override,
 -- at, step, NS, NR, K, then K doubles: slack (µs), per slot W and G (µs), per rule its slot
 -- (1-based) and effective limit; for sync, then the report count and per report its slot,
--- remaining, used and reset (µs, 0 when unknown); then the value prefix.
+-- remaining, used, reset (µs, 0 when unknown) and fixed (engine.Report.Fixed: the rule's
+-- effective limit, else 0); then the value prefix.
 -- KEYS[1] (state.lua's layout, magic "rw"): after the prefix, doubles off, x, pu, then per slot
 -- hw, total (of all its buckets), nb (buckets in its array), rr, ra (the remaining count the
 -- upstream last reported and when; rr −1 when none), hl, hc (the newest bucket: its latest
@@ -635,13 +636,42 @@ if op == 5 then -- release
   return {bad}
 end
 
+-- Make every request slot j holds stop counting at u at the latest (rollinglog.Log.Cap): a
+-- bucket that would count past u is dated u − W; with u at or before the slot's time, the slot
+-- is emptied. A GCRA slot is left as it is.
+local function cap(j, u)
+  local b, w = 8 * j - 4, P[2 * j]
+  if P[2 * j + 1] < 0 or H[b + 5] == NONE then return end
+  local recs, arr = {}, A[j] or ''
+  for i = 1, H[b + 2] do
+    local l, c = unpackd('<dd', arr, 16 * i - 15)
+    recs[#recs + 1], recs[#recs + 2] = l, c
+  end
+  recs[#recs + 1], recs[#recs + 2] = H[b + 5], H[b + 6]
+  H[b + 1], H[b + 2], A[j], H[b + 5], H[b + 6], H[b + 7] = 0, 0, '', NONE, 0, NONE
+  if u <= H[b] then return end
+  for i = 1, #recs, 2 do
+    local l, c = recs[i], recs[i + 1]
+    if l > u - w then l = u - w end
+    if c > 0 then add(j, l, c) end
+  end
+end
+
 if op == 6 then -- sync
   local r = R + 2 * NR + 2
+  local paused = pu > t -- before this update (engine.Strategy.fixedReport)
   for _ = 1, P[r] do
-    local j, rem, used, rs = P[r + 1], P[r + 2], P[r + 3], P[r + 4]
-    r = r + 4
+    local j, rem, used, rs, fx = P[r + 1], P[r + 2], P[r + 3], P[r + 4], P[r + 5]
+    r = r + 5
     advance(j, t)
     local b = 8 * j - 4
+    if fx > 0 then -- a fixed window's figure, fx its rule's limit: engine.Strategy.fixedReport
+      if rs > 0 then
+        if rs < P[2 * j] then cap(j, t + rs) end
+      elseif rem == 0 or (H[b + 3] == 0 and rem > 0 and not paused and H[b + 1] >= fx) then
+        cap(j, t)
+      end
+    end
     local have = H[b + 1]
     -- raised requests stop counting when the upstream frees them, if it said when
     local u = t

@@ -28,6 +28,7 @@ type Xero struct {
 	app      fixed
 	inFlight map[string]int
 	most     int
+	problems map[string]int // refusals per X-Rate-Limit-Problem (RefusedFor)
 }
 
 // XeroInFlight is the calls in progress Xero allows per tenant.
@@ -69,6 +70,7 @@ func (x *Xero) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.inFlight = map[string]int{}
 	}
 	if x.inFlight[tenant] >= XeroInFlight {
+		x.refusedFor("concurrent")
 		x.mu.Unlock()
 		x.refuse()
 		date(w, x.Now())
@@ -108,6 +110,7 @@ func (x *Xero) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-AppMinLimit-Remaining", strconv.Itoa(x.app.remaining(now)))
 	if problem != "" {
 		x.refuse()
+		x.refusedFor(problem)
 		h.Set("Retry-After", strconv.FormatInt(seconds(wait), 10))
 		h.Set("X-Rate-Limit-Problem", problem)
 		w.WriteHeader(http.StatusTooManyRequests)

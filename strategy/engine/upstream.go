@@ -57,6 +57,10 @@ type Report struct {
 	// Sync, and so held for a whole window, since nothing says when the upstream's own ones
 	// were made.
 	Reset time.Duration
+	// Fixed says the upstream counts the rule in fixed windows (see fixedReport): its reset
+	// frees everything the rule's counter holds, and a figure after a used-up one without a
+	// reset means its window has turned.
+	Fixed bool
 }
 
 // CheckUpdate returns an error wrapping ErrInvalidUpdate when u has a pause or a reset that is
@@ -90,6 +94,7 @@ func (s *Strategy) CheckUpdate(u Update) error {
 // CheckUpdate.
 func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) time.Time {
 	now = latest(cs, now)
+	paused := up.PausedUntil.After(now) // before this update: see fixedReport
 	if u.Pause > 0 {
 		if until := now.Add(u.Pause); until.After(up.PausedUntil) {
 			up.PausedUntil, up.PausedAt = until, now
@@ -98,6 +103,9 @@ func (s *Strategy) Sync(cs []Counter, up *Upstream, now time.Time, u Update) tim
 	for _, r := range u.Reports {
 		slot := s.slotOf[r.Rule]
 		c := cs[slot]
+		if r.Fixed {
+			s.fixedReport(c, up, slot, now, r, paused)
+		}
 		if used := c.Used(now); used < r.Used {
 			c.Add(raisedAt(now, r.Reset, s.SlotRule(slot).EffectiveWindow()), r.Used-used)
 		}
