@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -31,6 +32,15 @@ const llmMaxPause = time.Hour
 // characters of text for common English text" (OpenAI, "What are tokens and how to count them?",
 // https://help.openai.com/en/articles/4936856-what-are-tokens-and-how-to-count-them).
 const llmCharsPerToken = 4
+
+// tokenSum adds two counts of tokens, neither negative; cost.Unknown when the sum overflows
+// (an absurd usage), never a wrapped negative.
+func tokenSum(a, b int) int {
+	if a > math.MaxInt-b {
+		return cost.Unknown
+	}
+	return a + b
+}
 
 // llmBody is what the LLM profiles read of a request body.
 type llmBody struct {

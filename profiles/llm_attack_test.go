@@ -1,0 +1,168 @@
+package profiles_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+
+	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/cost"
+	"github.com/ratemonitor/ratemonitor/profiles"
+)
+
+// TestLLMBodySentWhole: the body the upstream gets is the caller's, byte for byte, after the
+// profile's key and estimate read it: a large JSON body, one that is not JSON, and one without
+// GetBody.
+func TestLLMBodySentWhole(t *testing.T) {
+	var mu sync.Mutex
+	var got [][32]byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, sha256.Sum256(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, openAIJSON)
+	}))
+	defer srv.Close()
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.OpenAI(1000, 100_000_000, nil).Options(), ratemonitor.WithClock(clock.NewManual(t0)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	big := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("é", 3<<20) + `"}]}`
+	for _, c := range []struct {
+		name string
+		body []byte
+		wrap bool
+	}{{"big", []byte(big), false}, {"not JSON", []byte("\x00\xff not json {"), false}, {"no GetBody", []byte(big), true}} {
+		var rd io.Reader = bytes.NewReader(c.body)
+		if c.wrap {
+			rd = io.MultiReader(rd)
+		}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, rd)
+		req.Header.Set("Authorization", "Bearer k")
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		mu.Lock()
+		if last := got[len(got)-1]; last != sha256.Sum256(c.body) {
+			t.Errorf("%s: the upstream got another body", c.name)
+		}
+		mu.Unlock()
+	}
+}
+
+// TestLLMKeyBadFields: a max_tokens the profile cannot read (a string, a float) leaves the
+// model in the key; the admission charge ignores it.
+func TestLLMKeyBadFields(t *testing.T) {
+	p := profiles.OpenAI(60, 1000, nil)
+	for _, body := range []string{`{"model":"m","max_tokens":"100"}`, `{"max_tokens":1.5,"model":"m"}`, `{"model":"m","max_tokens":-5}`, `{"model":"m","max_tokens":1e30}`} {
+		req, _ := http.NewRequest(http.MethodPost, "http://x/", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer k")
+		if k := p.Key(req); !strings.HasSuffix(k, ":m") {
+			t.Errorf("%s: key %q, want the model m in it", body, k)
+		}
+		m, _ := p.Meter("tokens")
+		if n := m.Cost(req); n != (len(body)+3)/4 {
+			t.Errorf("%s: cost %d, want the estimate %d", body, n, (len(body)+3)/4)
+		}
+	}
+}
+
+// TestLLMGarbledStreams: events the readers cannot read are skipped, never panic, and the last
+// readable usage wins; CRLF line ends and data lines without a space are read.
+func TestLLMGarbledStreams(t *testing.T) {
+	br := bodyReader(t, profiles.OpenAI(60, 150_000, nil))
+	for _, c := range []struct {
+		name, body string
+		want       int
+	}{
+		{"CRLF", "data: {\"usage\":{\"total_tokens\":7}}\r\n\r\n", 7},
+		{"no space", "data:{\"usage\":{\"total_tokens\":8}}\n\n", 8},
+		{"garbage then usage", "data: {{{\n\ndata: \x00\xff\n\n: comment\n\nretry: 5\n\ndata: {\"usage\":{\"total_tokens\":9}}\n\ndata: [DONE]\n\n", 9},
+		{"usage then garbage", "data: {\"usage\":{\"total_tokens\":9}}\n\ndata: {\"usage\":{\"total_tokens\":\"x\"}}\n\n", 9},
+		{"negative", "data: {\"usage\":{\"total_tokens\":-9}}\n\n", cost.Unknown},
+		{"overflow", "data: {\"usage\":{\"prompt_tokens\":9223372036854775807,\"completion_tokens\":9223372036854775807}}\n\n", cost.Unknown},
+		{"no end", "data: {\"usage\":{\"total_tokens\":11}}", 11},
+		{"empty", "", cost.Unknown},
+	} {
+		resp := response(200, c.body, "Content-Type", "text/event-stream")
+		rep := br.ReadBody(resp, cost.Body{Head: []byte(c.body), Whole: true}, t0)
+		got := cost.Unknown
+		if m, ok := rep.Meters["tokens"]; ok {
+			got = m.Cost
+		}
+		if got != c.want {
+			t.Errorf("%s: tokens %d, want %d", c.name, got, c.want)
+		}
+	}
+	// Anthropic: input_tokens + cache_creation_input_tokens overflowing is unknown, not negative
+	ab := bodyReader(t, profiles.Anthropic(50, 30_000, 8_000, nil))
+	const over = `{"usage":{"input_tokens":9223372036854775807,"cache_creation_input_tokens":9223372036854775807,"output_tokens":3}}`
+	if rep := ab.ReadBody(response(200, over, "Content-Type", "application/json"), cost.Body{Head: []byte(over), Whole: true}, t0); rep.Meters["input"].Cost != cost.Unknown || rep.Meters["output"].Cost != 3 {
+		t.Errorf("Anthropic overflow: %+v, want input Unknown and output 3", rep.Meters)
+	}
+}
+
+// TestLLMConcurrentStreams: 40 goroutines on one key, streams read a byte at a time, closed
+// halfway, their context cancelled, or never closed; -race and goleak (TestMain) judge.
+func TestLLMConcurrentStreams(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("anthropic-ratelimit-input-tokens-remaining", "1000000")
+		for _, line := range strings.SplitAfter(anthropicStream, "\n\n") {
+			io.WriteString(w, line)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer srv.Close()
+	tr, err := ratemonitor.New(srv.Client().Transport, profiles.Anthropic(100_000, 100_000_000, 100_000_000, nil).Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(fmt.Sprintf(`{"model":"m","n":%d}`, i)))
+			req.Header.Set("X-Api-Key", "k")
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			switch i % 4 {
+			case 0:
+				io.Copy(io.Discard, iotest.OneByteReader(resp.Body))
+			case 1:
+				io.ReadFull(resp.Body, make([]byte, 100))
+			case 2:
+				io.ReadFull(resp.Body, make([]byte, 100))
+				cancel()
+				io.Copy(io.Discard, resp.Body)
+			case 3:
+				io.Copy(io.Discard, resp.Body)
+			}
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+}
