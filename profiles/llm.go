@@ -3,6 +3,7 @@ package profiles
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"math"
@@ -177,6 +178,12 @@ func llmReadCost(resp *http.Response, now time.Time, head func(*http.Response, t
 	if !whole {
 		return rep
 	}
+	if !resp.Uncompressed && strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip") {
+		// a gzip'd answer the caller asked for itself: its usage is in the inflated bytes
+		if b, whole = gunzip(b, cost.MaxBody); !whole {
+			return rep
+		}
+	}
 	br := body(resp, cost.Body{Head: b, Whole: true}, now)
 	if len(br.Meters) > 0 && rep.Meters == nil {
 		rep.Meters = map[string]cost.Report{}
@@ -187,4 +194,14 @@ func llmReadCost(resp *http.Response, now time.Time, head func(*http.Response, t
 		rep.Meters[name] = h
 	}
 	return rep
+}
+
+// gunzip inflates b, at most limit bytes; whole is false when b is not gzip or inflates to more.
+func gunzip(b []byte, limit int) (out []byte, whole bool) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, false
+	}
+	out, err = io.ReadAll(io.LimitReader(zr, int64(limit)+1))
+	return out, err == nil && len(out) <= limit
 }

@@ -2,6 +2,7 @@ package profiles_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -165,4 +166,88 @@ func TestLLMConcurrentStreams(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestLLMReservationCorrected: a request that spends a Reservation's slot (1 on every meter)
+// is corrected to its usage on the meters as one charged at its send is.
+func TestLLMReservationCorrected(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, openAIJSON)
+	}))
+	defer srv.Close()
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.OpenAI(500, 30_000, nil).Options(), ratemonitor.WithClock(clock.NewManual(t0)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"model":"m","max_tokens":300}`))
+	req.Header.Set("Authorization", "Bearer k")
+	key := tr.Key(req)
+	res, err := tr.Reserve(context.Background(), key, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req.WithContext(res.Context(context.Background())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if res.Remaining() != 1 {
+		t.Fatalf("the request did not spend a slot: %d left", res.Remaining())
+	}
+	// 2 slots of 1 token, the one spent corrected to the usage's 21: 22
+	u, err := tr.Meter("tokens").AllocationUsed(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u[0].Used != 22 {
+		t.Errorf("tokens: %d, want 22 (a slot of 1 unspent, one corrected to 21)", u[0].Used)
+	}
+}
+
+// TestLLMGzip: a gzip answer the caller asked for (Accept-Encoding set, so not decompressed by
+// net/http) is corrected from its usage, streamed through the Transport or read by ReadCost.
+func TestLLMGzip(t *testing.T) {
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		io.WriteString(w, s)
+		w.Close()
+		return b.Bytes()
+	}
+	br := bodyReader(t, profiles.OpenAI(500, 30_000, nil))
+	resp := response(200, string(gz(openAIJSON)), "Content-Type", "application/json", "Content-Encoding", "gzip")
+	if rep := br.ReadCost(resp, t0); rep.Meters["tokens"].Cost != 21 {
+		t.Errorf("ReadCost of a gzip JSON answer: %+v, want tokens 21", rep)
+	}
+	if b, _ := io.ReadAll(resp.Body); !bytes.Equal(b, gz(openAIJSON)) {
+		t.Errorf("the body after ReadCost is not the gzip answer")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(gz(openAIStream))
+	}))
+	defer srv.Close()
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.OpenAI(500, 30_000, nil).Options(), ratemonitor.WithClock(clock.NewManual(t0)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"model":"m","max_tokens":300}`))
+	req.Header.Set("Authorization", "Bearer k")
+	req.Header.Set("Accept-Encoding", "gzip")
+	r2, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, iotest.OneByteReader(r2.Body))
+	r2.Body.Close()
+	if u, _ := tr.Meter("tokens").AllocationUsed(context.Background(), tr.Key(req)); u[0].Used != 21 {
+		t.Errorf("gzip stream: tokens %d, want 21", u[0].Used)
+	}
 }
