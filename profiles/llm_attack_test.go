@@ -251,3 +251,134 @@ func TestLLMGzip(t *testing.T) {
 		t.Errorf("gzip stream: tokens %d, want 21", u[0].Used)
 	}
 }
+
+// TestLLMLongStream: a stream over cost.MaxBody is corrected from its first MiB and its last
+// 64 KiB (docs/llm.md): Anthropic's message_start at the head, its last message_delta and
+// OpenAI's usage chunk at the tail; read a byte at a time, then in whole.
+func TestLLMLongStream(t *testing.T) {
+	fill := strings.Repeat("data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hello hello hello\"}}\n\n", (cost.MaxBody*2)/100)
+	anth := strings.SplitAfterN(anthropicStream, "\n\n", 2)
+	for _, c := range []struct {
+		name, header, stream string
+		profile              profiles.Profile
+		want                 map[string]int
+	}{
+		{"OpenAI", "Authorization", fill + openAIStream, profiles.OpenAI(500, 30_000, nil), map[string]int{"tokens": 21}},
+		{"Anthropic", "X-Api-Key", anth[0] + fill + anth[1], profiles.Anthropic(50, 30_000, 8_000, nil), map[string]int{"input": 25, "output": 15}},
+	} {
+		for _, oneByte := range []bool{false, true} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, c.stream)
+			}))
+			tr, err := ratemonitor.New(srv.Client().Transport, append(c.profile.Options(), ratemonitor.WithClock(clock.NewManual(t0)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"model":"m","max_tokens":300}`))
+			req.Header.Set(c.header, "k")
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rd io.Reader = resp.Body
+			if oneByte {
+				rd = iotest.OneByteReader(rd)
+			}
+			if n, _ := io.Copy(io.Discard, rd); n != int64(len(c.stream)) {
+				t.Errorf("%s: read %d bytes, want %d", c.name, n, len(c.stream))
+			}
+			resp.Body.Close()
+			for meter, want := range c.want {
+				if u, _ := tr.Meter(meter).AllocationUsed(context.Background(), tr.Key(req)); u[0].Used != want {
+					t.Errorf("%s one byte %v: meter %q holds %d, want %d", c.name, oneByte, meter, u[0].Used, want)
+				}
+			}
+			tr.Close()
+			srv.Close()
+		}
+	}
+}
+
+// TestLLMNeverEndingStream: a stream that never ends, its context cancelled, ends the caller's
+// read with the context's error, keeps the admission charge, and leaves no goroutine (TestMain).
+func TestLLMNeverEndingStream(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"usage\":null}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.OpenAI(500, 30_000, nil).Options(), ratemonitor.WithClock(clock.NewManual(t0)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{"model":"m","max_tokens":300}`))
+	req.Header.Set("Authorization", "k")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadFull(resp.Body, make([]byte, 10))
+	cancel()
+	if _, err := io.Copy(io.Discard, resp.Body); err == nil {
+		t.Error("a cancelled stream read to no error")
+	}
+	resp.Body.Close()
+	if u, _ := tr.Meter("tokens").AllocationUsed(context.Background(), tr.Key(req)); u[0].Used != 300 {
+		t.Errorf("tokens %d, want the admission's 300", u[0].Used)
+	}
+	// max_tokens above the tier's tokens a minute: refused before the send, with a clear error
+	big, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"model":"m","max_tokens":40000}`))
+	big.Header.Set("Authorization", "k")
+	if resp, err := tr.RoundTrip(big); err == nil {
+		resp.Body.Close()
+		t.Error("max_tokens 40000 over a tpm of 30000 was sent")
+	} else {
+		t.Log(err)
+	}
+}
+
+// TestLLMStackedAndWithCost: two Transports stacked, each with the profile (the outer also
+// with WithCost on its request rule), each correct the tokens to the usage.
+func TestLLMStackedAndWithCost(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b, _ := io.ReadAll(r.Body); string(b) != `{"model":"m","max_tokens":300}` {
+			t.Errorf("the upstream got %q", b)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, openAIStream)
+	}))
+	defer srv.Close()
+	inner, err := ratemonitor.New(srv.Client().Transport, append(profiles.OpenAI(500, 30_000, nil).Options(), ratemonitor.WithClock(clock.NewManual(t0)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	outer, err := ratemonitor.New(inner, append(profiles.OpenAI(500, 30_000, nil).Options(), ratemonitor.WithClock(clock.NewManual(t0)), ratemonitor.WithCost(func(*http.Request) int { return 5 }))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outer.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"model":"m","max_tokens":300}`))
+	req.Header.Set("Authorization", "k")
+	resp, err := outer.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	for name, tr := range map[string]*ratemonitor.Transport{"inner": inner, "outer": outer} {
+		if u, _ := tr.Meter("tokens").AllocationUsed(context.Background(), tr.Key(req)); u[0].Used != 21 {
+			t.Errorf("%s: tokens %d, want 21", name, u[0].Used)
+		}
+	}
+	if u, _ := outer.AllocationUsed(context.Background(), outer.Key(req)); u[0].Used != 5 {
+		t.Errorf("outer requests: %d, want WithCost's 5", u[0].Used)
+	}
+}
