@@ -382,3 +382,66 @@ func TestLLMStackedAndWithCost(t *testing.T) {
 		t.Errorf("outer requests: %d, want WithCost's 5", u[0].Used)
 	}
 }
+
+// TestLLMBodyNotCopied: docs/llm.md: "A body it cannot copy costs an estimate of 1 token and
+// is keyed without its model".
+func TestLLMBodyNotCopied(t *testing.T) {
+	body := `{"model":"m","max_tokens":300,"messages":[{"role":"user","content":"hello hello hello"}]}`
+	for _, c := range []struct {
+		p      profiles.Profile
+		header string
+		meter  string
+	}{{profiles.OpenAI(60, 1000, nil), "Authorization", "tokens"}, {profiles.Anthropic(60, 1000, 1000, nil), "X-Api-Key", "input"}} {
+		req, _ := http.NewRequest(http.MethodPost, "http://x/", io.MultiReader(strings.NewReader(body)))
+		req.Header.Set(c.header, "k")
+		if k := c.p.Key(req); strings.HasSuffix(k, ":m") {
+			t.Errorf("%s: key %q has the model", c.p.Name, k)
+		}
+		m, _ := c.p.Meter(c.meter)
+		if n := m.Cost(req); n != 1 {
+			t.Errorf("%s: cost %d, want 1", c.p.Name, n)
+		}
+		if b, _ := io.ReadAll(req.Body); string(b) != body {
+			t.Errorf("%s: the body was read: %q left", c.p.Name, b)
+		}
+	}
+}
+
+// TestLLMReadAfterClose: a stream read to its end after its Transport was closed neither
+// panics nor blocks: the correction finds the Transport closed.
+func TestLLMReadAfterClose(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, anthropicStream)
+	}))
+	defer srv.Close()
+	tr, err := ratemonitor.New(srv.Client().Transport, append(profiles.Anthropic(50, 30_000, 8_000, nil).Options(), ratemonitor.WithClock(clock.NewManual(t0)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"model":"m","max_tokens":300}`))
+	req.Header.Set("X-Api-Key", "k")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	if b, _ := io.ReadAll(resp.Body); string(b) != anthropicStream {
+		t.Errorf("the stream after Close: %q", b)
+	}
+	resp.Body.Close()
+}
+
+// TestAnthropicDeltaInputGrows: a message_delta's usage is cumulative, its input_tokens and
+// cache_creation_input_tokens included (Anthropic's MessageDeltaUsage; with server tools they
+// grow past message_start's): the last one's input wins.
+func TestAnthropicDeltaInputGrows(t *testing.T) {
+	br := bodyReader(t, profiles.Anthropic(50, 30_000, 8_000, nil))
+	stream := strings.Replace(anthropicStream, `"usage":{"output_tokens":15}`,
+		`"usage":{"input_tokens":40,"cache_creation_input_tokens":7,"cache_read_input_tokens":100,"output_tokens":15}`, 1)
+	rep := br.ReadBody(response(200, stream, "Content-Type", "text/event-stream"), cost.Body{Head: []byte(stream), Whole: true}, t0)
+	if rep.Meters["input"].Cost != 47 || rep.Meters["output"].Cost != 15 {
+		t.Errorf("ReadBody = %+v, want input 47 (40 + 7 created, the 100 read not counted) and output 15", rep.Meters)
+	}
+}
