@@ -99,6 +99,8 @@ func TestLLMGarbledStreams(t *testing.T) {
 		{"overflow", "data: {\"usage\":{\"prompt_tokens\":9223372036854775807,\"completion_tokens\":9223372036854775807}}\n\n", cost.Unknown},
 		{"no end", "data: {\"usage\":{\"total_tokens\":11}}", 11},
 		{"empty", "", cost.Unknown},
+		{"Responses API", "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\nevent: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":36,\"output_tokens\":87,\"total_tokens\":123}}}\n\n", 123},
+		{"multi-line data", "data: {\"usage\":\ndata: {\"total_tokens\":5}}\n\n", 5},
 	} {
 		resp := response(200, c.body, "Content-Type", "text/event-stream")
 		rep := br.ReadBody(resp, cost.Body{Head: []byte(c.body), Whole: true}, t0)
