@@ -87,7 +87,7 @@ func (u *anthropicUsage) input() int {
 	}
 	n := *u.InputTokens
 	if u.CacheCreationTokens != nil && *u.CacheCreationTokens > 0 {
-		n += *u.CacheCreationTokens
+		n = tokenSum(n, *u.CacheCreationTokens)
 	}
 	return n
 }

@@ -3,8 +3,10 @@ package profiles
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -31,6 +33,15 @@ const llmMaxPause = time.Hour
 // characters of text for common English text" (OpenAI, "What are tokens and how to count them?",
 // https://help.openai.com/en/articles/4936856-what-are-tokens-and-how-to-count-them).
 const llmCharsPerToken = 4
+
+// tokenSum adds two counts of tokens, neither negative; cost.Unknown when the sum overflows
+// (an absurd usage), never a wrapped negative.
+func tokenSum(a, b int) int {
+	if a > math.MaxInt-b {
+		return cost.Unknown
+	}
+	return a + b
+}
 
 // llmBody is what the LLM profiles read of a request body.
 type llmBody struct {
@@ -167,6 +178,12 @@ func llmReadCost(resp *http.Response, now time.Time, head func(*http.Response, t
 	if !whole {
 		return rep
 	}
+	if !resp.Uncompressed && strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip") {
+		// a gzip'd answer the caller asked for itself: its usage is in the inflated bytes
+		if b, whole = gunzip(b, cost.MaxBody); !whole {
+			return rep
+		}
+	}
 	br := body(resp, cost.Body{Head: b, Whole: true}, now)
 	if len(br.Meters) > 0 && rep.Meters == nil {
 		rep.Meters = map[string]cost.Report{}
@@ -177,4 +194,14 @@ func llmReadCost(resp *http.Response, now time.Time, head func(*http.Response, t
 		rep.Meters[name] = h
 	}
 	return rep
+}
+
+// gunzip inflates b, at most limit bytes; whole is false when b is not gzip or inflates to more.
+func gunzip(b []byte, limit int) (out []byte, whole bool) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, false
+	}
+	out, err = io.ReadAll(io.LimitReader(zr, int64(limit)+1))
+	return out, err == nil && len(out) <= limit
 }

@@ -95,9 +95,9 @@ func (u *openAIUsage) total() int {
 	case u.TotalTokens != nil && *u.TotalTokens >= 0:
 		return *u.TotalTokens
 	case u.PromptTokens != nil && u.CompletionTokens != nil && *u.PromptTokens >= 0 && *u.CompletionTokens >= 0:
-		return *u.PromptTokens + *u.CompletionTokens
+		return tokenSum(*u.PromptTokens, *u.CompletionTokens)
 	case u.InputTokens != nil && u.OutputTokens != nil && *u.InputTokens >= 0 && *u.OutputTokens >= 0:
-		return *u.InputTokens + *u.OutputTokens
+		return tokenSum(*u.InputTokens, *u.OutputTokens)
 	}
 	return cost.Unknown
 }
