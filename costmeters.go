@@ -72,7 +72,8 @@ func (t *Transport) meterCorrected(req *http.Request, ch *charge, m *meter, mk s
 
 // meterLearned keeps what rep says of m's rules on m's key mk: each figure on the rule of its
 // window (a remaining below ours raises our usage), a remaining of 0 with a reset pausing the
-// key until it, and rep.Pause pausing it.
+// key until it, a fixed window (SyncConfig.Fixed) used up with no reset pausing it for its probe
+// interval, and rep.Pause pausing it.
 func (t *Transport) meterLearned(req *http.Request, m *meter, mk string, rep cost.Report) {
 	var up engine.Update
 	up.Pause = min(max(0, rep.Pause), t.sync.MaxPause)
@@ -82,6 +83,8 @@ func (t *Transport) meterLearned(req *http.Request, m *meter, mk string, rep cos
 			up.Pause = max(up.Pause, min(sig.Reset, t.sync.MaxPause))
 		}
 	}
+	// a fixed window used up with no reset: its probe waits out the interval (SyncConfig.Fixed)
+	up.Pause = max(up.Pause, min(t.probeWait(m.strat, up.Reports), t.sync.MaxPause))
 	if up.Pause == 0 && len(up.Reports) == 0 {
 		return
 	}

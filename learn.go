@@ -96,6 +96,10 @@ func (t *Transport) startLearning() error {
 		return errors.New("ratemonitor: New: StoreErrorPolicy Degrade without rules: the degraded mode needs limits known at New; choose SendNothing or SendUncounted")
 	case t.sync != nil && t.sync.checked != nil && slices.Contains(t.sync.checked, true) && t.sync.xrlAt == 0:
 		return errors.New("ratemonitor: New: WithSync with Readers and no rules: without rules the Transport reads the IETF RateLimit fields and X-RateLimit-* itself; drop Readers, or give WithRules")
+	case t.sync != nil && len(t.sync.Fixed) > 0:
+		// Fixed names a rule's window, checked against the rules at New; learned meters
+		// are not marked fixed (no probe interval is kept for them).
+		return errors.New("ratemonitor: New: WithSync with Fixed and no rules: Fixed names the windows of rules given to New; give WithRules, or drop Fixed")
 	}
 	if !t.setup.policySet {
 		// A paced Transport's default, Degrade, needs known limits; an in-process store's

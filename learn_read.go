@@ -82,6 +82,8 @@ func (t *Transport) learnFrom(req *http.Request, key string, lk *learnedKey, res
 				g.m = ms[i] // the same limits (an answer read at the same time stated them)
 			case i >= 0 && ms[i].seq > seq:
 				g.m = ms[i] // stated by the answer to a later request: req's is older news
+				// and its figures are of the quota it stated, not of this meter's
+				g.remaining = headers.Unknown
 			case i >= 0:
 				ms[i] = g.m
 				changed = append(changed, g.m)

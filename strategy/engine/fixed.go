@@ -26,6 +26,9 @@ func (s *Strategy) fixedReport(c Counter, up *Upstream, slot int, now time.Time,
 	if !ok {
 		return
 	}
+	// Bring c to now first: a bucket that stopped counting before now but is not pruned yet
+	// would otherwise be merged into a capped one and count again until the cap.
+	c.Used(now)
 	if r.Reset > 0 {
 		if r.Reset < s.SlotRule(slot).EffectiveWindow() {
 			cp.Cap(now.Add(r.Reset))
