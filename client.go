@@ -107,6 +107,9 @@ type Transport struct {
 	inflight *inflight
 	share    sharing  // how the store is shared with other Transports
 	setup    settings // what options asked for that New settles
+
+	// gate holds requests on a key whose state is unknown until the first answer (gate.go).
+	gate *firstGate
 }
 
 // failing is what a Transport does when its store fails.
@@ -389,6 +392,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		return nil, err
 	}
 	t.startInFlight()
+	t.gate = newFirstGate(t.pace.on, t.sync, t.costs.report != nil)
 	t.joinStore(traits.Sharing)
 	return t, nil
 }
@@ -458,6 +462,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return base.RoundTrip(req)
 	}
 	key := t.Key(req)
+	if t.gate != nil {
+		return t.roundTripGated(base, req, key) // gate.go
+	}
 	if t.inflight != nil {
 		return t.roundTripInFlight(base, req, key)
 	}
