@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // firstGate holds back a paced, synced Transport's requests on a key whose state is unknown
@@ -19,9 +20,13 @@ type firstGate struct {
 	shards [32]gateShard
 }
 
+// gateShard holds the known keys in a map that is replaced, never written, so that a known
+// key is looked up with an atomic load and no lock (no cache line written per request); the
+// keys not known yet are in keys, under mu.
 type gateShard struct {
-	mu   sync.RWMutex
-	keys map[string]*gateKey // gateOpen once the key is known
+	known atomic.Pointer[map[string]struct{}]
+	mu    sync.Mutex
+	keys  map[string]*gateKey
 }
 
 // gateKey is an unknown key's gate: out probes in flight, and wake, closed when one leaves.
@@ -30,9 +35,6 @@ type gateKey struct {
 	waiting int // requests waiting (for tests)
 	wake    chan struct{}
 }
-
-// gateOpen marks a known key: one shared value, so that a known key costs a map entry only.
-var gateOpen = &gateKey{}
 
 // newFirstGate returns the gate of a Transport with cfg, or nil when there is none to keep:
 // monitoring mode never holds a request back (it only counts what is sent), nothing can tell
@@ -46,11 +48,25 @@ func newFirstGate(paced bool, cfg *SyncConfig, report bool) *firstGate {
 	if n == 0 {
 		n = defaultFirstAnswer
 	}
-	return &firstGate{n: n, seed: maphash.MakeSeed()}
+	g := &firstGate{n: n, seed: maphash.MakeSeed()}
+	for i := range g.shards {
+		g.shards[i].known.Store(&map[string]struct{}{})
+	}
+	return g
 }
 
 // defaultFirstAnswer is SyncConfig.FirstAnswer's default.
 const defaultFirstAnswer = 1
+
+// isKnown reports whether key is known: an answer was read for it, or the store held state.
+func (sh *gateShard) isKnown(key string) bool {
+	m := sh.known.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[key]
+	return ok
+}
 
 func (g *firstGate) shard(key string) *gateShard {
 	return &g.shards[maphash.String(g.seed, key)%uint64(len(g.shards))]
@@ -58,13 +74,11 @@ func (g *firstGate) shard(key string) *gateShard {
 
 // gateEnter lets req on key through the gate. It returns probe set when req is one of the
 // requests sent before key's first answer (gateLeave must follow, with what came back), and
-// ctx's error when ctx ends first (nothing was sent). A known key costs one map lookup.
+// ctx's error when ctx ends first (nothing was sent). A known key costs an atomic load and a
+// map lookup.
 func (t *Transport) gateEnter(ctx context.Context, key string) (probe bool, err error) {
 	sh := t.gate.shard(key)
-	sh.mu.RLock()
-	k := sh.keys[key]
-	sh.mu.RUnlock()
-	if k == gateOpen {
+	if sh.isKnown(key) {
 		return false, nil
 	}
 	return t.gateWait(ctx, sh, key)
@@ -78,7 +92,7 @@ func (t *Transport) gateWait(ctx context.Context, sh *gateShard, key string) (bo
 	}
 	sh.mu.Lock()
 	k := sh.keys[key]
-	if k == nil {
+	if k == nil && !sh.isKnown(key) {
 		if sh.keys == nil {
 			sh.keys = map[string]*gateKey{}
 		}
@@ -96,7 +110,7 @@ func (t *Transport) gateWait(ctx context.Context, sh *gateShard, key string) (bo
 		return true, nil
 	}
 	for {
-		if k == gateOpen {
+		if k == nil { // known: it opened, here or meanwhile
 			sh.mu.Unlock()
 			return false, nil
 		}
@@ -149,12 +163,19 @@ func (t *Transport) gateLeave(key string, answered bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	k := sh.keys[key]
-	if k == nil || k == gateOpen {
+	if k == nil {
 		return
 	}
 	close(k.wake)
 	if answered {
-		sh.keys[key] = gateOpen
+		delete(sh.keys, key)
+		old := sh.known.Load()
+		m := make(map[string]struct{}, 1+len(*old))
+		for x := range *old {
+			m[x] = struct{}{}
+		}
+		m[key] = struct{}{}
+		sh.known.Store(&m)
 		return
 	}
 	k.out--

@@ -81,10 +81,10 @@ func (u *heldUpstream) arrived(t *testing.T, want int) []*heldCall {
 // gateWaiting returns the requests waiting at key's gate, or -1 when the key is known.
 func gateWaiting(tr *Transport, key string) int {
 	sh := tr.gate.shard(key)
-	sh.mu.RLock()
-	defer sh.mu.RUnlock()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	k := sh.keys[key]
-	if k == gateOpen {
+	if sh.isKnown(key) {
 		return -1
 	}
 	if k == nil {
@@ -293,7 +293,7 @@ func TestFirstAnswerGatePerRequestKey(t *testing.T) {
 	answerAll(up.arrived(t, 8), http.StatusOK)
 	waitA()
 	waitB()
-	if _, ok := tr.gate.shard("app:1").keys["app:1"]; ok {
+	if sh := tr.gate.shard("app:1"); sh.keys["app:1"] != nil || sh.isKnown("app:1") {
 		t.Error("the meter's key has a gate, want none")
 	}
 }
