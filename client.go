@@ -128,6 +128,9 @@ type pacing struct {
 	// reserves is set by the first Reserve: before it, no request can carry a Reservation of
 	// this Transport, and RoundTrip does not look for one.
 	reserves atomic.Bool
+	// gate holds requests on a key whose state is unknown until the first answer (gate.go);
+	// nil without WithSync and a reader of remaining counts.
+	gate *firstGate
 }
 
 // costing is what a request costs: WithCost's function, WithCostReport's reader, whether
@@ -400,6 +403,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	}
 	t.startInFlight()
 	t.startLearnedInFlight()
+	t.pace.gate = newFirstGate(t.pace.on, t.sync, t.costs.report != nil)
 	t.joinStore(traits.Sharing)
 	return t, nil
 }
@@ -475,6 +479,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return base.RoundTrip(req)
 	}
 	key := t.Key(req)
+	if t.pace.gate != nil {
+		return t.roundTripGated(base, req, key) // gate.go
+	}
 	if t.inflight != nil {
 		return t.roundTripInFlight(base, req, key)
 	}

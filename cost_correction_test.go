@@ -60,7 +60,8 @@ func TestCostMonitoringKeepsTheChargeAndAGiveBackKeepsThePause(t *testing.T) {
 	paced, err := ratemonitor.New(up.Client().Transport, ratemonitor.WithClock(clk), ratemonitor.WithPacing(),
 		ratemonitor.WithRules(strategy.Rule{Limit: 10, Window: time.Minute}),
 		ratemonitor.WithKeyFunc(func(*http.Request) string { return "k" }),
-		ratemonitor.WithSync(ratemonitor.SyncConfig{}),
+		// No first-answer gate: the second request must go while the first waits for its answer.
+		ratemonitor.WithSync(ratemonitor.SyncConfig{FirstAnswer: -1}),
 		ratemonitor.WithCost(func(*http.Request) int { return 4 }), ratemonitor.WithCostReport(upstreamtest.HeaderCost))
 	if err != nil {
 		t.Fatal(err)

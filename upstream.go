@@ -62,6 +62,13 @@ type SyncConfig struct {
 	// nap is the shortest probe interval of Fixed (0: none): see fixedNap.
 	nap time.Duration
 
+	// FirstAnswer is how many requests on a key whose state is unknown (no answer read for it
+	// here, nothing in the store) a paced Transport sends before the first answer is read; the
+	// others wait for it (their context bounds the wait), then are paced on what it said.
+	// Default 1; negative: no gate. Monitoring mode never waits. See
+	// docs/pacing.md#the-first-answer-before-the-rush.
+	FirstAnswer int
+
 	// checked says, per reader, whether New checks its declared windows against the rules.
 	checked []bool
 	// xrlAt is 1 + the index of the reader XRateLimitWindow added (0: none), for errors.
