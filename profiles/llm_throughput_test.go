@@ -139,30 +139,47 @@ func runLLM(t *testing.T, profile profiles.Profile, grants int,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	hold(llmGoroutines) // each goroutine holds the clock while it builds its first request
 	defer sim.run()()
 	end := sim.clk.Now().Add(llmRun)
 	c := &http.Client{Transport: tr}
 	var next atomic.Int64
+	// send sends the next request and reads its answer. The goroutine holds the clock when it
+	// calls send (while it builds and prices the request) and again when send returns (from the
+	// answer's end), unless send fails.
+	send := func() error {
+		i := int(next.Add(1)) - 1
+		req := mk(i)
+		ctx := context.WithValue(req.Context(), arrivedKey{}, new(atomic.Bool))
+		req = req.WithContext(context.WithValue(ctx, busyKey{}, new(busyMark)))
+		resp, err := c.Do(req)
+		if err != nil {
+			hold(-1) // the hold taken for this request, released nowhere else
+			return fmt.Errorf("request %d: %w", i, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return nil
+	}
+	// The first request goes alone: the others would wait for its answer at the first-answer
+	// gate (SyncConfig.FirstAnswer) before they are priced, holding the clock its service time
+	// needs.
+	hold(1)
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	hold(-1)            // its answer's hold: no next request on this goroutine
+	hold(llmGoroutines) // each goroutine holds the clock while it builds its first request
 	var wg sync.WaitGroup
 	errs := make(chan error, llmGoroutines)
 	for range llmGoroutines {
 		wg.Go(func() {
-			defer hold(-1) // the hold of the last answer read
 			for sim.clk.Now().Before(end) {
-				i := int(next.Add(1)) - 1
-				req := mk(i)
-				ctx := context.WithValue(req.Context(), arrivedKey{}, new(atomic.Bool))
-				req = req.WithContext(context.WithValue(ctx, busyKey{}, new(busyMark)))
-				resp, err := c.Do(req)
-				if err != nil {
-					errs <- fmt.Errorf("request %d: %w", i, err)
-					hold(-1) // the loop's hold, released nowhere else
+				if err := send(); err != nil {
+					errs <- err
 					return
 				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
 			}
+			hold(-1) // the hold of the last answer read
 		})
 	}
 	wg.Wait()
