@@ -31,6 +31,9 @@ type learner struct {
 	f *inflight
 	// full is set once a key had more policies than maxMeters, so that it is logged once.
 	full bool
+	// first is how many requests of a key with no answer yet go out before its first answer
+	// (SyncConfig.FirstAnswer; the first-answer gate); 0: no gate (monitoring mode, or off).
+	first int
 }
 
 // learnedKey is what a request key learned: its meters, and the requests sent while it had
@@ -45,6 +48,9 @@ type learnedKey struct {
 	// sent numbers the key's requests in the order they are sent, so that an answer to an
 	// earlier request, read after a later one's, does not undo the limits the later one stated.
 	sent atomic.Uint64
+	// known is set once an answer was read for the key: the first-answer gate is open.
+	known   bool
+	waiting int // requests waiting for an answer to lk's requests (for tests)
 }
 
 // Units of the IETF quota unit parameter qu (draft-ietf-httpapi-ratelimit-headers-11, section
@@ -115,6 +121,9 @@ func (t *Transport) startLearning() error {
 		}
 	}
 	t.sync.learn = &learner{keys: map[string]*learnedKey{}}
+	if t.pace.on && t.sync.FirstAnswer >= 0 {
+		t.sync.learn.first = max(t.sync.FirstAnswer, defaultFirstAnswer)
+	}
 	return nil
 }
 
@@ -149,16 +158,19 @@ func (l *learner) key(key string) *learnedKey {
 
 // meters returns the meters a request of lk waits on once no request of lk sent without a
 // meter is still unanswered: those set for every key, then lk's learned ones not named as a
-// set one. It returns none, and counts the request in lk.unmetered, when there are none.
+// set one. It returns none, and counts the request in lk.unmetered, when there are none; but
+// while lk has no answer, only l.first requests go so (the first-answer gate): the others wait
+// for an answer, or for a failed one's place.
 func (l *learner) meters(ctx context.Context, lk *learnedKey) ([]*liveMeter, error) {
 	for {
 		l.mu.Lock()
 		if len(lk.meters) == 0 && len(l.set) == 0 {
-			lk.unmetered++
-			l.mu.Unlock()
-			return nil, nil
-		}
-		if lk.unmetered == 0 {
+			if lk.known || l.first == 0 || lk.unmetered < l.first {
+				lk.unmetered++
+				l.mu.Unlock()
+				return nil, nil
+			}
+		} else if lk.unmetered == 0 {
 			ms := l.set
 			for _, m := range lk.meters {
 				if !slices.ContainsFunc(l.set, func(s *liveMeter) bool { return s.name == m.name }) {
@@ -172,20 +184,32 @@ func (l *learner) meters(ctx context.Context, lk *learnedKey) ([]*liveMeter, err
 			lk.settled = make(chan struct{})
 		}
 		ch := lk.settled
+		lk.waiting++
 		l.mu.Unlock()
+		var err error
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			err = ctx.Err()
+		}
+		l.mu.Lock()
+		lk.waiting--
+		l.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
 	}
 }
 
-// answered counts an unmetered request of lk as answered (after what it said was learned).
-func (l *learner) answered(lk *learnedKey) {
+// answered counts an unmetered request of lk as done (after what its answer said was learned);
+// ok: it was answered (the key is known from now on); else (a transport error, a 5xx) its
+// place before the first answer goes to a waiter.
+func (l *learner) answered(lk *learnedKey, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if lk.unmetered--; lk.unmetered == 0 && lk.settled != nil {
+	gated := !lk.known
+	lk.known = lk.known || ok
+	if lk.unmetered--; (lk.unmetered == 0 || gated) && lk.settled != nil {
 		close(lk.settled)
 		lk.settled = nil
 	}
@@ -208,8 +232,9 @@ func (t *Transport) roundTripLearned(base http.RoundTripper, req *http.Request, 
 		return fail(err)
 	}
 	if len(ms) == 0 {
-		defer l.answered(lk)
-		return t.sendLearned(base, req, key, lk)
+		resp, err := t.sendLearned(base, req, key, lk)
+		l.answered(lk, answered(resp, err))
+		return resp, err
 	}
 	h := &held{f: l.f}
 	lim, err := t.learnedCharges(req, key, ms, h)

@@ -177,3 +177,12 @@ func (s *learnSim) drive(t *testing.T, tr http.RoundTripper, goroutines int, new
 	}
 	wg.Wait()
 }
+
+// firstAnswerOnly checks that exactly want requests went out before a first answer was read
+// (one per Transport: the first-answer gate) and that none was refused.
+func (s *learnSim) firstAnswerOnly(t *testing.T, want int64) {
+	t.Helper()
+	if n, r := s.unmetered.Load(), s.refusedUnmetered.Load(); n != want || r != 0 {
+		t.Errorf("%d requests sent before a first answer, %d of them refused; want %d, none refused", n, r, want)
+	}
+}
