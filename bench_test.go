@@ -36,6 +36,8 @@ func (*noopStore) Peek(context.Context, *engine.Strategy, string, int) (strategy
 	return strategy.Snapshot{}, nil
 }
 func (*noopStore) Sync(context.Context, *engine.Strategy, string, engine.Update) error { return nil }
+func (*noopStore) PutLimits(context.Context, string, []byte, time.Duration) error      { return nil }
+func (*noopStore) Limits(context.Context, string) ([]byte, error)                      { return nil, nil }
 func (*noopStore) Close() error                                                        { return nil }
 func (n *noopStore) Describe() cache.Traits {
 	return cache.Traits{InProcess: true, Sharing: &n.sharing}

@@ -198,16 +198,24 @@ func (t *Transport) roundTripGated(base http.RoundTripper, req *http.Request, ke
 		}
 		return nil, err
 	}
-	resp, err := t.roundTripAfterGate(base, req, key)
-	if probe {
-		ok := answered(resp, err)
-		if !ok && err == nil && resp != nil && resp.Header.Get("Retry-After") != "" {
-			// A 503 with Retry-After may have paused the key: then the others wait the pause.
-			snap, perr := t.ops.Peek(context.WithoutCancel(req.Context()), t.strat, key, 0)
-			ok = perr == nil && !snap.PausedUntil.IsZero()
-		}
-		t.gateLeave(key, ok)
+	if !probe {
+		return t.roundTripAfterGate(base, req, key)
 	}
+	left := false
+	defer func() {
+		if !left { // base panicked: the probe's place goes to a waiter
+			t.gateLeave(key, false)
+		}
+	}()
+	resp, err := t.roundTripAfterGate(base, req, key)
+	ok := answered(resp, err)
+	if !ok && err == nil && resp != nil && resp.Header.Get("Retry-After") != "" {
+		// A 503 with Retry-After may have paused the key: then the others wait the pause.
+		snap, perr := t.ops.Peek(context.WithoutCancel(req.Context()), t.strat, key, 0)
+		ok = perr == nil && !snap.PausedUntil.IsZero()
+	}
+	left = true
+	t.gateLeave(key, ok)
 	return resp, err
 }
 

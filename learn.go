@@ -18,10 +18,8 @@ import (
 )
 
 // learner is what a Transport made without rules keeps: the meters it learned per request key
-// from the upstream's answers (learn_read.go), and those set at run time (SetMeter). Learned
-// meters live in this process: another process over the same store learns them from its own
-// answers, and then counts in the same counters (a learned meter's key and rules are the same
-// in every process that learns it from the same fields).
+// from the upstream's answers (learn_read.go), and those set at run time (SetMeter), both
+// shared with the other Transports over the store (learn_store.go).
 type learner struct {
 	mu   sync.Mutex
 	keys map[string]*learnedKey // request key → what was learned for it
@@ -34,6 +32,10 @@ type learner struct {
 	// first is how many requests of a key with no answer yet go out before its first answer
 	// (SyncConfig.FirstAnswer; the first-answer gate); 0: no gate (monitoring mode, or off).
 	first int
+	// setAt is when the set meters last changed (Unix ns, the writer's clock: learn_store.go);
+	// setNext when the store's are read again.
+	setAt   int64
+	setNext atomic.Int64
 }
 
 // learnedKey is what a request key learned: its meters, and the requests sent while it had
@@ -51,6 +53,11 @@ type learnedKey struct {
 	// known is set once an answer was read for the key: the first-answer gate is open.
 	known   bool
 	waiting int // requests waiting for an answer to lk's requests (for tests)
+	// at is when the meters last changed (Unix ns, the writer's clock), under learner.mu;
+	// next when the store's are read again; loaded is closed once they were read first.
+	at     int64
+	next   atomic.Int64
+	loaded chan struct{}
 }
 
 // Units of the IETF quota unit parameter qu (draft-ietf-httpapi-ratelimit-headers-11, section
@@ -71,6 +78,7 @@ type liveMeter struct {
 	inflight  int    // the requests allowed in progress at once (0: none kept)
 	partition string // the IETF pk it was learned under
 	seq       uint64 // the learnedKey.sent number of the request whose answer stated it
+	spec      Meter  // a set meter as given to SetMeter (its rules may come from the store)
 }
 
 // same reports whether m keeps the same limits as o.
@@ -144,16 +152,18 @@ func (t *Transport) startLearnedInFlight() {
 	l.f = f
 }
 
-// key returns key's learned state, made on first use.
-func (l *learner) key(key string) *learnedKey {
+// key returns key's learned state, made on first use (made: the caller reads the store's
+// limits for it, then closes lk.loaded).
+func (l *learner) key(key string) (lk *learnedKey, made bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lk := l.keys[key]
+	lk = l.keys[key]
 	if lk == nil {
-		lk = &learnedKey{}
+		lk = &learnedKey{loaded: make(chan struct{})}
 		l.keys[key] = lk
+		made = true
 	}
-	return lk
+	return lk, made
 }
 
 // meters returns the meters a request of lk waits on once no request of lk sent without a
@@ -220,19 +230,37 @@ func (l *learner) answered(lk *learnedKey, ok bool) {
 // sent, and its answer read for the limits it states.
 func (t *Transport) roundTripLearned(base http.RoundTripper, req *http.Request, l *learner) (*http.Response, error) {
 	key := t.Key(req)
-	lk := l.key(key)
+	lk, made := l.key(key)
 	fail := func(err error) (*http.Response, error) {
 		if req.Body != nil {
 			req.Body.Close()
 		}
 		return nil, err
 	}
+	if made {
+		t.loadLimits(req, key, lk, true)
+		close(lk.loaded)
+	} else {
+		select {
+		case <-lk.loaded:
+		case <-req.Context().Done():
+			return fail(req.Context().Err())
+		}
+		t.loadLimits(req, key, lk, false)
+	}
 	ms, err := l.meters(req.Context(), lk)
 	if err != nil {
 		return fail(err)
 	}
 	if len(ms) == 0 {
+		done := false
+		defer func() {
+			if !done { // base panicked: no answer; a waiter takes the place
+				l.answered(lk, false)
+			}
+		}()
 		resp, err := t.sendLearned(base, req, key, lk)
+		done = true
 		l.answered(lk, answered(resp, err))
 		return resp, err
 	}
@@ -323,28 +351,20 @@ func bodyBytes(req *http.Request) int {
 // run time: every request of every key is charged on it from then on, as WithMeter's are, and
 // a meter the Transport learned under that name (such as "ietf:burst", or "x-ratelimit")
 // is no longer applied. Each call is reported as an observe.LimitChanged event (Op "set").
-// Meters live in this process: give the same meter to every process that shares the store.
-// It fails for a Transport made with rules (give its meters to New), and as WithMeter fails
-// on m.
+// The meters set are written to the store: every Transport over it made without rules sets
+// them within 10 s (Op "shared"), keeping its own Key and Cost functions for a meter of the
+// same name. It fails for a Transport made with rules, as WithMeter fails on m, or, with the
+// meter set here, when the store could not share it. See docs/learning.md.
 func (t *Transport) SetMeter(m Meter) error {
 	l := t.learning()
 	if l == nil {
 		return errors.New("ratemonitor: SetMeter: the Transport has rules (or was not made by New): give its meters to New with WithMeter")
 	}
-	var staged Transport
-	if err := WithMeter(m)(&staged); err != nil {
+	lm, err := t.setMeter(m, "set")
+	if err != nil {
 		return err
 	}
-	lm := &liveMeter{source: "set", unit: unitRequests, rules: slices.Clone(m.Rules), inflight: m.InFlight}
-	switch {
-	case len(staged.meters) > 0:
-		lm.meter = *staged.meters[0]
-	default:
-		lm.meter = *staged.setup.inflight.meters[0].meter
-	}
-	if m.InFlight > 0 && l.f == nil {
-		return fmt.Errorf("ratemonitor: SetMeter(%q): InFlight %d: the store (%T) holds no in-flight leases (cache.Leaser)", m.Name, m.InFlight, t.store)
-	}
+	at := t.clock.Now().UnixNano()
 	l.mu.Lock()
 	set := slices.Clone(l.set)
 	if i := slices.IndexFunc(set, func(o *liveMeter) bool { return o.name == m.Name }); i >= 0 {
@@ -356,9 +376,34 @@ func (t *Transport) SetMeter(m Meter) error {
 		set = append(set, lm)
 	}
 	l.set = set
+	l.setAt = max(l.setAt+1, at)
+	at = l.setAt
 	l.mu.Unlock()
 	t.limitChanged(m.AppKey, lm)
+	if err := t.putSet(context.Background(), at); err != nil {
+		return fmt.Errorf("%w: %w", errNotShared, err)
+	}
 	return nil
+}
+
+// setMeter returns the set meter m makes, reported with Op source.
+func (t *Transport) setMeter(m Meter, source string) (*liveMeter, error) {
+	var staged Transport
+	if err := WithMeter(m)(&staged); err != nil {
+		return nil, err
+	}
+	m.Rules = slices.Clone(m.Rules)
+	lm := &liveMeter{source: source, unit: unitRequests, rules: m.Rules, inflight: m.InFlight, spec: m}
+	switch {
+	case len(staged.meters) > 0:
+		lm.meter = *staged.meters[0]
+	default:
+		lm.meter = *staged.setup.inflight.meters[0].meter
+	}
+	if m.InFlight > 0 && t.sync.learn.f == nil {
+		return nil, fmt.Errorf("ratemonitor: SetMeter(%q): InFlight %d: the store (%T) holds no in-flight leases (cache.Leaser)", m.Name, m.InFlight, t.store)
+	}
+	return lm, nil
 }
 
 // limitChanged reports m, new or changed, on key to the observer, if any.

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // learnWaiting returns the requests of key waiting for an answer in a Transport made without
@@ -120,5 +124,75 @@ func TestLearnedFirstAnswerGateCancelledWaiter(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// panicOnce panics on its first request, then answers as gateOK.
+type panicOnce struct{ n atomic.Int32 }
+
+func (p *panicOnce) RoundTrip(r *http.Request) (*http.Response, error) {
+	if p.n.Add(1) == 1 {
+		panic("base panics")
+	}
+	return gateOK{}.RoundTrip(r)
+}
+
+// TestFirstAnswerProbePanics: a first request whose base RoundTripper panics (the panic goes
+// on to the caller, as net/http's server recovers it) hands its place on, with rules and
+// without: the next request goes, and is answered.
+func TestFirstAnswerProbePanics(t *testing.T) {
+	for name, opts := range map[string][]Option{
+		"rules":    {WithRules(strategy.Rule{Limit: 100, Window: time.Minute}), WithSync(SyncConfig{XRateLimitWindow: time.Minute})},
+		"no rules": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr := newTransport(t, &panicOnce{}, append(opts, WithPacing(), WithClock(clock.NewManual(t0)))...)
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Error("the panic did not reach the caller")
+					}
+				}()
+				req, _ := http.NewRequest(http.MethodGet, "http://up.test/", nil)
+				tr.RoundTrip(req)
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for i, err := range gateSend(tr, ctx, "up.test", 3)() {
+				if err != nil {
+					t.Errorf("request %d after the panic: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// TestNewRefusesStackedLearned: a Transport over another over the same store, one of them made
+// without rules, is refused at New (it would count each request twice); over another store it
+// is not.
+func TestNewRefusesStackedLearned(t *testing.T) {
+	mem, err := cache.NewMemory(cache.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	rules := WithRules(strategy.Rule{Limit: 10, Window: time.Minute})
+	learned := newTransport(t, gateOK{}, WithStore(mem), WithPacing())
+	ruled := newTransport(t, gateOK{}, WithStore(mem), rules)
+	for name, c := range map[string]struct {
+		base http.RoundTripper
+		opts []Option
+	}{"learned over learned": {learned, nil}, "ruled over learned": {learned, []Option{rules}}, "learned over ruled": {ruled, nil}} {
+		if tr, err := New(c.base, append(c.opts, WithStore(mem))...); err == nil || !strings.Contains(err.Error(), "same store") {
+			t.Errorf("%s: New = %v, %v; want an error naming the same store", name, tr, err)
+		}
+	}
+	other, err := cache.NewMemory(cache.MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := New(learned, WithStore(other), WithPacing()); err != nil {
+		t.Errorf("learned over learned, another store: %v", err)
 	}
 }

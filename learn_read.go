@@ -102,6 +102,9 @@ func (t *Transport) learnFrom(req *http.Request, key string, lk *learnedKey, res
 	for _, m := range changed {
 		t.limitChanged(m.keyFor(key), m)
 	}
+	if len(changed) > 0 {
+		t.putLearned(req, key, lk, now)
+	}
 	t.keepLearned(req, key, now, hnow, resp, got)
 }
 

@@ -13,7 +13,9 @@ import (
 // answer states the policy q=100 per 60 s, 99 left; A's answer, read after it, states the
 // older policy q=10, used up (r=0, t=60). The meter stays B's (100 per 60 s), and A's figures,
 // about a quota the upstream no longer states, must not pause it nor count it full: a third
-// request goes out at once.
+// request goes out at once. (The first-answer gate, which would hold B until A's answer, is
+// off: with FirstAnswer above 1, or over a store several processes share, two answers can
+// still come back in this order.)
 func TestLearnStaleAnswerOfOldPolicy(t *testing.T) {
 	releaseA := make(chan struct{})
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -29,7 +31,7 @@ func TestLearnStaleAnswerOfOldPolicy(t *testing.T) {
 		}
 		return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 	})
-	tr, err := New(base, WithPacing())
+	tr, err := New(base, WithPacing(), WithSync(SyncConfig{FirstAnswer: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}

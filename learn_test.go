@@ -81,13 +81,13 @@ func (t *Transport) learnedNames(key string) string {
 }
 
 // TestLearnedLimitsSharedThroughTheStore: two Transports made without rules over one store, as
-// two processes would be, 10 goroutines each, against the stand-in of the 2-minute run. Each
-// learns the policies from its own first answer (learned limits live in the process), and the
-// meters it learns have the same keys and rules in both, so both count in the same counters.
-// The request each sends before its first answer (one: the first-answer gate) is counted in no
-// counter, and may take a place
-// the other, already pacing, counted on: so each such request accepted may cost one refusal of
-// the other's paced requests, and no more. The two together use at least 95 % of the 200 the
+// two processes would be, 10 goroutines each, against the stand-in of the 2-minute run. The
+// first to read an answer writes the policies to the store; the other reads them there on its
+// first request, unless that went before (then it learns them from its own answer). Either
+// way both count in the same counters. At most one request of each goes before a first answer
+// (the first-answer gate); it is counted in no counter, and may take a place the other,
+// already pacing, counted on: so each such request accepted may cost one refusal of the
+// other's paced requests, and no more. The two together use at least 95 % of the 200 the
 // minute policy allows.
 func TestLearnedLimitsSharedThroughTheStore(t *testing.T) {
 	sim := newLearnSim(t, 2*time.Minute)
@@ -120,7 +120,9 @@ func TestLearnedLimitsSharedThroughTheStore(t *testing.T) {
 	if n, bound := sim.refusedAfter.Load(), sim.unmeteredAccepted.Load(); n > bound {
 		t.Errorf("%d refused after the first answer, more than the %d accepted uncounted before one", n, bound)
 	}
-	sim.firstAnswerOnly(t, 2)
+	if n := sim.unmetered.Load(); n < 1 || n > 2 {
+		t.Errorf("%d requests sent before a first answer, want 1 or 2", n)
+	}
 	if used < 190 || used > 200 {
 		t.Errorf("%d accepted, want at least 95 %% of 200", used)
 	}

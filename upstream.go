@@ -63,10 +63,10 @@ type SyncConfig struct {
 	nap time.Duration
 
 	// FirstAnswer is how many requests on a key whose state is unknown (no answer read for it
-	// here, nothing in the store; without rules, no answer read here) a paced Transport sends
-	// before the first answer is read; the others wait for it (their context bounds the wait),
-	// then are paced on what it said. Default 1; negative: no gate. Monitoring mode never
-	// waits. See docs/pacing.md#the-first-answer-before-the-rush.
+	// here, nothing in the store) a paced Transport sends before the first answer is read; the
+	// others wait for it (their context bounds the wait), then are paced on what it said.
+	// Default 1; negative: no gate. Monitoring mode never waits. See
+	// docs/pacing.md#the-first-answer-before-the-rush.
 	FirstAnswer int
 
 	// checked says, per reader, whether New checks its declared windows against the rules.

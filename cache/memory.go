@@ -110,7 +110,8 @@ type Memory struct {
 	closed atomic.Bool
 	tiers  // pinned keys, the list of keys in ristretto, their locks (memory_tier.go)
 
-	leases leases // in-flight leases (memory_lease.go)
+	leases leases      // in-flight leases (memory_lease.go)
+	limits limitValues // PutLimits' values (memory_limits.go)
 
 	sharing Sharing // the Transports and counter claims over this store (Describe)
 
@@ -408,6 +409,9 @@ func (m *Memory) Close() error {
 		sh.pinMu.Unlock()
 		sh.mu.Unlock()
 	}
+	m.limits.mu.Lock()
+	m.limits.m = nil
+	m.limits.mu.Unlock()
 	m.listMu.Lock()
 	m.head, m.tail = nil, nil
 	m.listMu.Unlock()

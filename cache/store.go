@@ -71,6 +71,12 @@ type Syncer interface {
 	// operations: see engine.Strategy.Sync. An invalid update returns an error wrapping
 	// engine.ErrInvalidUpdate and changes nothing.
 	Sync(ctx context.Context, s *engine.Strategy, key string, u engine.Update) error
+	// PutLimits stores v, the limits a Transport knows for key (an opaque value), in place of
+	// what was there, for ttl (0: no expiry), so that every Transport over the store reads it.
+	PutLimits(ctx context.Context, key string, v []byte, ttl time.Duration) error
+	// Limits returns the value PutLimits last stored for key, or nil when there is none (or
+	// it expired).
+	Limits(ctx context.Context, key string) ([]byte, error)
 }
 
 // Admitter is implemented by stores that decide a server's requests (the middleware package)

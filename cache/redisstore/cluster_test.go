@@ -27,6 +27,7 @@ func TestClusterKeepsEveryPromise(t *testing.T) {
 	t.Run("lostreply", func(t *testing.T) { clusterLostReply(t, cl) })
 	t.Run("inflight", func(t *testing.T) { clusterInFlight(t, cl) })
 	t.Run("leases", func(t *testing.T) { clusterLeases(t, cl) })
+	t.Run("limits", func(t *testing.T) { checkLimits(t, openCluster(t, cl.Addrs(), nil)) })
 	t.Run("migration", func(t *testing.T) { clusterMigration(t, cl) })
 }
 
