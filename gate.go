@@ -21,13 +21,20 @@ type firstGate struct {
 }
 
 // gateShard holds the known keys in a map that is replaced, never written, so that a known
-// key is looked up with an atomic load and no lock (no cache line written per request); the
-// keys not known yet are in keys, under mu.
+// key is looked up with an atomic load and no lock (no cache line written per request). Keys
+// known since it was last replaced are in recent, under mu, until they are a quarter of it:
+// then it is replaced by a copy holding them too (a copy per key would cost each new key the
+// time to copy all the others). The keys not known yet are in keys, under mu.
 type gateShard struct {
-	known atomic.Pointer[map[string]struct{}]
-	mu    sync.Mutex
-	keys  map[string]*gateKey
+	known   atomic.Pointer[map[string]struct{}]
+	nrecent atomic.Int32 // len(recent)
+	mu      sync.Mutex
+	recent  map[string]struct{}
+	keys    map[string]*gateKey
 }
+
+// minRecent is how many keys recent holds at least before they are merged into known.
+const minRecent = 64
 
 // gateKey is an unknown key's gate: out probes in flight, and wake, closed when one leaves.
 type gateKey struct {
@@ -60,11 +67,28 @@ const defaultFirstAnswer = 1
 
 // isKnown reports whether key is known: an answer was read for it, or the store held state.
 func (sh *gateShard) isKnown(key string) bool {
-	m := sh.known.Load()
-	if m == nil {
+	if m := sh.known.Load(); m != nil {
+		if _, ok := (*m)[key]; ok {
+			return true
+		}
+	}
+	if sh.nrecent.Load() == 0 {
 		return false
 	}
-	_, ok := (*m)[key]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, ok := sh.recent[key]
+	return ok
+}
+
+// knownLocked is isKnown with sh.mu held.
+func (sh *gateShard) knownLocked(key string) bool {
+	if m := sh.known.Load(); m != nil {
+		if _, ok := (*m)[key]; ok {
+			return true
+		}
+	}
+	_, ok := sh.recent[key]
 	return ok
 }
 
@@ -92,7 +116,7 @@ func (t *Transport) gateWait(ctx context.Context, sh *gateShard, key string) (bo
 	}
 	sh.mu.Lock()
 	k := sh.keys[key]
-	if k == nil && !sh.isKnown(key) {
+	if k == nil && !sh.knownLocked(key) {
 		if sh.keys == nil {
 			sh.keys = map[string]*gateKey{}
 		}
@@ -169,13 +193,25 @@ func (t *Transport) gateLeave(key string, answered bool) {
 	close(k.wake)
 	if answered {
 		delete(sh.keys, key)
+		if sh.recent == nil {
+			sh.recent = map[string]struct{}{}
+		}
+		sh.recent[key] = struct{}{}
 		old := sh.known.Load()
-		m := make(map[string]struct{}, 1+len(*old))
+		if len(sh.recent) < max(minRecent, len(*old)/4) {
+			sh.nrecent.Store(int32(len(sh.recent)))
+			return
+		}
+		m := make(map[string]struct{}, len(sh.recent)+len(*old))
 		for x := range *old {
 			m[x] = struct{}{}
 		}
-		m[key] = struct{}{}
+		for x := range sh.recent {
+			m[x] = struct{}{}
+		}
 		sh.known.Store(&m)
+		clear(sh.recent)
+		sh.nrecent.Store(0)
 		return
 	}
 	k.out--

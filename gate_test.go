@@ -84,7 +84,7 @@ func gateWaiting(tr *Transport, key string) int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	k := sh.keys[key]
-	if sh.isKnown(key) {
+	if sh.knownLocked(key) {
 		return -1
 	}
 	if k == nil {
@@ -356,4 +356,38 @@ func BenchmarkFirstAnswerGate(b *testing.B) {
 			tr.gateEnter(ctx, "up.test")
 		}
 	})
+}
+
+// TestFirstAnswerGateManyKeys: 5000 keys answered one after another are all known after,
+// whether merged into a shard's map or still among its recent keys, and each shard's recent
+// keys stay under a quarter of its map (or minRecent): a new key never copies the others.
+func TestFirstAnswerGateManyKeys(t *testing.T) {
+	tr := gated(t, gateOK{}, clock.NewManual(t0), 0)
+	const n = 5000
+	for i := range n {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://k%d.test/", i), nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for i := range n {
+		key := fmt.Sprintf("k%d.test", i)
+		if !tr.pace.gate.shard(key).isKnown(key) {
+			t.Fatalf("%s is not known after its answer", key)
+		}
+	}
+	total := 0
+	for i := range tr.pace.gate.shards {
+		sh := &tr.pace.gate.shards[i]
+		known, recent := len(*sh.known.Load()), len(sh.recent)
+		total += known + recent
+		if recent >= max(minRecent, known/4) {
+			t.Errorf("shard %d: %d recent keys beside %d merged", i, recent, known)
+		}
+	}
+	if total != n {
+		t.Errorf("%d keys kept, want %d", total, n)
+	}
 }

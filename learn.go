@@ -58,6 +58,9 @@ type learnedKey struct {
 	at     int64
 	next   atomic.Int64
 	loaded chan struct{}
+	// paused is until when a refusal that stated no limit holds the key's requests, under
+	// learner.mu (no meter to pause in the store: learn_read.go).
+	paused time.Time
 }
 
 // Units of the IETF quota unit parameter qu (draft-ietf-httpapi-ratelimit-headers-11, section
@@ -250,6 +253,12 @@ func (t *Transport) roundTripLearned(base http.RoundTripper, req *http.Request, 
 	}
 	ms, err := l.meters(req.Context(), lk)
 	if err != nil {
+		return fail(err)
+	}
+	if err := t.learnedPause(req.Context(), key, lk); err != nil {
+		if len(ms) == 0 {
+			l.answered(lk, false) // not sent: its place goes to a waiter
+		}
 		return fail(err)
 	}
 	if len(ms) == 0 {
@@ -492,4 +501,24 @@ func (t *Transport) learnedStatus(ctx context.Context, key string) (Status, erro
 		}
 	}
 	return st, nil
+}
+
+// learnedPause waits until lk's pause (a refusal that stated no limit) has ended, on the
+// Transport's clock; a *DeadlineError when that would pass ctx's deadline, or ctx's error.
+func (t *Transport) learnedPause(ctx context.Context, key string, lk *learnedKey) error {
+	l := t.sync.learn
+	l.mu.Lock()
+	until := lk.paused
+	l.mu.Unlock()
+	if until.IsZero() {
+		return nil
+	}
+	d := until.Sub(t.clock.Now())
+	if d <= 0 {
+		return nil
+	}
+	if err := deadlineCheck(ctx, key, "", 1, d); err != nil {
+		return err
+	}
+	return t.clock.Sleep(ctx, d)
 }

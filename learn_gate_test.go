@@ -196,3 +196,46 @@ func TestNewRefusesStackedLearned(t *testing.T) {
 		t.Errorf("learned over learned, another store: %v", err)
 	}
 }
+
+// TestLearnedRefusalWithoutLimitsPauses: a first answer that is a 429 with Retry-After: 60 and
+// no limit fields pauses the key in this process: the 2 requests that waited for it wait 60 s
+// more (nothing reaches the upstream before), a request whose deadline comes first returns a
+// *DeadlineError at once, and at 60 s the 2 go.
+func TestLearnedRefusalWithoutLimitsPauses(t *testing.T) {
+	held := newHeldUpstream()
+	up := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := held.RoundTrip(req)
+		if err == nil {
+			resp.Header = http.Header{}
+			if resp.StatusCode == http.StatusTooManyRequests {
+				resp.Header.Set("Retry-After", "60")
+			}
+		}
+		return resp, err
+	})
+	clk := clock.NewManual(t0)
+	tr := newTransport(t, up, WithPacing(), WithClock(clk))
+	wait := gateSend(tr, context.Background(), "up.test", 3)
+	probe := held.arrived(t, 1)
+	awaitLearnWaiting(t, tr, "up.test", 2)
+	answerAll(probe, http.StatusTooManyRequests)
+	for deadline := time.Now().Add(5 * time.Second); clk.Sleepers() != 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests sleep out the pause, want 2", clk.Sleepers())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var de *DeadlineError
+	if err := gateSend(tr, ctx, "up.test", 1)()[0]; !errors.As(err, &de) || de.Wait != time.Minute {
+		t.Errorf("a request with a 1 s deadline during the pause: %v, want a DeadlineError of 1m0s", err)
+	}
+	held.arrived(t, 0)
+	clk.Advance(time.Minute)
+	answerAll(held.arrived(t, 2), http.StatusOK)
+	for i, err := range wait() {
+		if err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+}

@@ -105,6 +105,24 @@ func (t *Transport) learnFrom(req *http.Request, key string, lk *learnedKey, res
 	if len(changed) > 0 {
 		t.putLearned(req, key, lk, now)
 	}
+	if len(got) == 0 {
+		// A refusal that states no limit (a 429 with Retry-After alone): no meter to pause,
+		// so the key's requests wait here, in this process.
+		if retry, refused := retryPause(resp, headerparse.ParseRetryAfter(resp.Header, hnow)); refused {
+			if retry <= 0 {
+				retry = t.sync.Fallback
+			}
+			until := now.Add(min(retry, t.sync.MaxPause))
+			l.mu.Lock()
+			if until.After(lk.paused) {
+				lk.paused = until
+			}
+			l.mu.Unlock()
+			if t.obs != nil {
+				t.obs.Observe(observe.Event{Kind: observe.Paused, Key: key, Until: until})
+			}
+		}
+	}
 	t.keepLearned(req, key, now, hnow, resp, got)
 }
 

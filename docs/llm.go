@@ -12,14 +12,15 @@ import (
 )
 
 // openAIClient is docs/llm.md's OpenAI client.
-func openAIClient() (*http.Client, error) {
+func openAIClient() (*ratemonitor.Transport, *http.Client, error) {
 	// your tier's requests and tokens a minute for the model
 	p := profiles.OpenAI(500, 200_000, nil) // nil: estimate the input as characters / 4
 	tr, err := ratemonitor.New(http.DefaultTransport, p.Options()...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &http.Client{Transport: tr}, nil
+	// Close the Transport at shutdown (tr.Close): it stops its timers.
+	return tr, &http.Client{Transport: tr}, nil
 }
 
 // anthropicClient is docs/llm.md's Anthropic client, with an expected answer charged before
