@@ -101,11 +101,11 @@ func (t *Transport) loadLimits(req *http.Request, key string, lk *learnedKey, fi
 	}
 	now := t.clock.Now().UnixNano()
 	l := t.sync.learn
-	if next := l.setNext.Load(); now >= next && l.setNext.CompareAndSwap(next, now+int64(limitsRefresh)) {
+	if next := l.setNext.Load(); due(now, next) && l.setNext.CompareAndSwap(next, now+int64(limitsRefresh)) {
 		t.loadSet(req, s)
 	}
 	next := lk.next.Load()
-	if !first && now < next || !lk.next.CompareAndSwap(next, now+int64(limitsRefresh)) {
+	if !first && !due(now, next) || !lk.next.CompareAndSwap(next, now+int64(limitsRefresh)) {
 		return
 	}
 	b, err := s.Limits(context.WithoutCancel(req.Context()), limitsPrefix+key)
@@ -123,6 +123,9 @@ func (t *Transport) loadLimits(req *http.Request, key string, lk *learnedKey, fi
 		lk.at = v.At
 		var ms []*liveMeter
 		for _, sm := range v.Meters {
+			if !sm.valid() {
+				continue
+			}
 			i := slices.IndexFunc(lk.meters, func(m *liveMeter) bool { return m.name == sm.Name })
 			m := &liveMeter{meter: meter{name: sm.Name, key: sm.Key}, unit: sm.Unit, rules: sm.Rules, inflight: sm.InFlight, partition: sm.Partition}
 			if i >= 0 && lk.meters[i].key == sm.Key && lk.meters[i].same(m) {
@@ -173,6 +176,9 @@ func (t *Transport) loadSet(req *http.Request, s cache.Syncer) {
 	l.mu.Unlock()
 	var set []*liveMeter
 	for _, sm := range v.Meters {
+		if len(set) == maxMeters {
+			break
+		}
 		spec := Meter{Name: sm.Name, AppKey: sm.Key}
 		if i := slices.IndexFunc(old, func(m *liveMeter) bool { return m.name == sm.Name }); i >= 0 {
 			spec = old[i].spec
@@ -196,3 +202,21 @@ func (t *Transport) loadSet(req *http.Request, s cache.Syncer) {
 
 // errNotShared wraps a store error of SetMeter: the meter is set in this process only.
 var errNotShared = errors.New("ratemonitor: SetMeter: the meter is set in this process, but the store could not share it")
+
+// due reports whether a read planned for next (Unix ns) is due at now: its time has come, or
+// the clock stepped back past a refresh interval (else it would wait for the clock's return).
+func due(now, next int64) bool {
+	return now >= next || next-now > int64(limitsRefresh)
+}
+
+// valid reports whether a stored learned meter is one a Transport could have learned: a unit
+// of draft-11's, and rules, or a positive in-flight limit for concurrent requests.
+func (sm storedMeter) valid() bool {
+	switch sm.Unit {
+	case unitRequests, unitBytes:
+		return len(sm.Rules) > 0 && sm.InFlight == 0
+	case unitConcurrent:
+		return len(sm.Rules) == 0 && sm.InFlight > 0
+	}
+	return false
+}

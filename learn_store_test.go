@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratemonitor/ratemonitor/cache"
 	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/internal/storetest"
 	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
@@ -166,5 +167,71 @@ func TestSetMeterNotShared(t *testing.T) {
 	}
 	if l := tr.learning(); len(l.set) != 1 || l.set[0].name != "burst" {
 		t.Errorf("meters set: %v, want burst", l.set)
+	}
+}
+
+// TestLearnedLimitsBadStoreValues: values in the store that no Transport could have written
+// (not JSON, a unit of no draft, a limit of 0, a negative in-flight limit, a set meter with no
+// rules) are ignored: the key's first request goes as for a key nothing is known of, and
+// learns from its answer.
+func TestLearnedLimitsBadStoreValues(t *testing.T) {
+	for name, v := range map[string]string{
+		"not JSON":   `{"at":`,
+		"bad unit":   `{"at":9e18,"meters":[{"name":"ietf:x","key":"ietf:x:api.example","unit":"parsecs","rules":[{"Limit":5,"Window":1000000000}]}]}`,
+		"limit 0":    `{"at":9e18,"meters":[{"name":"ietf:x","key":"ietf:x:api.example","unit":"requests","rules":[{"Limit":0,"Window":1000000000}]}]}`,
+		"inflight<0": `{"at":9e18,"meters":[{"name":"ietf:x","key":"ietf:x:api.example","unit":"concurrent-requests","inflight":-1}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			clk := clock.NewManual(t0)
+			mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			ctx := context.Background()
+			if err := mem.PutLimits(ctx, limitsPrefix+"api.example", []byte(v), 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := mem.PutLimits(ctx, setLimitsKey, []byte(`{"at":9e18,"meters":[{"name":"s"}]}`), 0); err != nil {
+				t.Fatal(err)
+			}
+			up := &policyUpstream{}
+			up.q.Store(100)
+			up.r.Store(99)
+			tr := newTransport(t, up, WithStore(mem), WithPacing(), WithClock(clk))
+			if got := tr.learnedRule(t, "api.example"); got != "100/1m0s" {
+				t.Errorf("learned %s, want 100/1m0s", got)
+			}
+			if n := len(tr.learning().set); n != 0 {
+				t.Errorf("%d meters set from a set meter with no rules, want 0", n)
+			}
+		})
+	}
+}
+
+// TestLearnedLimitsRefreshAfterClockStepsBack: a clock stepped back an hour does not put off
+// the next read of the store for that hour: the next request reads it.
+func TestLearnedLimitsRefreshAfterClockStepsBack(t *testing.T) {
+	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
+	mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	tr := newTransport(t, plain{gateOK{}}, WithStore(mem), WithPacing(), WithClock(clk))
+	put := func(limit int, at time.Time) {
+		v := fmt.Sprintf(`{"at":%d,"meters":[{"name":"ietf:m","key":"ietf:m:api.example","unit":"requests","rules":[{"Limit":%d,"Window":60000000000}]}]}`, at.UnixNano(), limit)
+		if err := mem.PutLimits(context.Background(), limitsPrefix+"api.example", []byte(v), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(100, t0)
+	if got := tr.learnedRule(t, "api.example"); got != "100/1m0s" {
+		t.Fatalf("first read: %s, want 100/1m0s", got)
+	}
+	clk.Step(-time.Hour)
+	put(50, t0.Add(time.Second))
+	if got := tr.learnedRule(t, "api.example"); got != "50/1m0s" {
+		t.Errorf("after the clock stepped back an hour: %s, want 50/1m0s", got)
 	}
 }
