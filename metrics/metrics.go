@@ -22,7 +22,7 @@
 //	store_state_lost_total{store,reason} counter detected losses of shared state (restart, eviction, corrupt)
 //	degraded{store}           gauge      Transports pacing locally now because their shared store is unreachable
 //	degraded_total{store}     counter    times the Transport entered degraded mode
-//	limit_changes_total{source} counter  limits learned from the upstream or set at run time (source "learned" or "set")
+//	limit_changes_total{source} counter  limits learned from the upstream or set at run time (source "learned", "set", or "shared": read from the store)
 //	wait_seconds              histogram  the waits the Transport's callers went through (> 0 only)
 //	usage_ratio{rule}         gauge      used / limit per rule after the middleware's latest decision
 //
@@ -119,7 +119,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 		retries:       counter("store_retries_total", "Optimistic-lock retries after a conditional-check failure, by store and operation.", []string{"store", "op"}),
 		evicted:       counter("evicted_live_total", "Keys whose live state the store had to evict (their counts restart at zero).", []string{"store"}),
 		stateLost:     counter("store_state_lost_total", "Detected losses of shared state (the server restarted, evicted keys, or held an unreadable value), by store and reason.", []string{"store", "reason"}),
-		limitChanges:  counter("limit_changes_total", "Limits a Transport learned from the upstream or was given at run time, by source (learned, set).", []string{"source"}),
+		limitChanges:  counter("limit_changes_total", "Limits a Transport learned from the upstream or was given at run time, by source (learned, set, shared).", []string{"source"}),
 		degradedTotal: counter("degraded_total", "Times the Transport entered degraded mode (local pacing while the shared store is unreachable).", []string{"store"}),
 		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "degraded",
 			Help: "Transports pacing on a local store now because their shared store is unreachable (0 when none)."}, []string{"store"}),

@@ -51,6 +51,7 @@ func TestEveryMetricExactAfterOneEventOfEachKind(t *testing.T) {
 		{Kind: observe.LimitChanged, Key: "ietf:burst:a", Op: "learned", Rules: []observe.RuleUsage{{Rule: "10/1s", Limit: 10}}},
 		{Kind: observe.LimitChanged, Key: "ietf:minute:a", Op: "learned", Rules: []observe.RuleUsage{{Rule: "100/1m0s", Limit: 100}}},
 		{Kind: observe.LimitChanged, Key: "", Op: "set", Rules: []observe.RuleUsage{{Rule: "5/1s", Limit: 5}}},
+		{Kind: observe.LimitChanged, Key: "ietf:minute:a", Op: "shared", Rules: []observe.RuleUsage{{Rule: "50/1m0s", Limit: 50}}},
 	} {
 		o.Observe(e)
 	}
@@ -61,10 +62,11 @@ ratemonitor_admitted_total 2
 # HELP ratemonitor_evicted_live_total Keys whose live state the store had to evict (their counts restart at zero).
 # TYPE ratemonitor_evicted_live_total counter
 ratemonitor_evicted_live_total{store="memory"} 1
-# HELP ratemonitor_limit_changes_total Limits a Transport learned from the upstream or was given at run time, by source (learned, set).
+# HELP ratemonitor_limit_changes_total Limits a Transport learned from the upstream or was given at run time, by source (learned, set, shared).
 # TYPE ratemonitor_limit_changes_total counter
 ratemonitor_limit_changes_total{source="learned"} 2
 ratemonitor_limit_changes_total{source="set"} 1
+ratemonitor_limit_changes_total{source="shared"} 1
 # HELP ratemonitor_recorded_total Requests the Transport recorded (monitoring mode).
 # TYPE ratemonitor_recorded_total counter
 ratemonitor_recorded_total 3

@@ -95,7 +95,8 @@ const (
 	Recovered
 	// LimitChanged: a Transport made without rules learned a limit from the upstream's
 	// answer, or was given one (Transport.SetMeter), or a limit it had changed. Key is the
-	// meter's key ("" for a meter set for every key); Op says how ("learned" or "set"); Rules
+	// meter's key ("" for a meter set for every key); Op says how ("learned", "set", or
+	// "shared": read from the store, as another Transport learned or set it); Rules
 	// holds the new rules (Used 0, Limit the quota), or one rule "inflight" whose Limit is the
 	// requests allowed in progress at once.
 	LimitChanged
