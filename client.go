@@ -229,6 +229,14 @@ func sameClock(a, b clock.Clock) bool {
 	return a == b
 }
 
+// sameStore compares stores without panicking on a store type that is not comparable.
+func sameStore(a, b cache.Store) bool {
+	if a == nil || reflect.TypeOf(a) != reflect.TypeOf(b) || !reflect.TypeOf(a).Comparable() {
+		return false
+	}
+	return a == b
+}
+
 func isNilPointer(v any) bool {
 	r := reflect.ValueOf(v)
 	return r.Kind() == reflect.Pointer && r.IsNil()
@@ -398,7 +406,7 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if fixed && t.costs.unit && len(t.meters) > 0 {
 		t.costs.fixed = t.freshLimits("").meters
 	}
-	if in, ok := t.base.(*Transport); ok && in.store == t.store && (in.strat == nil || t.strat == nil) {
+	if in, ok := t.base.(*Transport); ok && sameStore(in.store, t.store) && (in.strat == nil || t.strat == nil) {
 		// A Transport made without rules does not pass on or read the mark that keeps stacked
 		// Transports from counting an attempt twice.
 		return nil, errors.New("ratemonitor: New: the base is a Transport over the same store, and one of them has no rules: each would count every request on the meters it learns; use one Transport (SetMeter adds meters to one made without rules), or give both rules")

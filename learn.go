@@ -241,8 +241,10 @@ func (t *Transport) roundTripLearned(base http.RoundTripper, req *http.Request, 
 		return nil, err
 	}
 	if made {
-		t.loadLimits(req, key, lk, true)
-		close(lk.loaded)
+		func() {
+			defer close(lk.loaded) // even if the store or an observer panics
+			t.loadLimits(req, key, lk, true)
+		}()
 	} else {
 		select {
 		case <-lk.loaded:
@@ -250,6 +252,9 @@ func (t *Transport) roundTripLearned(base http.RoundTripper, req *http.Request, 
 			return fail(req.Context().Err())
 		}
 		t.loadLimits(req, key, lk, false)
+	}
+	if err := req.Context().Err(); err != nil {
+		return fail(err) // it ended while the store was read
 	}
 	ms, err := l.meters(req.Context(), lk)
 	if err != nil {
@@ -373,24 +378,39 @@ func (t *Transport) SetMeter(m Meter) error {
 	if err != nil {
 		return err
 	}
-	at := t.clock.Now().UnixNano()
+	// Start from the store's set when it is newer, so that meters other Transports set stay.
+	var stored storedLimits
+	var storeErr error
+	if s := t.limitsStore(); s != nil {
+		var b []byte
+		if b, storeErr = s.Limits(context.Background(), setLimitsKey); storeErr == nil {
+			stored, _ = t.decodeLimits(b)
+		}
+	}
 	l.mu.Lock()
-	set := slices.Clone(l.set)
+	set, setAt := l.set, l.setAt
+	l.mu.Unlock()
+	if stored.At > setAt {
+		set = t.buildSet(stored.Meters, set, sharedOp)
+	}
+	set = slices.Clone(set)
 	if i := slices.IndexFunc(set, func(o *liveMeter) bool { return o.name == m.Name }); i >= 0 {
 		set[i] = lm
-	} else if len(set) == maxMeters {
-		l.mu.Unlock()
+	} else if len(set) >= maxMeters {
 		return fmt.Errorf("ratemonitor: SetMeter(%q): more than %d meters set: merge meters that count under the same key", m.Name, maxMeters)
 	} else {
 		set = append(set, lm)
 	}
-	l.set = set
-	l.setAt = max(l.setAt+1, at)
-	at = l.setAt
+	l.mu.Lock()
+	at := max(t.clock.Now().UnixNano(), after(l.setAt), after(stored.At))
+	l.set, l.setAt = set, at
 	l.mu.Unlock()
 	t.limitChanged(m.AppKey, lm)
-	if err := t.putSet(context.Background(), at); err != nil {
-		return fmt.Errorf("%w: %w", errNotShared, err)
+	if storeErr == nil {
+		storeErr = t.putSet(context.Background(), at)
+	}
+	if storeErr != nil {
+		return fmt.Errorf("%w: %w", errNotShared, storeErr)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -56,7 +57,7 @@ func (t *Transport) putLearned(req *http.Request, key string, lk *learnedKey, no
 	l := t.sync.learn
 	l.mu.Lock()
 	// Strictly after the last change known here: two changes in one clock tick stay ordered.
-	v := storedLimits{At: max(now.UnixNano(), lk.at+1)}
+	v := storedLimits{At: max(now.UnixNano(), after(lk.at))}
 	for _, m := range lk.meters {
 		v.Meters = append(v.Meters, storedMeter{Name: m.name, Key: m.key, Unit: m.unit, Rules: m.rules, InFlight: m.inflight, Partition: m.partition})
 	}
@@ -108,13 +109,18 @@ func (t *Transport) loadLimits(req *http.Request, key string, lk *learnedKey, fi
 	if !first && !due(now, next) || !lk.next.CompareAndSwap(next, now+int64(limitsRefresh)) {
 		return
 	}
-	b, err := s.Limits(context.WithoutCancel(req.Context()), limitsPrefix+key)
+	b, err := s.Limits(req.Context(), limitsPrefix+key)
 	if err != nil {
-		t.syncFailed(req, key, err)
+		if first {
+			lk.next.Store(0) // read again on the key's next request
+		}
+		if req.Context().Err() == nil {
+			t.syncFailed(req, key, err)
+		}
 		return
 	}
-	var v storedLimits
-	if b == nil || json.Unmarshal(b, &v) != nil {
+	v, ok := t.decodeLimits(b)
+	if !ok {
 		return
 	}
 	var changed []*liveMeter
@@ -123,7 +129,7 @@ func (t *Transport) loadLimits(req *http.Request, key string, lk *learnedKey, fi
 		lk.at = v.At
 		var ms []*liveMeter
 		for _, sm := range v.Meters {
-			if !sm.valid() {
+			if !sm.valid() || len(ms) == maxMeters || slices.ContainsFunc(ms, func(m *liveMeter) bool { return m.name == sm.Name }) {
 				continue
 			}
 			i := slices.IndexFunc(lk.meters, func(m *liveMeter) bool { return m.name == sm.Name })
@@ -132,7 +138,7 @@ func (t *Transport) loadLimits(req *http.Request, key string, lk *learnedKey, fi
 				ms = append(ms, lk.meters[i])
 				continue
 			}
-			if m = t.newLearned(sm.Name, sm.Key, sm.Unit, sm.Partition, sm.Rules, sm.InFlight); m == nil || len(ms) == maxMeters {
+			if m = t.newLearned(sm.Name, sm.Key, sm.Unit, sm.Partition, sm.Rules, sm.InFlight); m == nil {
 				continue
 			}
 			m.source = sharedOp
@@ -154,50 +160,77 @@ func (t *Transport) loadLimits(req *http.Request, key string, lk *learnedKey, fi
 	}
 }
 
-// loadSet reads the set meters from s and, when newer than l's, sets them here: a meter this
-// process set under the same name keeps its Key and Cost functions.
+// loadSet reads the set meters from s and, when newer than l's, sets them here.
 func (t *Transport) loadSet(req *http.Request, s cache.Syncer) {
-	b, err := s.Limits(context.WithoutCancel(req.Context()), setLimitsKey)
+	b, err := s.Limits(req.Context(), setLimitsKey)
 	if err != nil {
-		t.syncFailed(req, "", err)
+		if req.Context().Err() == nil {
+			t.syncFailed(req, "", err)
+		}
 		return
 	}
-	var v storedLimits
-	if b == nil || json.Unmarshal(b, &v) != nil {
-		return
-	}
+	v, ok := t.decodeLimits(b)
 	l := t.sync.learn
 	l.mu.Lock()
-	if v.At <= l.setAt {
-		l.mu.Unlock()
+	old, newer := l.set, ok && v.At > l.setAt
+	l.mu.Unlock()
+	if !newer {
 		return
 	}
-	old := l.set
-	l.mu.Unlock()
-	var set []*liveMeter
-	for _, sm := range v.Meters {
-		if len(set) == maxMeters {
-			break
-		}
-		spec := Meter{Name: sm.Name, AppKey: sm.Key}
-		if i := slices.IndexFunc(old, func(m *liveMeter) bool { return m.name == sm.Name }); i >= 0 {
-			spec = old[i].spec
-		}
-		spec.Rules, spec.InFlight = sm.Rules, sm.InFlight
-		m, err := t.setMeter(spec, sharedOp)
-		if err != nil {
-			continue // not a meter here (no leases for its slots, say)
-		}
-		set = append(set, m)
-	}
+	set := t.buildSet(v.Meters, old, sharedOp)
 	l.mu.Lock()
-	if v.At > l.setAt {
+	if newer = v.At > l.setAt; newer {
 		l.setAt, l.set = v.At, set
 	}
 	l.mu.Unlock()
-	for _, m := range set {
-		t.limitChanged(m.spec.AppKey, m)
+	if newer {
+		for _, m := range set {
+			t.limitChanged(m.spec.AppKey, m)
+		}
 	}
+}
+
+// buildSet returns the set meters stored describes (the first of a name, at most maxMeters),
+// reported with Op source: a meter local sets under the same name keeps its Key and Cost
+// functions; one this process cannot keep (no leases for its slots, say) is left out.
+func (t *Transport) buildSet(stored []storedMeter, local []*liveMeter, source string) []*liveMeter {
+	var set []*liveMeter
+	for _, sm := range stored {
+		if len(set) == maxMeters || slices.ContainsFunc(set, func(m *liveMeter) bool { return m.name == sm.Name }) {
+			continue
+		}
+		spec := Meter{Name: sm.Name, AppKey: sm.Key}
+		if i := slices.IndexFunc(local, func(m *liveMeter) bool { return m.name == sm.Name }); i >= 0 {
+			spec = local[i].spec
+		}
+		spec.Rules, spec.InFlight = sm.Rules, sm.InFlight
+		if m, err := t.setMeter(spec, source); err == nil {
+			set = append(set, m)
+		}
+	}
+	return set
+}
+
+// decodeLimits decodes a stored value; false when there is none, it is not one, or it is
+// dated more than limitsAhead past this Transport's clock (a writer's clock that far ahead,
+// or a value no Transport wrote, would otherwise stay the newest for good).
+func (t *Transport) decodeLimits(b []byte) (storedLimits, bool) {
+	var v storedLimits
+	if b == nil || json.Unmarshal(b, &v) != nil {
+		return v, false
+	}
+	return v, v.At <= t.clock.Now().Add(limitsAhead).UnixNano()
+}
+
+// limitsAhead is how far past this clock a stored value's date may be.
+const limitsAhead = time.Hour
+
+// after returns the instant just after x, Unix ns (x itself at the end of time).
+func after(x int64) int64 {
+	if x == math.MaxInt64 {
+		return x
+	}
+	return x + 1
 }
 
 // errNotShared wraps a store error of SetMeter: the meter is set in this process only.
