@@ -229,6 +229,38 @@ func sameClock(a, b clock.Clock) bool {
 	return a == b
 }
 
+// claim claims the store's counters for the request's rules and each meter's (cache.Sharing).
+func (t *Transport) claim(sh *cache.Sharing) error {
+	if err := sh.Claim("", t.strat); err != nil {
+		return optionErr("WithStore", err)
+	}
+	for _, m := range t.meters {
+		// A meter's keys are its own: an app key, or keys derived under its name.
+		scope := "meter " + m.name
+		if m.key != "" {
+			scope = "app key " + m.key
+		}
+		if err := sh.Claim(scope, m.strat); err != nil {
+			return optionErr(m.opt, err)
+		}
+	}
+	return nil
+}
+
+// settleCosts notes, once the meters are known, whether every request costs 1 everywhere
+// (costs.unit) and, if so, the charges that are the same for every request (costs.fixed).
+func (t *Transport) settleCosts() {
+	t.costs.unit = t.costs.fn == nil
+	fixed := !t.pace.on
+	for _, m := range t.meters {
+		t.costs.unit = t.costs.unit && m.cost == nil
+		fixed = fixed && m.key != ""
+	}
+	if fixed && t.costs.unit && len(t.meters) > 0 {
+		t.costs.fixed = t.freshLimits("").meters
+	}
+}
+
 // sameStore compares stores without panicking on a store type that is not comparable.
 func sameStore(a, b cache.Store) bool {
 	if a == nil || reflect.TypeOf(a) != reflect.TypeOf(b) || !reflect.TypeOf(a).Comparable() {
@@ -379,38 +411,20 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 	if _, ok := t.store.(cache.Syncer); t.sync != nil && !ok {
 		return nil, errNoSyncer
 	}
-	// Last, so that a New that fails claims nothing. A store New made itself is new: nothing
-	// can conflict there. A store without a Sharing is not checked.
-	if sh := traits.Sharing; sh != nil && !t.share.own && !learning {
-		if err := sh.Claim("", t.strat); err != nil {
-			return nil, optionErr("WithStore", err)
-		}
-		for _, m := range t.meters {
-			// A meter's keys are its own: an app key, or keys derived under its name.
-			scope := "meter " + m.name
-			if m.key != "" {
-				scope = "app key " + m.key
-			}
-			if err := sh.Claim(scope, m.strat); err != nil {
-				return nil, optionErr(m.opt, err)
-			}
-		}
-	}
-	t.share.contends = traits.Contends
-	t.costs.unit = t.costs.fn == nil
-	fixed := !t.pace.on
-	for _, m := range t.meters {
-		t.costs.unit = t.costs.unit && m.cost == nil
-		fixed = fixed && m.key != ""
-	}
-	if fixed && t.costs.unit && len(t.meters) > 0 {
-		t.costs.fixed = t.freshLimits("").meters
-	}
-	if in, ok := t.base.(*Transport); ok && sameStore(in.store, t.store) && (in.strat == nil || t.strat == nil) {
+	if in, ok := t.base.(*Transport); ok && sameStore(in.store, t.store) && (in.strat == nil || learning) {
 		// A Transport made without rules does not pass on or read the mark that keeps stacked
 		// Transports from counting an attempt twice.
 		return nil, errors.New("ratemonitor: New: the base is a Transport over the same store, and one of them has no rules: each would count every request on the meters it learns; use one Transport (SetMeter adds meters to one made without rules), or give both rules")
 	}
+	// Last, so that a New that fails claims nothing. A store New made itself is new: nothing
+	// can conflict there. A store without a Sharing is not checked.
+	if sh := traits.Sharing; sh != nil && !t.share.own && !learning {
+		if err := t.claim(sh); err != nil {
+			return nil, err
+		}
+	}
+	t.share.contends = traits.Contends
+	t.settleCosts()
 	if err := t.startDegrader(); err != nil {
 		return nil, err
 	}
