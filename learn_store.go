@@ -42,7 +42,7 @@ type storedMeter struct {
 	Partition string          `json:"pk,omitempty"`
 }
 
-// limitsOf returns what the store shares, or nil when it shares nothing (no cache.Syncer).
+// limitsStore returns the store that shares limits; nil when there is none (no cache.Syncer).
 func (t *Transport) limitsStore() cache.Syncer {
 	s, _ := t.store.(cache.Syncer)
 	return s
