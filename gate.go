@@ -22,9 +22,10 @@ type firstGate struct {
 
 // gateShard holds the known keys in a map that is replaced, never written, so that a known
 // key is looked up with an atomic load and no lock (no cache line written per request). Keys
-// known since it was last replaced are in recent, under mu, until they are a quarter of it:
-// then it is replaced by a copy holding them too (a copy per key would cost each new key the
-// time to copy all the others). The keys not known yet are in keys, under mu.
+// known since it was last replaced wait in recent, under mu, until they are a quarter of it
+// (a map of under 4 keys is replaced at once); then it is replaced by a copy holding them too
+// (a copy per key would cost each new key the time to copy all the others). The keys not
+// known yet are in keys, under mu.
 type gateShard struct {
 	known   atomic.Pointer[map[string]struct{}]
 	nrecent atomic.Int32 // len(recent)
@@ -33,8 +34,6 @@ type gateShard struct {
 	keys    map[string]*gateKey
 }
 
-// minRecent is how many keys recent holds at least before they are merged into known.
-const minRecent = 64
 
 // gateKey is an unknown key's gate: out probes in flight, and wake, closed when one leaves.
 type gateKey struct {
@@ -48,12 +47,9 @@ type gateKey struct {
 // a key's remaining without a reader (SyncConfig.Readers, or WithCostReport's), and a negative
 // SyncConfig.FirstAnswer turns it off.
 func newFirstGate(paced bool, cfg *SyncConfig, report bool) *firstGate {
-	if !paced || cfg == nil || cfg.FirstAnswer < 0 || (len(cfg.Readers) == 0 && !report) {
+	n := cfg.firstAnswer(paced)
+	if n == 0 || (len(cfg.Readers) == 0 && !report) {
 		return nil
-	}
-	n := cfg.FirstAnswer
-	if n == 0 {
-		n = defaultFirstAnswer
 	}
 	g := &firstGate{n: n, seed: maphash.MakeSeed()}
 	for i := range g.shards {
@@ -65,12 +61,20 @@ func newFirstGate(paced bool, cfg *SyncConfig, report bool) *firstGate {
 // defaultFirstAnswer is SyncConfig.FirstAnswer's default.
 const defaultFirstAnswer = 1
 
+// firstAnswer is how many requests of an unknown key go before its first answer under cfg;
+// 0: none are held (monitoring mode never holds a request, a negative FirstAnswer turns the
+// gate off, and nil is no WithSync).
+func (cfg *SyncConfig) firstAnswer(paced bool) int {
+	if !paced || cfg == nil || cfg.FirstAnswer < 0 {
+		return 0
+	}
+	return max(cfg.FirstAnswer, defaultFirstAnswer)
+}
+
 // isKnown reports whether key is known: an answer was read for it, or the store held state.
 func (sh *gateShard) isKnown(key string) bool {
-	if m := sh.known.Load(); m != nil {
-		if _, ok := (*m)[key]; ok {
-			return true
-		}
+	if sh.merged(key) {
+		return true
 	}
 	if sh.nrecent.Load() == 0 {
 		return false
@@ -83,12 +87,17 @@ func (sh *gateShard) isKnown(key string) bool {
 
 // knownLocked is isKnown with sh.mu held.
 func (sh *gateShard) knownLocked(key string) bool {
-	if m := sh.known.Load(); m != nil {
-		if _, ok := (*m)[key]; ok {
-			return true
-		}
-	}
 	_, ok := sh.recent[key]
+	return ok || sh.merged(key)
+}
+
+// merged reports whether key is in the shard's map of known keys (not its recent ones).
+func (sh *gateShard) merged(key string) bool {
+	m := sh.known.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[key]
 	return ok
 }
 
@@ -198,7 +207,7 @@ func (t *Transport) gateLeave(key string, answered bool) {
 		}
 		sh.recent[key] = struct{}{}
 		old := sh.known.Load()
-		if len(sh.recent) < max(minRecent, len(*old)/4) {
+		if len(sh.recent) < len(*old)/4 {
 			sh.nrecent.Store(int32(len(sh.recent)))
 			return
 		}

@@ -131,10 +131,7 @@ func (t *Transport) startLearning() error {
 			return err
 		}
 	}
-	t.sync.learn = &learner{keys: map[string]*learnedKey{}}
-	if t.pace.on && t.sync.FirstAnswer >= 0 {
-		t.sync.learn.first = max(t.sync.FirstAnswer, defaultFirstAnswer)
-	}
+	t.sync.learn = &learner{keys: map[string]*learnedKey{}, first: t.sync.firstAnswer(t.pace.on)}
 	return nil
 }
 
@@ -173,25 +170,27 @@ func (l *learner) key(key string) (lk *learnedKey, made bool) {
 // meter is still unanswered: those set for every key, then lk's learned ones not named as a
 // set one. It returns none, and counts the request in lk.unmetered, when there are none; but
 // while lk has no answer, only l.first requests go so (the first-answer gate): the others wait
-// for an answer, or for a failed one's place.
-func (l *learner) meters(ctx context.Context, lk *learnedKey) ([]*liveMeter, error) {
+// for an answer, or for a failed one's place. paused is lk.paused, read under the same lock.
+func (l *learner) meters(ctx context.Context, lk *learnedKey) (ms []*liveMeter, paused time.Time, err error) {
 	for {
 		l.mu.Lock()
 		if len(lk.meters) == 0 && len(l.set) == 0 {
 			if lk.known || l.first == 0 || lk.unmetered < l.first {
 				lk.unmetered++
+				paused = lk.paused
 				l.mu.Unlock()
-				return nil, nil
+				return nil, paused, nil
 			}
 		} else if lk.unmetered == 0 {
-			ms := l.set
+			ms = l.set
 			for _, m := range lk.meters {
 				if !slices.ContainsFunc(l.set, func(s *liveMeter) bool { return s.name == m.name }) {
 					ms = append(slices.Clip(ms), m)
 				}
 			}
+			paused = lk.paused
 			l.mu.Unlock()
-			return ms, nil
+			return ms, paused, nil
 		}
 		if lk.settled == nil {
 			lk.settled = make(chan struct{})
@@ -199,7 +198,6 @@ func (l *learner) meters(ctx context.Context, lk *learnedKey) ([]*liveMeter, err
 		ch := lk.settled
 		lk.waiting++
 		l.mu.Unlock()
-		var err error
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -209,7 +207,7 @@ func (l *learner) meters(ctx context.Context, lk *learnedKey) ([]*liveMeter, err
 		lk.waiting--
 		l.mu.Unlock()
 		if err != nil {
-			return nil, err
+			return nil, paused, err
 		}
 	}
 }
@@ -256,11 +254,11 @@ func (t *Transport) roundTripLearned(base http.RoundTripper, req *http.Request, 
 	if err := req.Context().Err(); err != nil {
 		return fail(err) // it ended while the store was read
 	}
-	ms, err := l.meters(req.Context(), lk)
+	ms, paused, err := l.meters(req.Context(), lk)
 	if err != nil {
 		return fail(err)
 	}
-	if err := t.learnedPause(req.Context(), key, lk); err != nil {
+	if err := t.learnedPause(req.Context(), key, paused); err != nil {
 		if len(ms) == 0 {
 			l.answered(lk, false) // not sent: its place goes to a waiter
 		}
@@ -523,13 +521,9 @@ func (t *Transport) learnedStatus(ctx context.Context, key string) (Status, erro
 	return st, nil
 }
 
-// learnedPause waits until lk's pause (a refusal that stated no limit) has ended, on the
+// learnedPause waits until a key's pause (a refusal that stated no limit) has ended, on the
 // Transport's clock; a *DeadlineError when that would pass ctx's deadline, or ctx's error.
-func (t *Transport) learnedPause(ctx context.Context, key string, lk *learnedKey) error {
-	l := t.sync.learn
-	l.mu.Lock()
-	until := lk.paused
-	l.mu.Unlock()
+func (t *Transport) learnedPause(ctx context.Context, key string, until time.Time) error {
 	if until.IsZero() {
 		return nil
 	}

@@ -65,11 +65,7 @@ func meterFigures(t *testing.T, tr *Transport, key string) string {
 // SetMeter reaches B by 10 s too, reported with Op "shared".
 func TestLearnedLimitsInTheStore(t *testing.T) {
 	clk := clock.NewManual(t0)
-	mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
+	mem := newMem(t, clk)
 	upA := &policyUpstream{}
 	upA.q.Store(100)
 	upA.r.Store(90)
@@ -183,11 +179,7 @@ func TestLearnedLimitsBadStoreValues(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			clk := clock.NewManual(t0)
-			mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
+			mem := newMem(t, clk)
 			ctx := context.Background()
 			if err := mem.PutLimits(ctx, limitsPrefix+"api.example", []byte(v), 0); err != nil {
 				t.Fatal(err)
@@ -214,11 +206,7 @@ func TestLearnedLimitsBadStoreValues(t *testing.T) {
 // whose clock did not step, wrote.
 func TestLearnedLimitsRefreshAfterClockStepsBack(t *testing.T) {
 	clk := &storetest.SteppedClock{Base: clock.NewManual(t0)}
-	mem, err := cache.NewMemory(cache.MemoryConfig{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
+	mem := newMem(t, clk)
 	tr := newTransport(t, plain{gateOK{}}, WithStore(mem), WithPacing(), WithClock(clk))
 	put := func(limit int, at time.Time) {
 		v := fmt.Sprintf(`{"at":%d,"meters":[{"name":"ietf:m","key":"ietf:m:api.example","unit":"requests","rules":[{"Limit":%d,"Window":60000000000}]}]}`, at.UnixNano(), limit)
