@@ -34,7 +34,6 @@ type gateShard struct {
 	keys    map[string]*gateKey
 }
 
-
 // gateKey is an unknown key's gate: out probes in flight, and wake, closed when one leaves.
 type gateKey struct {
 	out     int
