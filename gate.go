@@ -107,7 +107,7 @@ func (g *firstGate) shard(key string) *gateShard {
 // gateEnter lets req on key through the gate. It returns probe set when req is one of the
 // requests sent before key's first answer (gateLeave must follow, with what came back), and
 // ctx's error when ctx ends first (nothing was sent). A known key costs an atomic load and a
-// map lookup.
+// map lookup (and a lock while among its shard's recent keys).
 func (t *Transport) gateEnter(ctx context.Context, key string) (probe bool, err error) {
 	sh := t.pace.gate.shard(key)
 	if sh.isKnown(key) {
