@@ -165,6 +165,9 @@ type settings struct {
 	policySet   bool            // WithStoreErrorPolicy
 	degradedCfg *DegradedConfig // WithDegraded
 	inflight    inflightConfig  // WithInFlight, WithAppInFlight, WithInFlightLease, Meter.InFlight
+	// learnedMeters are WithMeter's meters with no rules and no InFlight: without rules, their
+	// limits are learned from WithCostReport's figures; with rules, New refuses them.
+	learnedMeters []*meter
 }
 
 // errTwoStrategies is the cause of the error WithRules or WithStrategy returns when the
@@ -375,6 +378,8 @@ func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
 		if err := t.startLearning(); err != nil {
 			return nil, err
 		}
+	} else if len(t.setup.learnedMeters) > 0 {
+		return nil, fmt.Errorf("ratemonitor: %s: no rules and no InFlight: give the meter's limits (only a Transport without WithRules learns a meter's limits)", t.setup.learnedMeters[0].opt)
 	}
 	if err := t.applySmoothing(); err != nil {
 		return nil, err

@@ -47,7 +47,8 @@ func WithCost(f func(*http.Request) int) Option {
 // A cost.BodyReader corrects the charge once the caller has read the body to its end, or closed
 // it after one whole JSON value. With WithSync, the points the reader says remain update the
 // rules. A report's Meters correct the request's charge on each meter it names, and their
-// figures update those meters (LLM tokens: docs/llm.md). New fails when a cost.Declared reader
+// figures update those meters (LLM tokens: docs/llm.md). Without rules, the figures give the
+// limits of the meters WithMeter gave without rules (docs/learning.md). New fails when a cost.Declared reader
 // names a window no rule has. r must be safe for concurrent use. See
 // docs/cost.md#charge-then-correct and
 // docs/cost.md#reading-the-cost-from-the-body.

@@ -32,6 +32,9 @@ type learner struct {
 	// first is how many requests of a key with no answer yet go out before its first answer
 	// (SyncConfig.FirstAnswer; the first-answer gate); 0: no gate (monitoring mode, or off).
 	first int
+	// reported are the meters whose limits WithCostReport's figures give (WithMeter's without
+	// rules): their names, keys and costs.
+	reported []*meter
 	// setAt is when the set meters last changed (Unix ns, the writer's clock: learn_store.go);
 	// setNext when the store's are read again.
 	setAt   int64
@@ -69,7 +72,14 @@ const (
 	unitRequests   = "requests"
 	unitBytes      = "content-bytes"
 	unitConcurrent = "concurrent-requests"
+	// unitReport is a meter learned from WithCostReport's figures: charged its Meter.Cost,
+	// or 1 on the report's own (reportRequests).
+	unitReport = "report"
 )
+
+// reportRequests names the learned meter of a cost report's own figures (cost.Report.Signals):
+// the request's own limit, such as OpenAI's requests a minute.
+const reportRequests = "requests"
 
 // liveMeter is one meter of a Transport made without rules: learned for one key, or set for
 // every key.
@@ -105,8 +115,14 @@ func (t *Transport) startLearning() error {
 		return errors.New("ratemonitor: New: meters without rules: give WithRules too, or no meters and let the Transport learn them (Transport.SetMeter sets one at run time)")
 	case !t.setup.inflight.none() || t.setup.inflight.ttl != 0:
 		return errors.New("ratemonitor: New: WithInFlight or WithAppInFlight without rules: give WithRules too; without rules a concurrent-requests policy of the upstream becomes an in-flight meter")
-	case t.costs.fn != nil || t.costs.report != nil:
-		return errors.New("ratemonitor: New: WithCost or WithCostReport without rules: give WithRules too; without rules a content-bytes policy is charged the request's body size")
+	case len(t.setup.learnedMeters) > 0 && t.costs.report == nil:
+		return fmt.Errorf("ratemonitor: %s: no rules and no InFlight: give the meter's limits, or WithCostReport to learn them from its figures", t.setup.learnedMeters[0].opt)
+	case slices.ContainsFunc(t.setup.learnedMeters, func(m *meter) bool { return m.name == reportRequests }):
+		return fmt.Errorf("ratemonitor: New: WithMeter(%q) without rules: the name is the learned meter of the cost report's own figures; name the meter otherwise", reportRequests)
+	case t.costs.fn != nil:
+		return errors.New("ratemonitor: New: WithCost without rules: give WithRules too; without rules a request costs 1, a content-bytes policy its body size, a learned meter its Cost")
+	case t.costs.report != nil && len(t.setup.learnedMeters) == 0:
+		return errors.New("ratemonitor: New: WithCostReport without rules: give WithRules too, or meters with a Cost and no rules (WithMeter) whose limits the report's figures give")
 	case t.pace.smooth:
 		return errors.New("ratemonitor: New: WithSmoothing without rules: give WithRules too")
 	case t.setup.degradedCfg != nil || (t.setup.policySet && t.fail.policy == Degrade):
@@ -131,7 +147,7 @@ func (t *Transport) startLearning() error {
 			return err
 		}
 	}
-	t.sync.learn = &learner{keys: map[string]*learnedKey{}, first: t.sync.firstAnswer(t.pace.on)}
+	t.sync.learn = &learner{keys: map[string]*learnedKey{}, first: t.sync.firstAnswer(t.pace.on), reported: t.setup.learnedMeters}
 	return nil
 }
 
@@ -271,7 +287,7 @@ func (t *Transport) roundTripLearned(base http.RoundTripper, req *http.Request, 
 				l.answered(lk, false)
 			}
 		}()
-		resp, err := t.sendLearned(base, req, key, lk)
+		resp, err := t.sendLearned(base, req, key, lk, nil)
 		done = true
 		l.answered(lk, answered(resp, err))
 		return resp, err
@@ -282,25 +298,30 @@ func (t *Transport) roundTripLearned(base http.RoundTripper, req *http.Request, 
 		h.release()
 		return fail(err)
 	}
+	var ch *charge // kept for WithCostReport's corrections; nil: nothing to correct
 	if len(lim.meters) > 0 {
 		ctx := req.Context()
+		var at, local time.Time
 		if t.pace.on {
-			_, _, err = t.acquire(ctx, key, 1, t.fail.policy == SendUncounted, false, lim)
+			at, local, err = t.acquire(ctx, key, 1, t.fail.policy == SendUncounted, t.costs.report != nil, lim)
 		} else if err = t.recordAll(ctx, key, 1, lim); err != nil && ctx.Err() != nil {
 			err = gaveUp(ctx, err)
 		}
-		if se, ok := errors.AsType[*StoreError](err); ok {
+		se, isStore := errors.AsType[*StoreError](err)
+		if isStore {
 			t.storeFailed(req, se.Key, se.Err)
-			if t.fail.policy == SendUncounted {
-				err = nil // sent anyway, uncounted
-			}
 		}
-		if err != nil {
+		switch {
+		case isStore && t.fail.policy == SendUncounted:
+			// sent anyway, uncounted: no charge to correct
+		case err != nil:
 			h.release()
 			return fail(err)
+		case t.costs.report != nil:
+			ch = &charge{n: 1, lim: lim, at: at, local: local, gen: t.gen()}
 		}
 	}
-	resp, err := t.sendLearned(base, req, key, lk)
+	resp, err := t.sendLearned(base, req, key, lk, ch)
 	if err != nil || resp == nil {
 		h.release()
 		return resp, err
@@ -419,6 +440,9 @@ func (t *Transport) setMeter(m Meter, source string) (*liveMeter, error) {
 	if err := WithMeter(m)(&staged); err != nil {
 		return nil, err
 	}
+	if len(staged.setup.learnedMeters) > 0 {
+		return nil, fmt.Errorf("ratemonitor: SetMeter(%q): no rules and no InFlight: give the meter's limits", m.Name)
+	}
 	m.Rules = slices.Clone(m.Rules)
 	lm := &liveMeter{source: source, unit: unitRequests, rules: m.Rules, inflight: m.InFlight, spec: m}
 	switch {
@@ -453,8 +477,17 @@ func (t *Transport) limitChanged(key string, m *liveMeter) {
 func (t *Transport) newLearned(name, mk, unit, partition string, rules []strategy.Rule, inflight int) *liveMeter {
 	m := &liveMeter{meter: meter{name: name, key: mk, opt: "learned meter " + name}, source: "learned",
 		unit: unit, rules: rules, inflight: inflight, partition: partition}
-	if unit == unitBytes {
+	switch {
+	case unit == unitBytes:
 		m.cost = bodyBytes
+	case unit == unitReport && name != reportRequests:
+		// A meter WithMeter gave without rules: its key and cost are that meter's; one this
+		// Transport was not given (a store's, written by another) is not kept.
+		i := slices.IndexFunc(t.sync.learn.reported, func(o *meter) bool { return o.name == name })
+		if i < 0 || t.sync.learn.reported[i].key != mk {
+			return nil
+		}
+		m.keyOf, m.cost = t.sync.learn.reported[i].keyOf, t.sync.learn.reported[i].cost
 	}
 	if len(rules) > 0 {
 		s, err := rollingwindow.New(rules...)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor/cache"
+	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/headerparse"
 	"github.com/ratemonitor/ratemonitor/observe"
@@ -17,8 +18,9 @@ import (
 )
 
 // sendLearned passes req to base and learns from the answer: the limits it states for key's
-// meters, their remaining counts, and the pauses it asks for.
-func (t *Transport) sendLearned(base http.RoundTripper, req *http.Request, key string, lk *learnedKey) (*http.Response, error) {
+// meters, their remaining counts, and the pauses it asks for; with WithCostReport, the report
+// corrects the request's charges ch (nil: none to correct) too.
+func (t *Transport) sendLearned(base http.RoundTripper, req *http.Request, key string, lk *learnedKey, ch *charge) (*http.Response, error) {
 	seq := lk.sent.Add(1)
 	resp, err := base.RoundTrip(req)
 	if err != nil || resp == nil {
@@ -27,7 +29,11 @@ func (t *Transport) sendLearned(base http.RoundTripper, req *http.Request, key s
 	if t.obs != nil && resp.StatusCode == http.StatusTooManyRequests {
 		t.obs.Observe(observe.Event{Kind: observe.TooManyRequests, Key: key})
 	}
-	t.learnFrom(req, key, lk, resp, seq)
+	var rep cost.Report
+	if t.costs.report != nil {
+		rep = t.reportLearned(req, key, lk, resp, ch)
+	}
+	t.learnFrom(req, key, lk, resp, seq, rep)
 	return resp, nil
 }
 
@@ -37,16 +43,18 @@ type learned struct {
 	remaining int           // headers.Unknown when the answer does not say
 	limit     int           // the quota the remaining is out of
 	reset     time.Duration // headers.Unknown when the answer does not say
+	pause     time.Duration // a cost report's pause of the meter (cost.Report.Pause)
 }
 
 // learnFrom reads resp, the answer to req on key: each IETF policy (draft-ietf-httpapi-
 // ratelimit-headers-11) with a quota becomes a meter of key, or of its partition key (pk);
-// without them, X-RateLimit-Limit with a reset becomes one ("x-ratelimit"). A meter whose
+// without them, X-RateLimit-Limit with a reset becomes one ("x-ratelimit"); with WithCostReport,
+// rep's figures that state a limit become meters too (reportMeters). A meter whose
 // limits changed is replaced, and reported, unless a request sent after req stated the limits
 // it has (seq is req's number among the key's requests). Then the remaining counts raise the
 // meters' usage and a used-up limit or a refusal pauses them, for every Transport over the
 // store.
-func (t *Transport) learnFrom(req *http.Request, key string, lk *learnedKey, resp *http.Response, seq uint64) {
+func (t *Transport) learnFrom(req *http.Request, key string, lk *learnedKey, resp *http.Response, seq uint64, rep cost.Report) {
 	now := t.clock.Now()
 	hnow := t.headerNow(now)
 	l := t.sync.learn
@@ -66,6 +74,9 @@ func (t *Transport) learnFrom(req *http.Request, key string, lk *learnedKey, res
 				got = append(got, g)
 			}
 		}
+	}
+	if t.costs.report != nil {
+		got = append(got, t.reportMeters(key, rep, cur)...)
 	}
 	var changed []*liveMeter
 	if len(got) > 0 {
@@ -217,14 +228,14 @@ func (t *Transport) keepLearned(req *http.Request, key string, now, hnow time.Ti
 		if g.m == nil || g.m.strat == nil {
 			continue
 		}
-		var u engine.Update
+		u := engine.Update{Pause: g.pause}
 		if g.remaining != headers.Unknown {
 			rule := g.m.rules[0]
 			sig := headers.Signal{Window: rule.Window, Remaining: g.remaining, Limit: g.limit, Reset: g.reset}
 			u.Reports = t.addReport(nil, g.m.strat, sig)
 			if g.remaining == 0 {
 				usedUp = true
-				u.Pause = max(g.reset, 0)
+				u.Pause = max(u.Pause, g.reset, 0)
 				if refused {
 					u.Pause = max(u.Pause, retry) // Retry-After takes precedence (section 7)
 					if u.Pause <= 0 {

@@ -243,10 +243,10 @@ func due(now, next int64) bool {
 }
 
 // valid reports whether a stored learned meter is one a Transport could have learned: a unit
-// of draft-11's, and rules, or a positive in-flight limit for concurrent requests.
+// of draft-11's or a cost report's, and rules, or a positive in-flight limit for concurrent requests.
 func (sm storedMeter) valid() bool {
 	switch sm.Unit {
-	case unitRequests, unitBytes:
+	case unitRequests, unitBytes, unitReport:
 		return len(sm.Rules) > 0 && sm.InFlight == 0
 	case unitConcurrent:
 		return len(sm.Rules) == 0 && sm.InFlight > 0

@@ -29,7 +29,8 @@ type Meter struct {
 	// Key returns the meter's key for a request's key (nil, without AppKey: Name + ":" + key).
 	// It must return a key no request is keyed by; "" or a panic makes RoundTrip fail.
 	Key func(key string) string
-	// Rules are the meter's rolling windows, layered on each of its keys.
+	// Rules are the meter's rolling windows, layered on each of its keys. None and no InFlight:
+	// learned from WithCostReport's figures, in a Transport without rules.
 	Rules []strategy.Rule
 	// InFlight is the most requests in progress at once on each of the meter's keys (0: none
 	// kept), held as WithInFlight holds a key's, by the requests it applies to (Cost not 0): a
@@ -97,7 +98,8 @@ func (l limits) checkKeys(key string) error {
 // key, where every key's waiters are served in order (by priority first, see Priority), so
 // that a burst is not starved by single requests (docs/meters.md#what-holds). New fails when m
 // has no name, no rules and no InFlight, a rule is invalid, or another meter has its name
-// (WithAppRules' is "app") or its AppKey.
+// (WithAppRules' is "app") or its AppKey. Without WithRules, a meter with Cost and no rules or
+// InFlight is learned: its limits come from WithCostReport's figures for it (docs/learning.md).
 func WithMeter(m Meter) Option {
 	m.Rules = slices.Clone(m.Rules) // the option is a value: the caller may reuse the slice
 	return func(t *Transport) error {
@@ -111,8 +113,6 @@ func WithMeter(m Meter) Option {
 		switch {
 		case m.InFlight < 0:
 			return fmt.Errorf("ratemonitor: %s: InFlight %d is negative: give at least 1, or 0 to keep none", opt, m.InFlight)
-		case len(m.Rules) == 0 && m.InFlight == 0:
-			return fmt.Errorf("ratemonitor: %s: no rules and no InFlight: give the meter's limits", opt)
 		}
 		return t.addMeter(meter{name: m.Name, key: m.AppKey, keyOf: m.Key, cost: m.Cost, opt: opt}, m.Rules, m.InFlight)
 	}
@@ -127,7 +127,7 @@ const maxMeters = 8
 // or an app key another meter has (two meters on one key would count in one counter, or hold
 // two leases of one key each), too many meters, an invalid rule.
 func (t *Transport) addMeter(m meter, rules []strategy.Rule, inflight int) error {
-	all := t.allMeters()
+	all := append(t.allMeters(), t.setup.learnedMeters...)
 	for _, o := range all {
 		switch {
 		case o.name == m.name:
@@ -149,6 +149,10 @@ func (t *Transport) addMeter(m meter, rules []strategy.Rule, inflight int) error
 	}
 	if inflight > 0 {
 		t.setup.inflight.meters = append(t.setup.inflight.meters, inflightMeter{meter: &m, n: inflight})
+	}
+	if len(rules) == 0 && inflight == 0 {
+		// Its limits are learned (New refuses it when the Transport has rules).
+		t.setup.learnedMeters = append(t.setup.learnedMeters, &m)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratemonitor/ratemonitor"
+	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/observe"
 	"github.com/ratemonitor/ratemonitor/strategy"
@@ -49,4 +50,12 @@ func learningGitHub() (*ratemonitor.Transport, error) {
 		ratemonitor.WithSync(ratemonitor.SyncConfig{
 			XRateLimitWindow: time.Hour, // the fields do not say it
 			XRateLimitReset:  headers.ResetEpoch}))
+}
+
+// learningFromReport is docs/learning.md's meter whose limit a cost report gives.
+func learningFromReport(reader cost.Reader) (*ratemonitor.Transport, error) {
+	// "points": 5 a request before the send; its limit and each request's real cost from reader
+	return ratemonitor.New(http.DefaultTransport, ratemonitor.WithPacing(),
+		ratemonitor.WithMeter(ratemonitor.Meter{Name: "points", Cost: func(*http.Request) int { return 5 }}),
+		ratemonitor.WithCostReport(reader))
 }

@@ -23,6 +23,12 @@ func openAIClient() (*ratemonitor.Transport, *http.Client, error) {
 	return tr, &http.Client{Transport: tr}, nil
 }
 
+// openAILearned is docs/llm.md's OpenAI client that learns the tier's figures.
+func openAILearned() (*ratemonitor.Transport, error) {
+	// 0, 0: the requests and tokens a minute come from each key's first answer
+	return ratemonitor.New(http.DefaultTransport, profiles.OpenAI(0, 0, nil).Options()...)
+}
+
 // anthropicClient is docs/llm.md's Anthropic client, with an expected answer charged before
 // the send.
 func anthropicClient() (*http.Client, error) {

@@ -10,7 +10,6 @@ import (
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/headerparse"
-	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // Anthropic's header fields, "Rate limits", https://platform.claude.com/docs/en/api/rate-limits
@@ -41,26 +40,26 @@ const anthropicRounding = 499
 // message_start and last message_delta) corrects both once the caller has read the body to its
 // end; a stream closed before its end keeps the charges made before the send, and the next
 // answers' remaining counts raise them. The anthropic-ratelimit-* fields update the three
-// limits, and a 429 pauses the key for its retry-after. New fails when a figure is below 1.
-// See docs/llm.md.
+// limits, and a 429 pauses the key for its retry-after. With rpm, itpm and otpm all 0 the
+// limits are learned from those fields (meters "requests", "input" and "output", from the
+// key's first answer on: docs/learning.md). New fails when a figure is below 1 and they are
+// not all 0. See docs/llm.md.
 func Anthropic(rpm, itpm, otpm int, estimate func(*http.Request) int) Profile {
 	const name = "profiles.Anthropic"
-	if rpm < 1 || itpm < 1 || otpm < 1 {
-		return failed(name, "%s: rpm %d, itpm %d and otpm %d must be at least 1: give your tier's figures for the model", name, rpm, itpm, otpm)
+	learn := rpm == 0 && itpm == 0 && otpm == 0
+	if !learn && (rpm < 1 || itpm < 1 || otpm < 1) {
+		return failed(name, "%s: rpm %d, itpm %d and otpm %d must be at least 1: give your tier's figures for the model, or all 0 to learn them", name, rpm, itpm, otpm)
 	}
 	if estimate == nil {
 		estimate = estimateTokens
 	}
-	minute := func(limit int) []strategy.Rule {
-		return []strategy.Rule{{Limit: limit, Window: time.Minute, Margin: time.Second}}
-	}
 	return Profile{
 		Name:  name,
 		Key:   llmKey("anthropic", "X-Api-Key"),
-		Rules: minute(rpm),
+		Rules: llmMinute(rpm),
 		Meters: []ratemonitor.Meter{
-			{Name: "input", Rules: minute(itpm), Cost: func(req *http.Request) int { return max(1, estimate(req)) }},
-			{Name: "output", Rules: minute(otpm), Cost: func(*http.Request) int { return 1 }},
+			{Name: "input", Rules: llmMinute(itpm), Cost: func(req *http.Request) int { return max(1, estimate(req)) }},
+			{Name: "output", Rules: llmMinute(otpm), Cost: func(*http.Request) int { return 1 }},
 		},
 		CostReport: anthropicReader{},
 		Sync:       llmSync(),

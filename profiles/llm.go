@@ -16,6 +16,7 @@ import (
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/bodypeek"
+	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // llmMaxBody bounds how much of an LLM request's body the profiles read (its model, its
@@ -109,6 +110,15 @@ func llmKey(prefix, header string) ratemonitor.KeyFunc {
 // sends each to its meter; the pauses from the refusals (a 429's retry-after).
 func llmSync() *ratemonitor.SyncConfig {
 	return &ratemonitor.SyncConfig{Readers: []headers.Reader{}, Fallback: time.Minute, MaxPause: llmMaxPause}
+}
+
+// llmMinute is an LLM limit of limit a minute with a 1 s margin; none when limit is 0 (learned
+// from the answers then).
+func llmMinute(limit int) []strategy.Rule {
+	if limit == 0 {
+		return nil
+	}
+	return []strategy.Rule{{Limit: limit, Window: time.Minute, Margin: time.Second}}
 }
 
 // sseData returns the data of each event of a stream of server-sent events (HTML Living

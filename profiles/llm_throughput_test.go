@@ -62,6 +62,10 @@ func llmRequest(t *testing.T, url, header, credential string, i int, stream bool
 // arrivedKey is the context key of a request's arrival mark (llmGate).
 type arrivedKey struct{}
 
+// grantsKey is the context key of the grants a request takes (none for a request sent before
+// its key's first answer, with no limit known).
+type grantsKey struct{}
+
 // llmGate is the simulation's store for the LLM runs: a Release of a request whose grants have
 // arrived at the stand-in (a correction giving tokens back, after the answer) is not a grant
 // given back before the send, and leaves the count of grants in transit alone.
@@ -104,11 +108,16 @@ func (rt llmTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // runLLM sends requests from llmGoroutines goroutines through a Transport made of profile
 // against the stand-in newStandIn makes (on the simulation's clock, sleeping its service time
 // there, calling admitted once it has admitted or refused a request, whose grants numbered
-// grants) for llmRun of virtual time, reading each answer to its end.
+// grants) for llmRun of virtual time, reading each answer to its end. A profile without
+// rules learns its limits: its first request is neither priced nor charged.
 func runLLM(t *testing.T, profile profiles.Profile, grants int,
 	newStandIn func(now func() time.Time, sleep func(time.Duration), admitted func(*http.Request)) http.Handler,
 	mk func(i int) *http.Request) {
 	sim := newSimulation(t)
+	// A goroutine that priced its request lets the clock go before it reserves: the clock
+	// moves once nothing was pending for 4 polls in a row, so that one the scheduler left out
+	// for a moment still reserves at the instant it priced at.
+	sim.quiet = 4
 	hold := func(n int) {
 		sim.store.mu.Lock()
 		sim.store.pending += n
@@ -118,7 +127,7 @@ func runLLM(t *testing.T, profile profiles.Profile, grants int,
 	sleep := func(d time.Duration) { sim.clk.Sleep(context.Background(), d); hold(1) }
 	admitted := func(r *http.Request) {
 		r.Context().Value(arrivedKey{}).(*atomic.Bool).Store(true)
-		hold(-grants)
+		hold(-r.Context().Value(grantsKey{}).(int))
 	}
 	h := newStandIn(sim.clk.Now, sleep, admitted)
 	// The last meter's Cost is the last thing the Transport computes before it reserves or
@@ -146,10 +155,11 @@ func runLLM(t *testing.T, profile profiles.Profile, grants int,
 	// send sends the next request and reads its answer. The goroutine holds the clock when it
 	// calls send (while it builds and prices the request) and again when send returns (from the
 	// answer's end), unless send fails.
-	send := func() error {
+	send := func(grants int) error {
 		i := int(next.Add(1)) - 1
 		req := mk(i)
-		ctx := context.WithValue(req.Context(), arrivedKey{}, new(atomic.Bool))
+		ctx := context.WithValue(req.Context(), grantsKey{}, grants)
+		ctx = context.WithValue(ctx, arrivedKey{}, new(atomic.Bool))
 		req = req.WithContext(context.WithValue(ctx, busyKey{}, new(busyMark)))
 		resp, err := c.Do(req)
 		if err != nil {
@@ -162,9 +172,12 @@ func runLLM(t *testing.T, profile profiles.Profile, grants int,
 	}
 	// The first request goes alone: the others would wait for its answer at the first-answer
 	// gate (SyncConfig.FirstAnswer) before they are priced, holding the clock its service time
-	// needs.
-	hold(1)
-	if err := send(); err != nil {
+	// needs. Without rules it is not priced: nothing holds the clock until it is sent.
+	learned := len(profile.Rules) == 0
+	if !learned {
+		hold(1)
+	}
+	if err := send(map[bool]int{false: grants, true: 0}[learned]); err != nil {
 		t.Fatal(err)
 	}
 	hold(-1)            // its answer's hold: no next request on this goroutine
@@ -174,7 +187,7 @@ func runLLM(t *testing.T, profile profiles.Profile, grants int,
 	for range llmGoroutines {
 		wg.Go(func() {
 			for sim.clk.Now().Before(end) {
-				if err := send(); err != nil {
+				if err := send(grants); err != nil {
 					errs <- err
 					return
 				}
@@ -198,27 +211,41 @@ func runLLM(t *testing.T, profile profiles.Profile, grants int,
 func TestOpenAIHoldsTokensAndRequests(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
-			var o *standin.OpenAI
-			runLLM(t, profiles.OpenAI(openAIRPM, openAITPM, nil), 2,
-				func(now func() time.Time, sleep func(time.Duration), admitted func(*http.Request)) http.Handler {
-					o = standin.NewOpenAI(now, openAIRPM, openAITPM)
-					o.Sleep, o.Admitted = sleep, admitted
-					return o
-				},
-				func(i int) *http.Request {
-					return llmRequest(t, "http://api.openai.test/v1/chat/completions", "Authorization", "Bearer sk-test", i, stream)
-				})
-			n, in, out := o.Used(t0.Add(llmRun))
-			share := 100 * float64(in+out) / float64(3*openAITPM)
-			t.Logf("%d answers admitted in %v, %d refused: %d input + %d output = %d tokens, %.1f %% of the %d allowed; %.1f %% of the %d requests allowed",
-				n, llmRun, o.Refused(), in, out, in+out, share, 3*openAITPM, 100*float64(n)/float64(3*openAIRPM), 3*openAIRPM)
-			if o.Refused() != 0 {
-				t.Errorf("%d requests refused; want none", o.Refused())
-			}
-			if share < 90 {
-				t.Errorf("%.1f %% of the tokens allowed used; want at least 90 %%", share)
-			}
+			testOpenAI(t, profiles.OpenAI(openAIRPM, openAITPM, nil), stream)
 		})
+	}
+}
+
+// TestOpenAILearnsItsLimits: as TestOpenAIHoldsTokensAndRequests through profiles.OpenAI(0, 0,
+// nil), which learns the tier's limits from the x-ratelimit-* fields of the key's first answer.
+func TestOpenAILearnsItsLimits(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			testOpenAI(t, profiles.OpenAI(0, 0, nil), stream)
+		})
+	}
+}
+
+func testOpenAI(t *testing.T, p profiles.Profile, stream bool) {
+	var o *standin.OpenAI
+	runLLM(t, p, 2,
+		func(now func() time.Time, sleep func(time.Duration), admitted func(*http.Request)) http.Handler {
+			o = standin.NewOpenAI(now, openAIRPM, openAITPM)
+			o.Sleep, o.Admitted = sleep, admitted
+			return o
+		},
+		func(i int) *http.Request {
+			return llmRequest(t, "http://api.openai.test/v1/chat/completions", "Authorization", "Bearer sk-test", i, stream)
+		})
+	n, in, out := o.Used(t0.Add(llmRun))
+	share := 100 * float64(in+out) / float64(3*openAITPM)
+	t.Logf("%d answers admitted in %v, %d refused: %d input + %d output = %d tokens, %.1f %% of the %d allowed; %.1f %% of the %d requests allowed",
+		n, llmRun, o.Refused(), in, out, in+out, share, 3*openAITPM, 100*float64(n)/float64(3*openAIRPM), 3*openAIRPM)
+	if o.Refused() != 0 {
+		t.Errorf("%d requests refused; want none", o.Refused())
+	}
+	if share < 90 {
+		t.Errorf("%.1f %% of the tokens allowed used; want at least 90 %%", share)
 	}
 }
 
@@ -229,26 +256,41 @@ func TestOpenAIHoldsTokensAndRequests(t *testing.T) {
 func TestAnthropicHoldsInputOutputAndRequests(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
-			var a *standin.Anthropic
-			runLLM(t, profiles.Anthropic(anthropicRPM, anthropicITPM, anthropicOTPM, nil), 3,
-				func(now func() time.Time, sleep func(time.Duration), admitted func(*http.Request)) http.Handler {
-					a = standin.NewAnthropic(now, anthropicRPM, anthropicITPM, anthropicOTPM)
-					a.Sleep, a.Admitted = sleep, admitted
-					return a
-				},
-				func(i int) *http.Request {
-					return llmRequest(t, "http://api.anthropic.test/v1/messages", "X-Api-Key", "sk-ant-test", i, stream)
-				})
-			n, in, out := a.Used(t0.Add(llmRun))
-			share := 100 * float64(in) / float64(3*anthropicITPM)
-			t.Logf("%d answers admitted in %v, %d refused: %d input tokens, %.1f %% of the %d allowed; %d output tokens, %.1f %% of the %d allowed; %.1f %% of the %d requests allowed",
-				n, llmRun, a.Refused(), in, share, 3*anthropicITPM, out, 100*float64(out)/float64(3*anthropicOTPM), 3*anthropicOTPM, 100*float64(n)/float64(3*anthropicRPM), 3*anthropicRPM)
-			if a.Refused() != 0 {
-				t.Errorf("%d requests refused; want none", a.Refused())
-			}
-			if share < 90 {
-				t.Errorf("%.1f %% of the input tokens allowed used; want at least 90 %%", share)
-			}
+			testAnthropic(t, profiles.Anthropic(anthropicRPM, anthropicITPM, anthropicOTPM, nil), stream)
 		})
+	}
+}
+
+// TestAnthropicLearnsItsLimits: as TestAnthropicHoldsInputOutputAndRequests through
+// profiles.Anthropic(0, 0, 0, nil), which learns the tier's limits from the
+// anthropic-ratelimit-* fields of the key's first answer.
+func TestAnthropicLearnsItsLimits(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			testAnthropic(t, profiles.Anthropic(0, 0, 0, nil), stream)
+		})
+	}
+}
+
+func testAnthropic(t *testing.T, p profiles.Profile, stream bool) {
+	var a *standin.Anthropic
+	runLLM(t, p, 3,
+		func(now func() time.Time, sleep func(time.Duration), admitted func(*http.Request)) http.Handler {
+			a = standin.NewAnthropic(now, anthropicRPM, anthropicITPM, anthropicOTPM)
+			a.Sleep, a.Admitted = sleep, admitted
+			return a
+		},
+		func(i int) *http.Request {
+			return llmRequest(t, "http://api.anthropic.test/v1/messages", "X-Api-Key", "sk-ant-test", i, stream)
+		})
+	n, in, out := a.Used(t0.Add(llmRun))
+	share := 100 * float64(in) / float64(3*anthropicITPM)
+	t.Logf("%d answers admitted in %v, %d refused: %d input tokens, %.1f %% of the %d allowed; %d output tokens, %.1f %% of the %d allowed; %.1f %% of the %d requests allowed",
+		n, llmRun, a.Refused(), in, share, 3*anthropicITPM, out, 100*float64(out)/float64(3*anthropicOTPM), 3*anthropicOTPM, 100*float64(n)/float64(3*anthropicRPM), 3*anthropicRPM)
+	if a.Refused() != 0 {
+		t.Errorf("%d requests refused; want none", a.Refused())
+	}
+	if share < 90 {
+		t.Errorf("%.1f %% of the input tokens allowed used; want at least 90 %%", share)
 	}
 }

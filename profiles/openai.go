@@ -10,7 +10,6 @@ import (
 	"github.com/ratemonitor/ratemonitor/cost"
 	"github.com/ratemonitor/ratemonitor/headers"
 	"github.com/ratemonitor/ratemonitor/internal/headerparse"
-	"github.com/ratemonitor/ratemonitor/strategy"
 )
 
 // OpenAI's header fields, "Rate limits", https://platform.openai.com/docs/guides/rate-limits
@@ -36,23 +35,24 @@ const (
 // stream's last chunk with stream_options.include_usage) corrects it once the caller has read
 // the body to its end. A stream closed before its end keeps the admission charge. The
 // x-ratelimit-* fields update both (a remaining below ours raises our usage), and a 429 pauses
-// the key. New fails when rpm or tpm is below 1. Source: OpenAI, "Rate limits",
+// the key. With rpm and tpm both 0 the limits are learned from those fields (meters "requests"
+// and "tokens", from the key's first answer on: docs/learning.md). New fails when one is
+// below 1 and they are not both 0. Source: OpenAI, "Rate limits",
 // https://platform.openai.com/docs/guides/rate-limits. See docs/llm.md.
 func OpenAI(rpm, tpm int, estimate func(*http.Request) int) Profile {
 	const name = "profiles.OpenAI"
-	if rpm < 1 || tpm < 1 {
-		return failed(name, "%s: rpm %d and tpm %d must be at least 1: give your tier's figures for the model", name, rpm, tpm)
+	learn := rpm == 0 && tpm == 0
+	if !learn && (rpm < 1 || tpm < 1) {
+		return failed(name, "%s: rpm %d and tpm %d must be at least 1: give your tier's figures for the model, or both 0 to learn them", name, rpm, tpm)
 	}
 	if estimate == nil {
 		estimate = estimateTokens
 	}
 	return Profile{
-		Name:  name,
-		Key:   llmKey("openai", "Authorization"),
-		Rules: []strategy.Rule{{Limit: rpm, Window: time.Minute, Margin: time.Second}},
-		Meters: []ratemonitor.Meter{{Name: "tokens",
-			Rules: []strategy.Rule{{Limit: tpm, Window: time.Minute, Margin: time.Second}},
-			Cost:  openAIAdmission(estimate)}},
+		Name:       name,
+		Key:        llmKey("openai", "Authorization"),
+		Rules:      llmMinute(rpm),
+		Meters:     []ratemonitor.Meter{{Name: "tokens", Rules: llmMinute(tpm), Cost: openAIAdmission(estimate)}},
 		CostReport: openAIReader{},
 		Sync:       llmSync(),
 		Pacing:     true,

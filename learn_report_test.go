@@ -1,0 +1,128 @@
+package ratemonitor
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratemonitor/ratemonitor/clock"
+	"github.com/ratemonitor/ratemonitor/cost"
+	"github.com/ratemonitor/ratemonitor/headers"
+	"github.com/ratemonitor/ratemonitor/strategy"
+)
+
+// pointsReader reads a made-up API's fields: X-Req-Limit and X-Req-Left, its requests a
+// minute; X-Pts-Limit, X-Pts-Left and X-Pts-Cost, its points a minute and what the request
+// cost on them (meter "points").
+var pointsReader = cost.ReaderFunc(func(resp *http.Response, _ time.Time) cost.Report {
+	n := func(name string) int {
+		v, err := strconv.Atoi(resp.Header.Get(name))
+		if err != nil {
+			return headers.Unknown
+		}
+		return v
+	}
+	rep := cost.Report{Cost: cost.Unknown}
+	if left := n("X-Req-Left"); left != headers.Unknown {
+		rep.Signals = []headers.Signal{{Window: time.Minute, Remaining: left, Limit: n("X-Req-Limit"), Reset: headers.Unknown}}
+	}
+	pts := cost.Report{Cost: cost.Unknown}
+	if c := n("X-Pts-Cost"); c != headers.Unknown {
+		pts.Cost = c
+	}
+	if left := n("X-Pts-Left"); left != headers.Unknown {
+		pts.Signals = []headers.Signal{{Window: time.Minute, Remaining: left, Limit: n("X-Pts-Limit"), Reset: headers.Unknown}}
+	}
+	rep.Meters = map[string]cost.Report{"points": pts}
+	return rep
+})
+
+// pointsUpstream answers every request with pointsReader's fields: 10 requests and 100 points
+// a minute, all left, and a cost of 7 points.
+var pointsUpstream = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	h := http.Header{}
+	for k, v := range map[string]string{"X-Req-Limit": "10", "X-Req-Left": "10", "X-Pts-Limit": "100", "X-Pts-Left": "100", "X-Pts-Cost": "7"} {
+		h.Set(k, v)
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: h, Body: http.NoBody, Request: req}, nil
+})
+
+// sendOK sends a GET to api.test through tr and closes the answer.
+func sendOK(t *testing.T, tr *Transport) {
+	t.Helper()
+	resp, err := send(tr, context.Background(), "http://api.test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+// pointsMeter charges 5 points a request before the send.
+func pointsMeter(name string) Option {
+	return WithMeter(Meter{Name: name, Cost: func(*http.Request) int { return 5 }})
+}
+
+// TestLearnedFromCostReport: a Transport without rules, given WithCostReport and a meter with
+// a Cost and no rules, learns "requests" (10 a minute) and "points" (100 a minute) from the
+// report of its first answer, which it does not charge; the second request is charged 5
+// points and corrected to the 7 the report says. A second Transport over the store, given the
+// same meter, paces on both without an answer of its own; a third, given no "points" meter,
+// keeps only "requests".
+func TestLearnedFromCostReport(t *testing.T) {
+	clk := clock.NewManual(t0)
+	mem := newMem(t, clk)
+	newT := func(base http.RoundTripper, meter string) *Transport {
+		tr, err := New(base, WithStore(mem), WithPacing(), pointsMeter(meter), WithCostReport(pointsReader))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	a := newT(pointsUpstream, "points")
+	for range 2 {
+		sendOK(t, a)
+	}
+	const want = "requests requests:api.test 10/1m0s used 1; points points:api.test 100/1m0s used 7"
+	if got := meterFigures(t, a, "api.test"); got != want {
+		t.Errorf("A: %s\nwant %s", got, want)
+	}
+	b := newT(plain{pointsUpstream}, "points")
+	sendOK(t, b)
+	if got, want := meterFigures(t, b, "api.test"), "requests requests:api.test 10/1m0s used 2; points points:api.test 100/1m0s used 12"; got != want {
+		t.Errorf("B: %s\nwant %s", got, want)
+	}
+	c := newT(plain{pointsUpstream}, "other")
+	sendOK(t, c)
+	if got, want := meterFigures(t, c, "api.test"), "requests requests:api.test 10/1m0s used 3"; got != want {
+		t.Errorf("C: %s\nwant %s", got, want)
+	}
+}
+
+// TestLearnedFromCostReportRefused: New refuses what a Transport without rules cannot learn
+// from a cost report, naming what to give.
+func TestLearnedFromCostReportRefused(t *testing.T) {
+	for _, c := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{WithCostReport(pointsReader)}, "WithCostReport without rules: give WithRules too, or meters with a Cost and no rules"},
+		{[]Option{pointsMeter("points")}, `WithMeter("points"): no rules and no InFlight: give the meter's limits, or WithCostReport to learn them from its figures`},
+		{[]Option{pointsMeter("requests"), WithCostReport(pointsReader)}, `WithMeter("requests") without rules: the name is the learned meter of the cost report's own figures`},
+		{[]Option{pointsMeter("points"), WithCostReport(pointsReader), WithCost(func(*http.Request) int { return 2 })}, "WithCost without rules"},
+		{[]Option{WithRules(strategy.Rule{Limit: 1, Window: time.Second}), pointsMeter("points"), WithCostReport(pointsReader)},
+			`WithMeter("points"): no rules and no InFlight: give the meter's limits (only a Transport without WithRules learns a meter's limits)`},
+		{[]Option{pointsMeter("points"), pointsMeter("points"), WithCostReport(pointsReader)}, `a meter named "points" is already set`},
+	} {
+		tr, err := New(nil, c.opts...)
+		if err == nil {
+			tr.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New: %v\nwant an error containing %q", err, c.want)
+		}
+	}
+}
