@@ -99,6 +99,12 @@ func (m *liveMeter) same(o *liveMeter) bool {
 	return m.unit == o.unit && m.inflight == o.inflight && m.partition == o.partition && slices.Equal(m.rules, o.rules)
 }
 
+// shared reports whether m counts under a key other request keys share: an IETF partition
+// key's, or the app key of a meter learned from a cost report.
+func (m *liveMeter) shared() bool {
+	return m.partition != "" || m.unit == unitReport && m.key != ""
+}
+
 // learning returns the learner of a Transport made without rules, or nil.
 func (t *Transport) learning() *learner {
 	if t.strat != nil || t.sync == nil {

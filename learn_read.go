@@ -208,8 +208,8 @@ func (t *Transport) xrlMeter(key string, x headerparse.XRateLimit, cur []*liveMe
 // keepLearned stores what resp said of the learned meters got: a remaining count raises a
 // rate meter's usage (never lowers it); a limit used up pauses its meter until its reset; a
 // refusal (headers.Refused) pauses the meters it used up until its Retry-After, or when it
-// names none, every rate meter of the request's own key (not those of a partition key other
-// keys share).
+// names none, every rate meter of the request's own key (not those other keys share: a
+// partition key's, an app key's).
 func (t *Transport) keepLearned(req *http.Request, key string, now, hnow time.Time, resp *http.Response, got []learned) {
 	ra := headerparse.ParseRetryAfter(resp.Header, hnow)
 	retry, refused := retryPause(resp, ra)
@@ -248,7 +248,7 @@ func (t *Transport) keepLearned(req *http.Request, key string, now, hnow time.Ti
 	}
 	if refused && !usedUp {
 		for i := range ups {
-			if ups[i].m.partition == "" {
+			if !ups[i].m.shared() {
 				ups[i].up.Pause = max(ups[i].up.Pause, fallback)
 			}
 		}

@@ -36,7 +36,11 @@ func (t *Transport) reportMeters(key string, rep cost.Report, cur []*liveMeter) 
 		} else if m = t.newLearned(name, mk, unitReport, "", rules, 0); m == nil {
 			return
 		}
-		got = append(got, learned{m: m, remaining: sig.Remaining, limit: sig.Limit, reset: sig.Reset, pause: max(r.Pause, 0)})
+		rem := sig.Remaining
+		if rem < 0 {
+			rem = headers.Unknown // a reader's garbled figure: the limit alone is kept
+		}
+		got = append(got, learned{m: m, remaining: rem, limit: sig.Limit, reset: sig.Reset, pause: max(r.Pause, 0)})
 	}
 	add(reportRequests, "", cost.Report{Signals: rep.Signals, Pause: rep.Pause})
 	for _, tm := range t.sync.learn.reported {

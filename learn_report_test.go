@@ -126,3 +126,42 @@ func TestLearnedFromCostReportRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnedFromCostReportRefusal: a 429 with Retry-After 30 and remaining counts that are not
+// 0 pauses the key's own meter ("requests") for 30 s, not a meter on an app key, which other
+// keys share.
+func TestLearnedFromCostReportRefusal(t *testing.T) {
+	clk := clock.NewManual(t0)
+	refuse := false
+	up := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := pointsUpstream(req)
+		if refuse {
+			resp.StatusCode = http.StatusTooManyRequests
+			resp.Header.Set("Retry-After", "30")
+		}
+		return resp, err
+	})
+	tr, err := New(up, WithClock(clk), WithPacing(), WithCostReport(pointsReader),
+		WithMeter(Meter{Name: "points", AppKey: "app-points", Cost: func(*http.Request) int { return 5 }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	sendOK(t, tr)
+	refuse = true
+	sendOK(t, tr)
+	st, err := tr.Status(context.Background(), "api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Time{"requests": t0.Add(30 * time.Second), "points": {}}
+	for _, m := range st.Meters {
+		if !m.PausedUntil.Equal(want[m.Meter]) {
+			t.Errorf("meter %q (key %q) paused until %v, want %v", m.Meter, m.Key, m.PausedUntil, want[m.Meter])
+		}
+		delete(want, m.Meter)
+	}
+	if len(want) > 0 {
+		t.Errorf("meters not learned: %v", want)
+	}
+}
