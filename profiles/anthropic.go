@@ -27,23 +27,17 @@ const (
 // they are "rounded to the nearest thousand" (the rate-limits page's "Response headers").
 const anthropicRounding = 499
 
-// Anthropic paces a Claude API (Messages) client on the limits of the user's tier for one
-// model: rpm requests a minute (the request's own rule), itpm input tokens a minute (meter
-// "input") and otpm output tokens a minute (meter "output"), each with a 1 s margin. A request
-// is keyed by its API key (a keyed hash of X-Api-Key, under "anthropic:") and its model:
-// Anthropic applies the limits "separately for each model". As Anthropic's page counts them, a
-// request costs estimate(req) input tokens when it starts (nil: the default, the body's
-// characters / 4, rounded up), and its output tokens as they are produced: max_tokens is not
-// charged; the output meter takes 1 before the send, so that a request waits while it is full
-// (SetMeter gives it a Cost of your expected output). The answer's usage (input_tokens +
-// cache_creation_input_tokens, and output_tokens, of a JSON body, or of a stream's
-// message_start and last message_delta) corrects both once the caller has read the body to its
-// end; a stream closed before its end keeps the charges made before the send, and the next
-// answers' remaining counts raise them. The anthropic-ratelimit-* fields update the three
-// limits, and a 429 pauses the key for its retry-after. With rpm, itpm and otpm all 0 the
-// limits are learned from those fields (meters "requests", "input" and "output", from the
-// key's first answer on: docs/learning.md). New fails when a figure is below 1 and they are
-// not all 0. See docs/llm.md.
+// Anthropic paces a Claude API (Messages) client on the user's tier for one model: rpm
+// requests, itpm input tokens (meter "input") and otpm output tokens (meter "output") a
+// minute, each with a 1 s margin; with all 0, learned per key from the anthropic-ratelimit-*
+// fields (meters "requests", "input" and "output"). A request is keyed by its API key
+// (X-Api-Key, hashed) and its model. As Anthropic's page counts them, a request costs
+// estimate(req) input tokens at its start (nil: the body's characters / 4, rounded up) and 1
+// output token (max_tokens is not charged); the answer's usage (JSON, or a stream's
+// message_start and last message_delta) corrects both once the body is read to its end, and a
+// stream closed before keeps those charges. The fields raise the usage; a 429 pauses the key
+// for its retry-after. New fails when a figure is below 1 and they are not all 0.
+// Source: https://platform.claude.com/docs/en/api/rate-limits. See docs/llm.md.
 func Anthropic(rpm, itpm, otpm int, estimate func(*http.Request) int) Profile {
 	const name = "profiles.Anthropic"
 	learn := rpm == 0 && itpm == 0 && otpm == 0

@@ -24,21 +24,17 @@ const (
 	openAIResetTokens       = "X-Ratelimit-Reset-Tokens"
 )
 
-// OpenAI paces an OpenAI API client on the limits of the user's tier for one model: rpm
-// requests a minute (the request's own rule) and tpm tokens a minute, input and output
-// together (meter "tokens"), each with a 1 s margin. A request is keyed by its API key (a keyed
-// hash of Authorization, under "openai:") and its model (the body's "model"): OpenAI keeps
-// each model's limits apart. As OpenAI's guide counts it, a request costs on "tokens", when it
-// is admitted, the larger of its max_tokens (or max_completion_tokens, or max_output_tokens)
-// and estimate(req), its input tokens guessed from its characters (nil: the default, the body's
-// characters / 4, rounded up); the usage of the answer (total_tokens, of a JSON body, or of a
-// stream's last chunk with stream_options.include_usage) corrects it once the caller has read
-// the body to its end. A stream closed before its end keeps the admission charge. The
-// x-ratelimit-* fields update both (a remaining below ours raises our usage), and a 429 pauses
-// the key. With rpm and tpm both 0 the limits are learned from those fields (meters "requests"
-// and "tokens", from the key's first answer on: docs/learning.md). New fails when one is
-// below 1 and they are not both 0. Source: OpenAI, "Rate limits",
-// https://platform.openai.com/docs/guides/rate-limits. See docs/llm.md.
+// OpenAI paces an OpenAI API client on the user's tier for one model: rpm requests a minute
+// and tpm tokens a minute, input and output together (meter "tokens"), each with a 1 s margin;
+// with both 0, learned per key from the x-ratelimit-* fields (meters "requests" and "tokens").
+// A request is keyed by its API key (Authorization, hashed) and its body's model. As OpenAI's
+// guide counts it, a request costs on "tokens", when admitted, the larger of its max_tokens
+// (or max_completion_tokens, max_output_tokens) and estimate(req) (nil: the body's characters
+// / 4, rounded up); the answer's usage (JSON, or a stream's last chunk) corrects it once the
+// body is read to its end, and a stream closed before keeps the admission charge. The
+// x-ratelimit-* fields raise the usage; a 429 pauses the key. New fails when a figure is below
+// 1 and they are not both 0. Source: https://platform.openai.com/docs/guides/rate-limits.
+// See docs/llm.md.
 func OpenAI(rpm, tpm int, estimate func(*http.Request) int) Profile {
 	const name = "profiles.OpenAI"
 	learn := rpm == 0 && tpm == 0
