@@ -264,6 +264,9 @@ func (t *Transport) keepLearned(req *http.Request, key string, now, hnow time.Ti
 			continue
 		}
 		mk := u.m.keyFor(key)
+		if mk == "" {
+			continue // a meter Key that gave no key: RoundTrip refuses the key's requests
+		}
 		if err := syncer.Sync(ctx, u.m.strat, mk, u.up); err != nil {
 			t.syncFailed(req, mk, err)
 		} else if u.up.Pause > 0 && t.obs != nil {

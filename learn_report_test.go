@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,5 +164,30 @@ func TestLearnedFromCostReportRefusal(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("meters not learned: %v", want)
+	}
+}
+
+// TestLearnedFromCostReportNoMeterKey: a learned meter whose Key gives "" for a key is learned
+// from the first answer, which is kept on no key; the key's next request is refused, naming
+// the meter, and nothing is sent.
+func TestLearnedFromCostReportNoMeterKey(t *testing.T) {
+	var sent atomic.Int64
+	up := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		sent.Add(1)
+		return pointsUpstream(req)
+	})
+	tr, err := New(up, WithPacing(), WithCostReport(pointsReader),
+		WithMeter(Meter{Name: "points", Key: func(string) string { return "" }, Cost: func(*http.Request) int { return 5 }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	sendOK(t, tr)
+	_, err = send(tr, context.Background(), "http://api.test/")
+	if err == nil || !strings.Contains(err.Error(), `meter "points": not sent: its Key func returned ""`) {
+		t.Errorf("second request: %v, want the meter's key error", err)
+	}
+	if n := sent.Load(); n != 1 {
+		t.Errorf("%d requests sent, want 1", n)
 	}
 }
