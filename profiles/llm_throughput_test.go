@@ -173,11 +173,14 @@ func runLLM(t *testing.T, profile profiles.Profile, grants int,
 	// The first request goes alone: the others would wait for its answer at the first-answer
 	// gate (SyncConfig.FirstAnswer) before they are priced, holding the clock its service time
 	// needs. Without rules it is not priced: nothing holds the clock until it is sent.
-	learned := len(profile.Rules) == 0
-	if !learned {
+	// Nor charged: it takes no grants.
+	first := grants
+	if len(profile.Rules) == 0 {
+		first = 0
+	} else {
 		hold(1)
 	}
-	if err := send(map[bool]int{false: grants, true: 0}[learned]); err != nil {
+	if err := send(first); err != nil {
 		t.Fatal(err)
 	}
 	hold(-1)            // its answer's hold: no next request on this goroutine
