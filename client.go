@@ -28,7 +28,7 @@ import (
 
 // ErrNotConfigured is returned by the methods of a Transport not made by New, and by those that
 // need rules (AllocationUsed, WaitTime, Wait, Reserve, Meter) of one made without rules.
-var ErrNotConfigured = errors.New("ratemonitor: Transport has no rules; create it with ratemonitor.New")
+var ErrNotConfigured = errors.New("ratemonitor: the Transport has no rules: made without WithRules, Status gives what it learned; a Transport not made by New has none either")
 
 // StoreErrorPolicy says what RoundTrip does when the store fails to record a request.
 type StoreErrorPolicy int

@@ -118,7 +118,13 @@ func (t *Transport) learning() *learner {
 func (t *Transport) startLearning() error {
 	switch {
 	case len(t.meters) > 0 || len(t.setup.inflight.meters) > 0:
-		return errors.New("ratemonitor: New: meters without rules: give WithRules too, or no meters and let the Transport learn them (Transport.SetMeter sets one at run time)")
+		var opt string
+		if len(t.meters) > 0 {
+			opt = t.meters[0].opt
+		} else {
+			opt = t.setup.inflight.meters[0].opt
+		}
+		return fmt.Errorf("ratemonitor: New: %s has limits (rules or InFlight) but the Transport has no rules: give WithRules too; or, to learn the meter's limits, give it no rules and give WithCostReport (Transport.SetMeter sets one at run time)", opt)
 	case !t.setup.inflight.none() || t.setup.inflight.ttl != 0:
 		return errors.New("ratemonitor: New: WithInFlight or WithAppInFlight without rules: give WithRules too; without rules a concurrent-requests policy of the upstream becomes an in-flight meter")
 	case len(t.setup.learnedMeters) > 0 && t.costs.report == nil:

@@ -117,6 +117,8 @@ func TestLearnedFromCostReportRefused(t *testing.T) {
 		{[]Option{WithRules(strategy.Rule{Limit: 1, Window: time.Second}), pointsMeter("points"), WithCostReport(pointsReader)},
 			`WithMeter("points"): no rules and no InFlight: give the meter's limits (only a Transport without WithRules learns a meter's limits)`},
 		{[]Option{pointsMeter("points"), pointsMeter("points"), WithCostReport(pointsReader)}, `a meter named "points" is already set`},
+		{[]Option{WithMeter(Meter{Name: "pts", Rules: []strategy.Rule{{Limit: 5, Window: time.Second}}}), WithCostReport(pointsReader)},
+			`WithMeter("pts") has limits (rules or InFlight) but the Transport has no rules: give WithRules too; or, to learn the meter's limits, give it no rules`},
 	} {
 		tr, err := New(nil, c.opts...)
 		if err == nil {
