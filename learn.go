@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,6 +132,10 @@ func (t *Transport) startLearning() error {
 		return fmt.Errorf("ratemonitor: %s: no rules and no InFlight: give the meter's limits, or WithCostReport to learn them from its figures", t.setup.learnedMeters[0].opt)
 	case slices.ContainsFunc(t.setup.learnedMeters, func(m *meter) bool { return m.name == reportRequests }):
 		return fmt.Errorf("ratemonitor: New: WithMeter(%q) without rules: the name is the learned meter of the cost report's own figures; name the meter otherwise", reportRequests)
+	case slices.ContainsFunc(t.setup.learnedMeters, func(m *meter) bool { return m.name == "x-ratelimit" || strings.HasPrefix(m.name, "ietf:") }):
+		return errors.New(`ratemonitor: New: a meter without rules named "x-ratelimit" or "ietf:…": those names are the meters learned from X-RateLimit-* and the IETF fields; name the meter otherwise`)
+	case len(t.setup.learnedMeters) >= maxMeters:
+		return fmt.Errorf("ratemonitor: New: %d meters without rules: with the learned meter %q a key would keep more than %d; merge meters", len(t.setup.learnedMeters), reportRequests, maxMeters)
 	case t.costs.fn != nil:
 		return errors.New("ratemonitor: New: WithCost without rules: give WithRules too; without rules a request costs 1, a content-bytes policy its body size, a learned meter its Cost")
 	case t.costs.report != nil && len(t.setup.learnedMeters) == 0:
@@ -378,6 +383,11 @@ func (t *Transport) learnedCharges(req *http.Request, key string, ms []*liveMete
 			continue
 		}
 		if err := m.strat.CheckBurst(n); err != nil {
+			if m.unit == unitReport {
+				// A limit a cost report said is not a choice: a request it could
+				// never admit goes uncharged there, and its answer says the limit again.
+				continue
+			}
 			return lim, fmt.Errorf("ratemonitor: not sent: request cost %d on meter %q, key %q: %w", n, m.name, mk, err)
 		}
 		lim.meters = append(lim.meters, meterCharge{m: &m.meter, strat: m.strat, key: mk, n: n})

@@ -117,6 +117,10 @@ func TestLearnedFromCostReportRefused(t *testing.T) {
 		{[]Option{WithRules(strategy.Rule{Limit: 1, Window: time.Second}), pointsMeter("points"), WithCostReport(pointsReader)},
 			`WithMeter("points"): no rules and no InFlight: give the meter's limits (only a Transport without WithRules learns a meter's limits)`},
 		{[]Option{pointsMeter("points"), pointsMeter("points"), WithCostReport(pointsReader)}, `a meter named "points" is already set`},
+		{[]Option{pointsMeter("x-ratelimit"), WithCostReport(pointsReader)}, `those names are the meters learned from X-RateLimit-* and the IETF fields`},
+		{[]Option{pointsMeter("ietf:burst"), WithCostReport(pointsReader)}, `those names are the meters learned from X-RateLimit-* and the IETF fields`},
+		{[]Option{pointsMeter("a"), pointsMeter("b"), pointsMeter("c"), pointsMeter("d"), pointsMeter("e"), pointsMeter("f"), pointsMeter("g"), pointsMeter("h"), WithCostReport(pointsReader)},
+			`8 meters without rules: with the learned meter "requests" a key would keep more than 8`},
 		{[]Option{WithMeter(Meter{Name: "pts", Rules: []strategy.Rule{{Limit: 5, Window: time.Second}}}), WithCostReport(pointsReader)},
 			`WithMeter("pts") has limits (rules or InFlight) but the Transport has no rules: give WithRules too; or, to learn the meter's limits, give it no rules`},
 	} {
@@ -191,5 +195,32 @@ func TestLearnedFromCostReportNoMeterKey(t *testing.T) {
 	}
 	if n := sent.Load(); n != 1 {
 		t.Errorf("%d requests sent, want 1", n)
+	}
+}
+
+// TestLearnedFromCostReportLimitBelowCost: a report that says "points" allows 4 a minute does
+// not stop requests that cost 5 there: they go uncharged on it, and the next answers (100)
+// replace the limit.
+func TestLearnedFromCostReportLimitBelowCost(t *testing.T) {
+	var sent atomic.Int64
+	up := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := pointsUpstream(req)
+		if sent.Add(1) == 1 {
+			resp.Header.Set("X-Pts-Limit", "4")
+			resp.Header.Set("X-Pts-Left", "4")
+		}
+		return resp, err
+	})
+	tr, err := New(up, WithPacing(), WithCostReport(pointsReader), pointsMeter("points"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for range 3 {
+		sendOK(t, tr)
+	}
+	const want = "requests requests:api.test 10/1m0s used 2; points points:api.test 100/1m0s used 7"
+	if got := meterFigures(t, tr, "api.test"); got != want {
+		t.Errorf("%s\nwant %s", got, want)
 	}
 }

@@ -246,7 +246,9 @@ func due(now, next int64) bool {
 // of draft-11's or a cost report's, and rules, or a positive in-flight limit for concurrent requests.
 func (sm storedMeter) valid() bool {
 	switch sm.Unit {
-	case unitRequests, unitBytes, unitReport:
+	case unitReport:
+		return len(sm.Rules) == 1 && sm.InFlight == 0 && sm.Partition == "" && (sm.Name != reportRequests || sm.Key == "")
+	case unitRequests, unitBytes:
 		return len(sm.Rules) > 0 && sm.InFlight == 0
 	case unitConcurrent:
 		return len(sm.Rules) == 0 && sm.InFlight > 0
